@@ -1,0 +1,385 @@
+"""continual.py — the paper's continual post-training experiment (§4, SPEC C1–C3, A2–A3) in one command.
+
+    python continual.py --method sdpo --alpha 0.05            # the headline: SDPO_5% through four stages
+    python continual.py --method grpo,sdpo --seed 0           # the paper's comparison, side by side
+    python continual.py --method sdpo --alpha 0,0.01,0.05     # the teacher-EMA sweep
+
+(C1) Stages d_1 … d_K are trained in order (default math → science → tooluse → coding); stage k
+starts from stage k−1's weights, θ_k = train(method, θ_{k−1}, D_k), with a fresh AdamW each stage.
+For SDPO the teacher is re-initialised from each stage's starting student (T3).
+(C2) The base θ_0 and every θ_k are evaluated on every training domain's test split and every OOD
+benchmark: an accuracy matrix acc[stage][benchmark] (Acc@k, C3).
+(A2) Δ = Acc(θ, b) − Acc(θ_0, b), δ = Δ / Acc(θ_0, b); (A3) G = max(δ, 0), F = max(−δ, 0).
+
+Every configuration (method × α) starts from the same base with the same seed and the same data
+order. Results go to runs/<name>/: log.jsonl (one line per step), a Hugging Face checkpoint per
+stage, results.json, report.md (and PNG plots when matplotlib is importable). Rerunning the same
+command resumes after the last completed stage and ends with the same results.json.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+import evaluate
+import grpo
+import sdpo
+import tasks
+from rollout import (NonFiniteError, add_common_args, load_model, save_checkpoint, setup_torch,
+                     validate_common_args)
+
+DEFAULT_STAGES = "math,science,tooluse,coding"
+
+
+# ----------------------------------------------------------------------------------------------
+# Metrics (Appendix A)
+# ----------------------------------------------------------------------------------------------
+def change_metrics(acc, base):
+    """(A2) Δ = acc − base, δ = Δ / base;  (A3) G = max(δ, 0), F = max(−δ, 0).
+
+    acc, base: accuracies in [0, 1]. δ, G, F are fractions (×100 for %). When base = 0, δ is
+    undefined unless Δ = 0: then δ, G, F are None (reported as "—") and Δ still says what happened.
+    Example: base 0.40, acc 0.30 -> Δ = −0.10, δ = −0.25, G = 0, F = 0.25.
+    """
+    # (A2) absolute change
+    delta = acc - base
+    if base == 0:
+        rel = 0.0 if delta == 0 else None
+    else:
+        # (A2) relative change δ = Δ / Acc(θ_0, b)
+        rel = delta / base
+    if rel is None:
+        return {"delta": delta, "rel": None, "gain": None, "forget": None}
+    # (A3) gain and forgetting
+    return {"delta": delta, "rel": rel, "gain": max(rel, 0.0), "forget": max(-rel, 0.0)}
+
+
+def mean_or_none(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def summarize(acc_rows, stages, benchmarks):
+    """Per run: metrics of every stage vs the base, and the headline averages.
+
+    acc_rows: [K+1][B] accuracies (row 0 = base). Returns
+      per_stage[k][b]: change_metrics of θ_k vs θ_0,
+      avg_gain_trained: mean over stages k of G(θ_k, d_k) — how much each stage specialised,
+      avg_forget_earlier: mean over j < K of F(θ_K, d_j) — what the final model lost on earlier domains,
+      avg_forget_ood: mean over OOD benchmarks of F(θ_K, b).
+    """
+    base = acc_rows[0]
+    per_stage = [{b: change_metrics(row[i], base[i]) for i, b in enumerate(benchmarks)} for row in acc_rows[1:]]
+    final = per_stage[-1] if per_stage else {}
+    ood = [b for b in benchmarks if b not in stages]
+    return {
+        "per_stage": per_stage,
+        "avg_gain_trained": mean_or_none([per_stage[k][d]["gain"] for k, d in enumerate(stages) if d in benchmarks]),
+        "avg_forget_earlier": mean_or_none([final[d]["forget"] for d in stages[:-1] if d in final]),
+        "avg_forget_ood": mean_or_none([final[b]["forget"] for b in ood]),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# The experiment
+# ----------------------------------------------------------------------------------------------
+def run_configs(args):
+    """(method, alpha) pairs and their display names: grpo; sdpo once per α of the sweep."""
+    configs = []
+    for method in args.method:
+        if method == "grpo":
+            configs.append(("grpo", None, "grpo"))
+        else:
+            for a in args.alpha:
+                configs.append(("sdpo", a, f"sdpo_a{a:g}" if len(args.alpha) > 1 or method != "sdpo" else f"sdpo_a{a:g}"))
+    return configs
+
+
+def atomic_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, run_name):
+    """One stage: fresh optimizer, (T3) fresh teacher from the current student, `args.steps` steps."""
+    import copy
+    stage_args = copy.copy(args)
+    stage_args.alpha = alpha
+    stage_args.seed = args.seed * 1000 + stage_idx  # a different prompt order per stage, same across methods
+    records = grpo.train_records(domain, seed=args.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    update = grpo.make_update_fn(method, model, tok, opt, stage_args)  # sdpo: (T3) teacher = copy of θ_{k−1}
+    curve = []
+    curve_test = evaluate.benchmark_records(domain, args.curve_n, args.seed) if args.curve_every > 0 else []
+
+    def on_step(step, row):
+        row.update({"run": run_name, "stage": stage_idx + 1, "domain": domain})
+        if args.curve_every > 0 and (step % args.curve_every == 0):
+            torch.manual_seed(args.seed)
+            acc = evaluate.acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens)[0]
+            curve.append([step, acc])
+
+    from rollout import append_jsonl
+    rows = []
+
+    def on_step_log(step, row):
+        on_step(step, row)
+        rows.append(row)
+        append_jsonl(log_path, row)
+
+    grpo.run_steps(model, tok, records, stage_args, update, None, desc=f"{run_name} {stage_idx + 1}:{domain}",
+                   on_step=on_step_log)
+    return curve, rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Continual post-training: GRPO vs SDPO through stages (SPEC C1–C3).",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    g = ap.add_argument_group("experiment")
+    g.add_argument("--method", default="sdpo", help="grpo, sdpo, or a comma list (grpo,sdpo)")
+    g.add_argument("--stages", default=DEFAULT_STAGES, help="training domains in order (C1)")
+    g.add_argument("--benchmarks", default="all", help="evaluated after every stage: all | train | ood | list")
+    g.add_argument("--name", default=None, help="run directory name under runs/ (default from the flags)")
+    g.add_argument("--runs-dir", default="runs")
+    g.add_argument("--overwrite", action="store_true", help="replace a run directory that holds a different run")
+    g.add_argument("--curve-every", type=int, default=10, help="in-stage eval of the current domain every N steps (0 = off)")
+    g.add_argument("--curve-n", type=int, default=16, help="prompts of the in-stage curve")
+    g.add_argument("--curve-k", type=int, default=4, help="samples per prompt of the in-stage curve")
+    add_common_args(ap)
+    grpo.add_grpo_args(ap)
+    sdpo.add_sdpo_args(ap)
+    ap.set_defaults(steps=40, eval_n=48, alpha="0.05")
+    for a in ap._actions:  # --alpha takes a comma list here (the EMA sweep)
+        if a.dest == "alpha":
+            a.type, a.help = str, "teacher EMA rate α (T1), or a comma list for a sweep (0 = frozen)"
+    args = ap.parse_args(argv)
+
+    # ---- validate everything before any work starts ----
+    args.method = [m.strip() for m in args.method.split(",") if m.strip()]
+    bad = [m for m in args.method if m not in ("grpo", "sdpo")]
+    if bad or not args.method:
+        ap.error(f"--method: unknown method '{','.join(bad)}'; known: grpo, sdpo")
+    try:
+        args.alpha = [float(a) for a in str(args.alpha).split(",") if a.strip()]
+    except ValueError:
+        ap.error(f"--alpha must be a number in [0, 1] or a comma list of them, got '{args.alpha}'")
+    if not args.alpha:
+        ap.error("--alpha must be a number in [0, 1] or a comma list of them")
+    validate_common_args(ap, args)
+    grpo.validate_grpo_args(ap, args)
+    sdpo.validate_sdpo_args(ap, args)
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    for s in stages:
+        if s not in tasks.GENERATORS and not os.path.isfile(s):
+            ap.error(f"--stages: unknown task '{s}'; known: {', '.join(tasks.GENERATORS)} (or a JSON file)")
+    if not stages:
+        ap.error("--stages: no stage given")
+    try:
+        benchmarks = evaluate.resolve_benchmarks(args.benchmarks)
+    except ValueError as e:
+        ap.error(f"--benchmarks: {e}")
+    for s in stages:  # every trained domain is evaluated too
+        if s not in benchmarks:
+            benchmarks.insert(len([b for b in benchmarks if b in stages]), s)
+    for flag in ("curve_every", "curve_n", "curve_k"):
+        if getattr(args, flag) < (0 if flag == "curve_every" else 1):
+            ap.error(f"--{flag.replace('_', '-')} must be >= {0 if flag == 'curve_every' else 1}")
+    configs = run_configs(args)
+    name = args.name or f"{'+'.join(c[2] for c in configs)}-s{args.seed}"
+    run_dir = os.path.join(args.runs_dir, name)
+    fingerprint = {k: v for k, v in vars(args).items() if k not in ("overwrite", "name", "runs_dir")}
+    fingerprint.update(stages=stages, benchmarks=benchmarks)
+    config_path = os.path.join(run_dir, "config.json")
+    if os.path.exists(config_path):
+        with open(config_path) as f:
+            old = json.load(f)
+        if old != json.loads(json.dumps(fingerprint)):
+            if not args.overwrite:
+                ap.error(f"{run_dir} holds a different run; use --name for a new one or --overwrite to replace it")
+            import shutil
+            shutil.rmtree(run_dir)
+    elif os.path.isdir(run_dir) and os.listdir(run_dir):
+        if not args.overwrite:
+            ap.error(f"{run_dir} exists and is not a run of continual.py; use --overwrite to replace it")
+        import shutil
+        shutil.rmtree(run_dir)
+
+    # ---- run ----
+    os.makedirs(run_dir, exist_ok=True)
+    atomic_json(config_path, fingerprint)
+    progress_path = os.path.join(run_dir, "progress.json")
+    progress = json.load(open(progress_path)) if os.path.exists(progress_path) else {}
+    device = setup_torch(args.device)
+    t_start = time.time()
+    try:
+        run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device)
+    except NonFiniteError as e:
+        print(f"error: a non-finite loss or gradient stopped the run ({e}); the last completed stage's "
+              f"checkpoint is kept in {run_dir}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: completed stages are saved in {run_dir}; rerun the same command to resume",
+              file=sys.stderr)
+        sys.exit(130)
+    results = build_results(configs, stages, benchmarks, progress, args)
+    atomic_json(os.path.join(run_dir, "results.json"), results)
+    report = write_report(results, run_dir)
+    print("\n" + report)
+    print(f"\n{run_dir}/: results.json, report.md, log.jsonl, checkpoints — {time.time() - t_start:.0f}s this invocation")
+    return results
+
+
+def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device):
+    """Evaluate the base once, then every configuration through every stage (resuming where it stopped)."""
+    log_path = os.path.join(run_dir, "log.jsonl")
+    ev = dict(n=args.eval_n, k=args.eval_k, max_new_tokens=args.max_new_tokens, seed=args.seed)
+    if "base" not in progress:
+        torch.manual_seed(args.seed)
+        model, tok = load_model(args.model, device)
+        deg = {}
+        t0 = time.time()
+        progress["base"] = {"acc": evaluate.evaluate(model, tok, benchmarks, degenerate=deg, **ev), "degenerate": deg}
+        atomic_json(progress_path, progress)
+        print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - t0:.0f}s)")
+    for method, alpha, run_name in configs:
+        done = progress.setdefault(run_name, {"stages": []})["stages"]
+        if len(done) == len(stages):
+            continue
+        start_from = done[-1]["checkpoint"] if done else args.model
+        model, tok = load_model(start_from, device)
+        if done:
+            print(f"{run_name}: resuming after stage {len(done)} ({done[-1]['domain']})")
+        for k in range(len(done), len(stages)):
+            domain = stages[k]
+            if os.path.exists(log_path):  # drop log lines of a stage that was interrupted
+                keep = [l for l in open(log_path) if not (json.loads(l).get("run") == run_name and json.loads(l).get("stage", 0) > k)]
+                with open(log_path + ".tmp", "w") as f:
+                    f.writelines(keep)
+                os.replace(log_path + ".tmp", log_path)
+            t0 = time.time()
+            curve, rows = train_stage(model, tok, domain, k, method, alpha, args, log_path, run_name)
+            train_s = time.time() - t0
+            deg = {}
+            acc = evaluate.evaluate(model, tok, benchmarks, degenerate=deg, **ev)
+            ckpt = os.path.join(run_dir, "checkpoints", run_name, f"stage{k + 1}-{os.path.basename(domain)}")
+            save_checkpoint(model, tok, ckpt)
+            done.append({"domain": domain, "acc": acc, "degenerate": deg, "curve": curve, "checkpoint": ckpt,
+                         "train_seconds": round(train_s, 1),
+                         "mean_reward": sum(r["reward"] for r in rows) / len(rows),
+                         "last_js": rows[-1].get("js"), "last_entropy": rows[-1].get("entropy")})
+            atomic_json(progress_path, progress)  # the stage is complete only once this is written
+            base_d = progress["base"]["acc"][domain]
+            print(f"{run_name} stage {k + 1}/{len(stages)} {domain}: {domain} {100 * base_d:.1f}% -> "
+                  f"{100 * acc[domain]:.1f}%, mean reward {done[-1]['mean_reward']:.2f}, "
+                  f"degenerate {100 * sum(deg.values()) / len(deg):.1f}%, {train_s:.0f}s training | {fmt_row(acc)}")
+
+
+def fmt_row(acc):
+    return " ".join(f"{b} {100 * a:.0f}" for b, a in acc.items())
+
+
+def build_results(configs, stages, benchmarks, progress, args):
+    """results.json: per run the accuracy matrix, Δ/δ/G/F per stage and benchmark, the averages."""
+    base = progress["base"]
+    out = {"stages": stages, "benchmarks": benchmarks, "eval": {"n": args.eval_n, "k": args.eval_k},
+           "base": base, "runs": {}}
+    for method, alpha, run_name in configs:
+        done = progress[run_name]["stages"]
+        rows = [[base["acc"][b] for b in benchmarks]] + [[s["acc"][b] for b in benchmarks] for s in done]
+        out["runs"][run_name] = {
+            "method": method, "alpha": alpha,
+            "acc": rows,
+            **summarize(rows, stages, benchmarks),
+            "degenerate": [sum(s["degenerate"].values()) / len(s["degenerate"]) for s in done],
+            "curves": [s["curve"] for s in done],
+            "mean_reward": [s["mean_reward"] for s in done],
+            "checkpoints": [s["checkpoint"] for s in done],
+        }
+    return out
+
+
+def pct(v, signed=False):
+    if v is None:
+        return "—"
+    return f"{100 * v:+.1f}" if signed else f"{100 * v:.1f}"
+
+
+def write_report(results, run_dir):
+    """report.md: accuracy matrix per run, the G/F table of the final models, averages, collapse markers."""
+    stages, benches = results["stages"], results["benchmarks"]
+    short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
+    ood = [b for b in benches if b not in stages]
+    lines = [f"# Continual post-training report", "",
+             f"Stages: {' → '.join(stages)}. Acc@{results['eval']['k']} in % on {results['eval']['n']} test prompts "
+             f"per benchmark (T=0.6, top-p 0.95). OOD: {', '.join(ood)}.", ""]
+    for name, run in results["runs"].items():
+        lines += [f"## {name}: accuracy after each stage", "",
+                  "| after | " + " | ".join(short[b] for b in benches) + " | degenerate % |",
+                  "|---|" + "---|" * (len(benches) + 1)]
+        for k, row in enumerate(run["acc"]):
+            label = "base" if k == 0 else f"{k}: {stages[k - 1]}"
+            deg = "—" if k == 0 else pct(run["degenerate"][k - 1])
+            cells = [f"**{pct(v)}**" if k > 0 and benches[i] == stages[k - 1] else pct(v) for i, v in enumerate(row)]
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {deg} |")
+        lines.append("")
+    lines += ["## Final model vs base: relative change δ % per benchmark (A2)", "",
+              "| run | " + " | ".join(short[b] for b in benches) + " |", "|---|" + "---|" * len(benches)]
+    for name, run in results["runs"].items():
+        final = run["per_stage"][-1]
+        lines.append(f"| {name} | " + " | ".join(pct(final[b]["rel"], True) for b in benches) + " |")
+    lines += ["", "## Gain and forgetting (A3)", "",
+              "| run | avg gain G on each stage's domain % | avg forgetting F, earlier domains % | avg forgetting F, OOD % | degenerate after last stage % |",
+              "|---|---|---|---|---|"]
+    for name, run in results["runs"].items():
+        lines.append(f"| {name} | {pct(run['avg_gain_trained'])} | {pct(run['avg_forget_earlier'])} | "
+                     f"{pct(run['avg_forget_ood'])} | {pct(run['degenerate'][-1])} |")
+    lines += ["", "G of a stage is measured right after it (θ_k on d_k); F on the final model θ_K. "
+              "All relative to the base θ_0 (A2–A3)."]
+    plot = make_plot(results, run_dir)
+    if plot:
+        lines += ["", f"![accuracy per benchmark across stages]({os.path.basename(plot)})"]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(run_dir, "report.md.tmp"), "w") as f:
+        f.write(text)
+    os.replace(os.path.join(run_dir, "report.md.tmp"), os.path.join(run_dir, "report.md"))
+    return text
+
+
+def make_plot(results, run_dir):
+    """accuracy.png: one panel per benchmark, accuracy across stages, one line per run (if matplotlib)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    benches, stages = results["benchmarks"], results["stages"]
+    cols = 4
+    rows = -(-len(benches) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
+    x = list(range(len(stages) + 1))
+    for i, b in enumerate(benches):
+        ax = axes[i // cols][i % cols]
+        for name, run in results["runs"].items():
+            ax.plot(x, [100 * row[i] for row in run["acc"]], marker="o", label=name)
+        ax.set_title(b + (" (trained)" if b in stages else " (OOD)"), fontsize=9)
+        ax.set_xticks(x, ["base"] + [s[:5] for s in stages], fontsize=7)
+        ax.set_ylim(0, 100)
+    for j in range(len(benches), rows * cols):
+        axes[j // cols][j % cols].axis("off")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(run_dir, "accuracy.png")
+    fig.savefig(path + ".tmp.png", dpi=90)
+    os.replace(path + ".tmp.png", path)
+    plt.close(fig)
+    return path
+
+
+if __name__ == "__main__":
+    main()

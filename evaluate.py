@@ -1,0 +1,182 @@
+"""evaluate.py — Acc@k of a model on benchmarks (SPEC C3), and the self-teacher check.
+
+    python evaluate.py --model tiny --benchmarks all --k 8
+    python evaluate.py --model runs/x/stage2 --benchmarks math,logic --k 4 --out eval.json
+
+(C3) Acc@k: for each prompt sample k responses (release defaults: temperature 0.6, top-p 0.95)
+and average correctness over the k samples and over the prompts. It is an *average* accuracy,
+not pass@k.
+
+Teacher check: SDPO's teacher is the model itself with a correct solution shown in its prompt
+(SPEC S1). For each training domain we sample without a demonstration, take a successful sample
+of the same prompt as the demonstration (exactly what SDPO does with a successful sibling), and
+sample again with the reprompt. Both rates are reported on the same prompts (those that had a
+success to show), so the difference is the demonstration's effect — the signal SDPO depends on.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+import tasks
+from rollout import chat_messages, decode, encode_chat, load_model, sample, setup_torch
+
+EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
+
+
+def resolve_benchmarks(spec):
+    """'all' | 'train' | 'ood' | a comma list of built-in names and/or JSON(-lines) files -> names."""
+    if spec == "all":
+        return list(tasks.TRAIN_DOMAINS) + list(tasks.OOD_BENCHMARKS)
+    if spec == "train":
+        return list(tasks.TRAIN_DOMAINS)
+    if spec == "ood":
+        return list(tasks.OOD_BENCHMARKS)
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    for n in names:
+        if n not in tasks.GENERATORS and not os.path.isfile(n):
+            raise ValueError(f"unknown benchmark '{n}'; known: {', '.join(tasks.GENERATORS)} (or a .json/.jsonl file)")
+    if not names:
+        raise ValueError("no benchmark named")
+    return names
+
+
+def benchmark_records(name, n, seed=0):
+    """The test records of a benchmark: the built-in test split, or the first n records of a file."""
+    if name in tasks.GENERATORS:
+        return tasks.builtin_split(name, "test", n, seed)
+    return tasks.load_records(name)[:n]
+
+
+@torch.no_grad()
+def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPERATURE, top_p=EVAL_TOP_P,
+             prompts=None, batch_size=512):
+    """(C3) Acc@k = mean over prompts of (1/k) Σ_j correct(y_j), y_j ~ π(·|x) at the eval temperature.
+
+    prompts: optional user texts replacing each record's prompt (the teacher check's reprompts).
+    Returns (accuracy, per-prompt accuracies [N], responses [N*k], share of degenerate responses).
+    """
+    texts = [None] * len(records) if prompts is None else prompts
+    prompt_ids = [encode_chat(tok, chat_messages(r, t)) for r, t in zip(records, texts)]
+    ids = sample(model, tok, prompt_ids, k, max_new_tokens, temperature, top_p, batch_size)
+    responses = decode(tok, ids)
+    scores = tasks.grade_many([r for r in records for _ in range(k)], responses)
+    per_prompt = [sum(scores[i * k:(i + 1) * k]) / k for i in range(len(records))]
+    degenerate = sum(is_degenerate(r, len(i) >= max_new_tokens) for r, i in zip(responses, ids)) / max(1, len(ids))
+    return sum(per_prompt) / max(1, len(per_prompt)), per_prompt, responses, degenerate
+
+
+def repeated_pattern(text, min_repeats=4, max_period=12):
+    """The short pattern that the end of `text` repeats at least `min_repeats` times, else None.
+
+    Example: '...\\boxed\\boxed\\boxed\\boxed' -> '\\boxed'.
+    """
+    for period in range(1, max_period + 1):
+        tail = text[-period * min_repeats:]
+        if len(tail) == period * min_repeats and tail == tail[:period] * min_repeats:
+            return tail[:period]
+    return None
+
+
+def is_degenerate(text, hit_length_limit):
+    """(A8) A collapsed response: it runs to the length limit repeating one short pattern."""
+    return hit_length_limit and repeated_pattern(text) is not None
+
+
+@torch.no_grad()
+def teacher_check(model, tok, records, k=8, max_new_tokens=64):
+    """Success without vs with a correct demonstration (a successful own sample) in the prompt."""
+    from sdpo import fill_reprompt
+    _, per_prompt, responses, _ = acc_at_k(model, tok, records, k, max_new_tokens)
+    shown, reprompts, before = [], [], []
+    for i, rec in enumerate(records):
+        ok = [resp for resp in responses[i * k:(i + 1) * k] if tasks.grade(rec, resp) == 1.0]
+        if ok:
+            shown.append(rec)
+            reprompts.append(fill_reprompt(rec["prompt"], ok[0]))
+            before.append(per_prompt[i])
+    if not shown:
+        return {"prompts_with_demo": 0, "without_demo": None, "with_demo": None}
+    with_demo, _, _, _ = acc_at_k(model, tok, shown, k, max_new_tokens, prompts=reprompts)
+    return {"prompts_with_demo": len(shown), "prompts": len(records),
+            "without_demo": sum(before) / len(before), "with_demo": with_demo}
+
+
+def markdown_table(headers, rows):
+    """A small Markdown table; floats printed as percentages with one decimal."""
+    def cell(v):
+        if isinstance(v, float):
+            return f"{100 * v:.1f}"
+        return "—" if v is None else str(v)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=True, degenerate=None):
+    """Acc@k per benchmark: {name: accuracy}. `degenerate`: optional dict filled with collapse shares."""
+    from tqdm import tqdm
+    out = {}
+    for name in tqdm(names, desc="evaluate", disable=not progress, leave=False):
+        torch.manual_seed(seed)
+        acc, _, _, deg = acc_at_k(model, tok, benchmark_records(name, n, seed), k, max_new_tokens)
+        out[name] = acc
+        if degenerate is not None:
+            degenerate[name] = deg
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Acc@k of a model on benchmarks (SPEC C3) and the teacher check.")
+    ap.add_argument("--model", default="tiny", help="'tiny', a local HF directory, or a hub id")
+    ap.add_argument("--benchmarks", default="all", help="all | train | ood | comma list of names or files")
+    ap.add_argument("--k", type=int, default=8, help="samples per prompt (Acc@k)")
+    ap.add_argument("--n", type=int, default=64, help="prompts per benchmark")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--no-teacher-check", action="store_true", help="skip the with/without-demonstration check")
+    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    args = ap.parse_args(argv)
+    for flag, v in (("--k", args.k), ("--n", args.n), ("--max-new-tokens", args.max_new_tokens)):
+        if v < 1:
+            ap.error(f"{flag} must be >= 1, got {v}")
+    try:
+        names = resolve_benchmarks(args.benchmarks)
+    except ValueError as e:
+        ap.error(str(e))
+    device = setup_torch(args.device)
+    if args.model != "tiny" and not os.path.isdir(args.model) and os.path.sep in args.model:
+        ap.error(f"--model: no such directory '{args.model}'")
+    model, tok = load_model(args.model, device)
+    t0 = time.time()
+    accs = evaluate(model, tok, names, args.n, args.k, args.max_new_tokens, args.seed)
+    result = {"model": args.model, "k": args.k, "n": args.n, "acc": accs}
+    print(f"\nAcc@{args.k} of {args.model} ({args.n} prompts each, T={EVAL_TEMPERATURE}, top-p={EVAL_TOP_P})")
+    print(markdown_table(["benchmark", f"Acc@{args.k} %"], [[n, a] for n, a in accs.items()]))
+    trained = [n for n in names if n in tasks.TRAIN_DOMAINS]
+    if trained and not args.no_teacher_check:
+        checks = {}
+        for name in trained:
+            torch.manual_seed(args.seed)
+            checks[name] = teacher_check(model, tok, benchmark_records(name, args.n, args.seed), args.k,
+                                         args.max_new_tokens)
+        result["teacher_check"] = checks
+        print("\nTeacher check: success on the same prompts without / with a correct demonstration (S1)")
+        print(markdown_table(["domain", "prompts with a success", "without demo %", "with demo %"],
+                             [[n, f"{c['prompts_with_demo']}/{args.n}", c["without_demo"], c["with_demo"]]
+                              for n, c in checks.items()]))
+    print(f"\n{time.time() - t0:.0f}s")
+    if args.out:
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(tmp, args.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""rollout.py — the one tiny rollout loop that grpo.py, sdpo.py and evaluate.py share.
+
+    records --chat template--> prompt ids --left pad--> HF generate (G samples each)
+            --cut at first EOS (EOS kept)--> response ids --one forward--> per-token log-probs
+
+Simplifications, on purpose: plain Hugging Face `generate` (no vLLM), one process per device,
+prompts and responses kept as Python lists of token ids between steps.
+
+Layout used everywhere a model scores responses (a worked example, prompt lengths 2 and 3, responses
+of lengths 3 and 1, `_` = pad):
+
+    input_ids      [_ p p | r r r]        attention  [0 1 1 | 1 1 1]     positions [0 0 1 | 2 3 4]
+                   [p p p | r _ _]                   [1 1 1 | 1 0 0]               [0 1 2 | 3 3 3]
+    logits at columns P-1 .. P+T-2 predict the response tokens at columns P .. P+T-1 (the shift).
+"""
+import os
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TINY_DIR = os.path.join(HERE, "tiny_model")
+_THREADS_SET = False
+PAD_MULTIPLE = 16  # pad lengths up to a multiple of this: CPU kernels are slow on every *new* shape
+
+
+def round_up(n, m=PAD_MULTIPLE):
+    return max(m, -(-n // m) * m)
+
+
+def setup_torch(device="auto"):
+    """Pick the device (CUDA when present for 'auto') and set torch's CPU threads once, to the cores."""
+    global _THREADS_SET
+    if not _THREADS_SET:
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()))
+        _THREADS_SET = True
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(device)
+
+
+def load_model(name="tiny", device="cpu", dtype=None):
+    """Load a causal LM and its tokenizer: 'tiny' (the committed built-in model), a local HF directory,
+    or a hub id. fp32 on CPU, bf16 on CUDA unless `dtype` says otherwise."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    path = TINY_DIR if name == "tiny" else name
+    device = torch.device(device)
+    if dtype is None:
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    if tok.pad_token_id is None:  # some chat models ship without a pad token; the mask never uses ids
+        tok.pad_token = tok.eos_token
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return model, tok
+
+
+def chat_messages(record, user_text=None):
+    """The chat for a record: its system message (if any), then the user turn (or `user_text`)."""
+    msgs = [{"role": "system", "content": record["system"]}] if record.get("system") else []
+    return msgs + [{"role": "user", "content": record["prompt"] if user_text is None else user_text}]
+
+
+def encode_chat(tok, messages, enable_thinking=None):
+    """Token ids of a chat rendered with the model's own template, ending with the assistant header."""
+    kw = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kw)
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def left_pad(seqs, pad_id, device):
+    """List of id lists -> (ids [B, P], attention mask [B, P]) padded on the left."""
+    P = round_up(max(len(s) for s in seqs))
+    ids = torch.full((len(seqs), P), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), P), dtype=torch.long)
+    for b, s in enumerate(seqs):
+        if s:
+            ids[b, P - len(s):] = torch.tensor(s)
+            mask[b, P - len(s):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def cut_at_eos(tokens, eos_ids):
+    """Response ids up to and *including* the first EOS; the whole list when no EOS was produced."""
+    for t, tid in enumerate(tokens):
+        if tid in eos_ids:
+            return tokens[:t + 1]
+    return tokens
+
+
+def eos_ids_of(model, tok):
+    """Every id that ends a response: the tokenizer's EOS and the generation config's (chat models)."""
+    ids = {tok.eos_token_id}
+    gen = model.generation_config.eos_token_id
+    ids.update(gen if isinstance(gen, (list, tuple)) else [gen])
+    return {i for i in ids if i is not None}
+
+
+@torch.no_grad()
+def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=1.0, top_p=1.0, batch_size=256):
+    """Sample `group_size` responses for every prompt with plain HF generate.
+
+    prompt_ids: list of N id lists. Returns a list of N*group_size response id lists, grouped
+    contiguously (prompt 0's G samples first), each cut at its first EOS (the EOS included).
+    """
+    device = next(model.parameters()).device
+    eos = eos_ids_of(model, tok)
+    expanded = [p for p in prompt_ids for _ in range(group_size)]
+    was_training = model.training
+    model.eval()
+    out = []
+    for start in range(0, len(expanded), batch_size):
+        chunk = expanded[start:start + batch_size]
+        ids, mask = left_pad(chunk, tok.pad_token_id, device)  # [b, P]
+        gen_kw = dict(do_sample=True, temperature=temperature, top_k=0, top_p=top_p) if temperature > 0 \
+            else dict(do_sample=False)
+        seqs = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                              pad_token_id=tok.pad_token_id, eos_token_id=sorted(eos), **gen_kw)  # [b, P+T]
+        for row in seqs[:, ids.shape[1]:].tolist():
+            out.append(cut_at_eos(row, eos))
+    model.train(was_training)
+    return out
+
+
+def pack(prompt_ids, response_ids, pad_id, device):
+    """Left-padded prompts then right-padded responses in one batch (layout in the module docstring).
+
+    Returns input_ids [B, P+T], attention_mask [B, P+T], position_ids [B, P+T],
+    response_mask [B, T] (1 on response tokens, the EOS included), and P.
+    """
+    p_ids, p_mask = left_pad(prompt_ids, pad_id, device)  # [B, P]
+    T = round_up(max(len(r) for r in response_ids))
+    r_ids = torch.full((len(response_ids), T), pad_id, dtype=torch.long)
+    r_mask = torch.zeros((len(response_ids), T), dtype=torch.long)
+    for b, r in enumerate(response_ids):
+        r_ids[b, :len(r)] = torch.tensor(r, dtype=torch.long)
+        r_mask[b, :len(r)] = 1
+    r_ids, r_mask = r_ids.to(device), r_mask.to(device)
+    input_ids = torch.cat([p_ids, r_ids], dim=1)        # [B, P+T]
+    attention = torch.cat([p_mask, r_mask], dim=1)      # [B, P+T]
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [B, P+T] real tokens count 0, 1, 2, ...
+    return input_ids, attention, positions, r_mask, p_ids.shape[1]
+
+
+def response_logits(model, prompt_ids, response_ids, pad_id):
+    """Logits that predict each response token: [B, T, V], with the response mask [B, T] and ids [B, T]."""
+    device = next(model.parameters()).device
+    input_ids, attention, positions, r_mask, P = pack(prompt_ids, response_ids, pad_id, device)
+    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions).logits  # [B, P+T, V]
+    T = r_mask.shape[1]
+    # the shift: the logit at column c predicts the token at column c+1
+    return logits[:, P - 1:P - 1 + T].float(), r_mask, input_ids[:, P:]  # [B, T, V], [B, T], [B, T]
+
+
+def token_logprobs(logits, targets):
+    """log π(y_t | h_t) of the sampled ids: log_softmax(logits)[y_t]. logits [B, T, V], targets [B, T] -> [B, T]."""
+    return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def token_entropy(logits):
+    """Per-token entropy H(π(·|h_t)) = -Σ_v p log p, [B, T, V] -> [B, T]."""
+    logp = torch.log_softmax(logits, dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def decode(tok, response_ids):
+    """Response texts for the graders (special tokens such as the EOS dropped)."""
+    return tok.batch_decode(response_ids, skip_special_tokens=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# The shared training loop: sample prompts -> collect a group per prompt -> method's update -> log
+# ----------------------------------------------------------------------------------------------
+class NonFiniteError(RuntimeError):
+    """A loss or gradient was NaN/inf: the step was not applied."""
+
+
+def collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, top_p=1.0, enable_thinking=None):
+    """Rollouts for one step: G responses per record, graded. Everything is grouped contiguously.
+
+    Returns a dict: records [N*G], prompt_ids [N*G] (id lists), response_ids [N*G] (id lists, EOS
+    included), texts [N*G], rewards tensor [N*G] (1.0 right, 0.0 wrong), group_size.
+    """
+    import tasks
+    prompt_ids = [encode_chat(tok, chat_messages(r), enable_thinking) for r in records]
+    response_ids = sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p)
+    texts = decode(tok, response_ids)
+    expanded = [r for r in records for _ in range(group_size)]
+    rewards = torch.tensor(tasks.grade_many(expanded, texts), dtype=torch.float32)
+    return {"records": expanded, "prompt_ids": [p for p in prompt_ids for _ in range(group_size)],
+            "response_ids": response_ids, "texts": texts, "rewards": rewards, "group_size": group_size}
+
+
+def micro_batches(lengths, size):
+    """Index lists of at most `size` sequences, length-aware: sorted by length so padding stays small.
+
+    size <= 0 means one batch. The update is the same whatever the split (losses use global counts).
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    size = len(order) if size <= 0 else size
+    return [order[i:i + size] for i in range(0, len(order), size)]
+
+
+def check_finite(loss, model):
+    """Raise NonFiniteError when the loss or any gradient is NaN/inf (the optimizer step is skipped)."""
+    if not torch.isfinite(loss).all():
+        raise NonFiniteError(f"non-finite loss ({loss.item()})")
+    for name, p in model.named_parameters():
+        if p.grad is not None and not torch.isfinite(p.grad).all():
+            raise NonFiniteError(f"non-finite gradient in {name}")
+
+
+def save_checkpoint(model, tok, out_dir, extra=None):
+    """save_pretrained into a temporary sibling directory, then rename it into place (atomic swap).
+
+    A crash at any moment leaves either the old checkpoint or the new one, never half of one.
+    `extra`: optional {filename: object} saved with torch.save beside the weights (optimizer, RNG...).
+    """
+    import shutil
+    out_dir = out_dir.rstrip("/")
+    tmp, old = out_dir + ".tmp", out_dir + ".old"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    for name, obj in (extra or {}).items():
+        torch.save(obj, os.path.join(tmp, name))
+    if os.path.exists(out_dir):
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out_dir, old)
+    os.replace(tmp, out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def append_jsonl(path, row):
+    """One JSON line per step (flushed, so a killed run keeps every finished step)."""
+    import json
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def add_common_args(ap):
+    """Flags that grpo.py, sdpo.py and continual.py share (same names, same meaning)."""
+    g = ap.add_argument_group("model and rollouts")
+    g.add_argument("--model", default="tiny", help="'tiny' (built in), a local HF directory, or a hub id")
+    g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    g.add_argument("--steps", type=int, default=100, help="optimizer steps (per stage in continual.py)")
+    g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step")
+    g.add_argument("--group-size", "--num-generations", type=int, default=8, dest="group_size",
+                   help="responses sampled per prompt (G)")
+    g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
+    g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus sampling")
+    g = ap.add_argument_group("optimisation")
+    g.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate")
+    g.add_argument("--weight-decay", type=float, default=0.0)
+    g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping")
+    g.add_argument("--micro-batch", type=int, default=0, help="sequences per forward (0 = all); same update")
+    g.add_argument("--seed", type=int, default=0)
+    g = ap.add_argument_group("evaluation")
+    g.add_argument("--eval-n", type=int, default=64, help="test prompts per benchmark")
+    g.add_argument("--eval-k", type=int, default=8, help="samples per prompt (Acc@k, C3)")
+    return ap
+
+
+def validate_common_args(ap, args):
+    """One-line errors (exit code 2) for values outside their range, before any work starts."""
+    checks = [("--steps", args.steps >= 1, ">= 1"), ("--prompts-per-step", args.prompts_per_step >= 1, ">= 1"),
+              ("--group-size", args.group_size >= 2, ">= 2 (advantages and teachers need siblings)"),
+              ("--max-new-tokens", args.max_new_tokens >= 1, ">= 1"), ("--lr", args.lr > 0, "> 0"),
+              ("--temperature", args.temperature > 0, "> 0"), ("--top-p", 0 < args.top_p <= 1, "in (0, 1]"),
+              ("--eval-n", args.eval_n >= 1, ">= 1"), ("--eval-k", args.eval_k >= 1, ">= 1"),
+              ("--micro-batch", args.micro_batch >= 0, ">= 0"), ("--max-grad-norm", args.max_grad_norm > 0, "> 0")]
+    for flag, ok, allowed in checks:
+        if not ok:
+            ap.error(f"{flag} must be {allowed}")
+    if args.model != "tiny" and (os.path.sep in args.model or args.model.startswith(".")) \
+            and not os.path.isfile(os.path.join(args.model, "config.json")):
+        ap.error(f"--model: '{args.model}' is not a model directory (no config.json)")

@@ -1,0 +1,295 @@
+"""sdpo.py — Self-Distillation Policy Optimization, SPEC (S1)–(S6), with the paper's teacher schedules (T1)–(T3).
+
+    python sdpo.py --task math --steps 100 --alpha 0.05         # EMA teacher, the paper's SDPO_5%
+    python sdpo.py --task math --steps 100 --alpha 0            # frozen teacher, SDPO_0
+    python sdpo.py --task math --refresh-every 20 --gamma 1     # StableSDPO: refresh-and-freeze
+
+One step: sample G responses per prompt and grade them (rollout.collect, as GRPO). For response i
+the *teacher* is the same network (a separate copy of its weights, θ_T) shown the prompt plus the
+first successful sibling answer (S1). The teacher scores the student's own sampled tokens (S2); the
+student minimises the generalised Jensen–Shannon divergence to the teacher's next-token
+distribution at every response token (S3–S5). After each optimizer step the teacher follows the
+student by EMA (T1) or by periodic refresh (T2); in continual training it restarts from each
+stage's starting student (T3).
+
+Simplifications, on purpose:
+* The SDPO loss *replaces* the policy-gradient loss (as SPEC S5 says); no reference KL, no ratio.
+* Only responses with a teacher signal (m_i = 1) are run through the student and the teacher:
+  the others contribute nothing to the loss, so their forward passes would be wasted.
+* Student entropy is logged over the distilled responses (the ones that were run).
+"""
+import argparse
+import copy
+import re
+import sys
+
+import torch
+
+from rollout import NonFiniteError, chat_messages, check_finite, encode_chat, micro_batches, response_logits
+
+# (S1) the release's reprompt templates. Filled by concatenation, in one pass, so braces survive.
+SOLUTION_TEMPLATE = "\nCorrect solution:\n\n{successful_previous_attempt}"
+REPROMPT_TEMPLATE = "{prompt}{solution}{feedback}\n\nCorrectly solve the original question."
+THINK_SPAN = re.compile(r"<think>.*?</think>\s*", flags=re.S)
+
+
+def strip_think(text):
+    """(S6) Remove <think>…</think> spans from a demonstration (SDPO); SDPO-CoT keeps them."""
+    return THINK_SPAN.sub("", text).strip()
+
+
+def fill_reprompt(prompt, demonstration, feedback=""):
+    """(S1) reprompt = prompt + "\\nCorrect solution:\\n\\n" + demo + feedback + "\\n\\nCorrectly solve the original question."
+
+    A single pass over each template: a '{' or '}' inside the prompt or the demonstration is never
+    parsed as a placeholder (str.format on the filled text would break on `\\boxed{68}`).
+    """
+    solution = SOLUTION_TEMPLATE.replace("{successful_previous_attempt}", demonstration)
+    head, tail = REPROMPT_TEMPLATE.split("{prompt}{solution}{feedback}")
+    return head + prompt + solution + feedback + tail
+
+
+def build_teacher_prompts(records, texts, rewards, group_size, cot=False):
+    """(S1) The teacher's user turn for every response, and the signal mask m.
+
+    records, texts: [N*G] (grouped contiguously); rewards: [N*G] (1.0 = success).
+    For response i: j* = the first j ≠ i in i's group with r_j = 1. If there is none, m_i = 0 and the
+    teacher text is None. The demonstration is y_{j*} with <think> spans stripped unless `cot` (S6).
+    Returns (teacher user texts [N*G], m [N*G] float tensor, j* per response or None).
+
+    Example, G = 3, rewards [0, 1, 1]: response 0 -> j*=1; response 1 -> j*=2 (itself excluded);
+    response 2 -> j*=1. Rewards [1, 0, 0]: response 0 has no other success -> m_0 = 0.
+    """
+    user_texts, mask, demo_of = [], [], []
+    for i, rec in enumerate(records):
+        g0 = (i // group_size) * group_size
+        # (S1) the first successful *other* response of the same group
+        j_star = next((j for j in range(g0, g0 + group_size) if j != i and float(rewards[j]) == 1.0), None)
+        demo_of.append(j_star)
+        if j_star is None:
+            user_texts.append(None)
+            mask.append(0.0)  # (S1) no success to show -> no distillation signal for this response
+            continue
+        demo = texts[j_star] if cot else strip_think(texts[j_star])  # (S6)
+        user_texts.append(fill_reprompt(rec["prompt"], demo))
+        mask.append(1.0)
+    return user_texts, torch.tensor(mask), demo_of
+
+
+@torch.no_grad()
+def teacher_logprobs(teacher, teacher_prompt_ids, response_ids, pad_id):
+    """(S2) log T(·|c_i, y_{i,<t}) at every response position, under no-grad. [b, T, V].
+
+    The teacher reads its own prompt followed by the student's *sampled token ids* (never
+    re-tokenised text). rollout.pack left-pads prompts and puts every response at the same
+    columns, so teacher and student positions line up on the last |y| tokens by construction.
+    """
+    logits, _, _ = response_logits(teacher, teacher_prompt_ids, response_ids, pad_id)  # [b, T, V]
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+def kl_from_logp(p_logp, q_logp):
+    """(A1) KL(P‖Q) = Σ_v P(v) (log P(v) − log Q(v)) over the last dimension. [..., V] -> [...]."""
+    return (p_logp.exp() * (p_logp - q_logp)).sum(-1)
+
+
+def log_mixture(student_logp, teacher_logp, beta):
+    """log M for M = β T + (1−β) S, in a form that is exact when T == S (then log M == log S bit for bit).
+
+    With d = log T − log S:  log M = log S + log1p(β·expm1(d))          where d ≤ 0,
+                             log M = log T + log1p((1−β)·expm1(−d))     where d > 0  (no overflow).
+    """
+    d = teacher_logp - student_logp
+    from_s = student_logp + torch.log1p(beta * torch.expm1(d.clamp(max=0)))
+    from_t = teacher_logp + torch.log1p((1 - beta) * torch.expm1((-d).clamp(max=0)))
+    return torch.where(d <= 0, from_s, from_t)
+
+
+def generalized_jsd(student_logp, teacher_logp, beta=0.5):
+    """(S3) GJSD_β(S, T) = β KL(T‖M) + (1−β) KL(S‖M),  M = β T + (1−β) S, per position.
+
+    student_logp, teacher_logp: [..., V] log-probabilities (computed in float32). Returns [...].
+    Endpoints special-cased: β = 0 -> KL(T‖S) (forward), β = 1 -> KL(S‖T) (reverse).
+    β = 0.5 is the symmetric Jensen–Shannon divergence. ≥ 0, and 0 exactly when S == T.
+    """
+    S, T = student_logp.float(), teacher_logp.float()
+    if beta == 0:
+        # (S3) β = 0: forward KL(T‖S)
+        return kl_from_logp(T, S)
+    if beta == 1:
+        # (S3) β = 1: reverse KL(S‖T)
+        return kl_from_logp(S, T)
+    # (S3) log M, M = β T + (1−β) S
+    log_m = log_mixture(S, T, beta)                                  # [..., V]
+    # (S3) GJSD_β = β KL(T‖M) + (1−β) KL(S‖M)
+    return beta * kl_from_logp(T, log_m) + (1 - beta) * kl_from_logp(S, log_m)
+
+
+def log1m_exp(log_p):
+    """log(1 − p) from log p ≤ 0, floored at log(1e-30) so an (almost) empty tail stays finite."""
+    return torch.log(torch.clamp(-torch.expm1(log_p), min=1e-30))
+
+
+def topk_with_tail(student_logp, teacher_logp, k):
+    """(S4) Keep the student's top-k ids, gather both distributions there, add one tail bucket.
+
+    [..., V] -> [..., k+1]: entries k are log p on the top-k ids, the last is log(1 − Σ_k p).
+    Both results are distributions (sum to 1). With k = V the tail is empty and GJSD is unchanged.
+    """
+    ids = student_logp.topk(k, dim=-1).indices                      # [..., k] the student's top-k
+    s_k = student_logp.gather(-1, ids)                              # [..., k]
+    t_k = teacher_logp.gather(-1, ids)                              # [..., k]
+    # (S4) tail bucket log(1 − Σ_k p)
+    s_tail = log1m_exp(torch.logsumexp(s_k, -1, keepdim=True))      # [..., 1]
+    t_tail = log1m_exp(torch.logsumexp(t_k, -1, keepdim=True))      # [..., 1]
+    return torch.cat([s_k, s_tail], -1), torch.cat([t_k, t_tail], -1)
+
+
+def sdpo_loss(student_logp, teacher_logp, token_mask, beta=0.5, topk=None, num_tokens=None):
+    """(S5) L = Σ_{i,t} m_i · GJSD_β(S_{i,t}, sg[T_{i,t}]) / Σ_{i,t} m_i  over response tokens (token-mean).
+
+    student_logp, teacher_logp: [b, T, V]; token_mask: [b, T] = m_i × (t is a response token).
+    num_tokens: the whole batch's distilled-token count when this is one micro-batch of it.
+    Returns (loss, per-token GJSD [b, T]).
+    """
+    teacher_logp = teacher_logp.detach()  # sg[T]: no gradient ever reaches the teacher
+    if topk:
+        student_logp, teacher_logp = topk_with_tail(student_logp, teacher_logp, topk)  # (S4)
+    per_token = generalized_jsd(student_logp, teacher_logp, beta)    # [b, T]
+    mask = token_mask.float()
+    denom = mask.sum().clamp(min=1) if num_tokens is None else num_tokens
+    # (S5) token-mean over distilled tokens
+    return (per_token * mask).sum() / denom, per_token
+
+
+# ----------------------------------------------------------------------------------------------
+# Teacher schedules
+# ----------------------------------------------------------------------------------------------
+def init_teacher(student):
+    """(T3) A separate copy of the student's weights: the teacher at the start of every stage."""
+    return copy.deepcopy(student).eval().requires_grad_(False)
+
+
+@torch.no_grad()
+def ema_update(teacher, student, alpha):
+    """(T1) θ_T ← (1−α) θ_T + α θ, parameter by parameter. α = 0: frozen (bit-identical); α = 1: copy."""
+    if alpha == 0:
+        return teacher  # SDPO_0: the teacher never moves
+    for p_t, p_s in zip(teacher.parameters(), student.parameters()):
+        if not torch.isfinite(p_s).all():
+            raise NonFiniteError("student weights are not finite; the teacher is left as it was")
+    for p_t, p_s in zip(teacher.parameters(), student.parameters()):
+        if alpha == 1:
+            p_t.copy_(p_s)  # a hard restart, exact
+        else:
+            # (T1) θ_T ← (1−α) θ_T + α θ
+            p_t.mul_(1 - alpha).add_(p_s.detach().to(p_t.dtype), alpha=alpha)
+    return teacher
+
+
+def teacher_after_step(teacher, student, step, alpha, refresh_every=0, gamma=1.0):
+    """The teacher schedule after optimizer step `step` (1-based).
+
+    refresh_every = 0: (T1) EMA with rate α after every step.
+    refresh_every = K: (T2) refresh-and-freeze: frozen, except every K steps θ_T ← (1−γ) θ_T + γ θ.
+    """
+    if refresh_every > 0:
+        if step % refresh_every == 0:
+            ema_update(teacher, student, gamma)  # (T2) refresh point
+        return teacher
+    return ema_update(teacher, student, alpha)   # (T1)
+
+
+# ----------------------------------------------------------------------------------------------
+# One SDPO step on a collected batch
+# ----------------------------------------------------------------------------------------------
+def sdpo_update(model, teacher, opt, batch, args, tok, step):
+    """Teacher prompts (S1), teacher scoring (S2), GJSD token-mean loss (S3–S5), step, teacher (T1/T2)."""
+    B = len(batch["response_ids"])
+    user_texts, m, _ = build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
+                                             batch["group_size"], args.cot)
+    signal = [i for i in range(B) if m[i] > 0]
+    lengths = [len(r) for r in batch["response_ids"]]
+    stats = {"reprompt_frac": len(signal) / B, "distilled_token_frac": sum(lengths[i] for i in signal) / max(1, sum(lengths))}
+    if not signal:
+        print(f"warning: step {step}: no response had a successful sibling, so no teacher signal; "
+              f"no update this step", file=sys.stderr)
+        teacher_after_step(teacher, model, step, args.alpha, args.refresh_every, args.gamma)
+        return {**stats, "loss": 0.0, "js": 0.0, "entropy": 0.0, "teacher_entropy": 0.0, "skipped": 1}
+    n_tok = sum(lengths[i] for i in signal)       # (S5) Σ m_i over response tokens
+    opt.zero_grad(set_to_none=True)
+    total, ent, t_ent = torch.zeros(()), 0.0, 0.0
+    for idx in micro_batches([lengths[i] for i in signal], args.micro_batch):
+        idx = [signal[j] for j in idx]
+        responses = [batch["response_ids"][i] for i in idx]
+        t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], user_texts[i])) for i in idx]
+        t_logp = teacher_logprobs(teacher, t_prompts, responses, tok.pad_token_id)        # [b, T, V] (S2)
+        logits, mask, _ = response_logits(model, [batch["prompt_ids"][i] for i in idx], responses,
+                                          tok.pad_token_id)                                  # [b, T, V]
+        s_logp = torch.log_softmax(logits, dim=-1)                                          # [b, T, V]
+        loss, per_token = sdpo_loss(s_logp, t_logp, mask, args.beta, args.topk, num_tokens=n_tok)
+        loss.backward()
+        total = total + loss.detach().cpu()
+        with torch.no_grad():
+            fm = mask.float()
+            ent += (-(s_logp.exp() * s_logp).sum(-1) * fm).sum().item()
+            t_ent += (-(t_logp.exp() * t_logp).sum(-1) * fm).sum().item()
+    check_finite(total, model)  # raises before the step: the weights and the teacher stay as they were
+    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+    opt.step()
+    teacher_after_step(teacher, model, step, args.alpha, args.refresh_every, args.gamma)
+    return {**stats, "loss": total.item(), "js": total.item(), "entropy": ent / n_tok,
+            "teacher_entropy": t_ent / n_tok, "skipped": 0}
+
+
+def make_sdpo_update(model, tok, opt, args, teacher=None):
+    """A closure batch -> stats that keeps the teacher and the step count (teacher: (T3) if not given)."""
+    teacher = init_teacher(model) if teacher is None else teacher
+    state = {"step": 0}
+
+    def update(batch):
+        state["step"] += 1
+        return sdpo_update(model, teacher, opt, batch, args, tok, state["step"])
+    update.teacher = teacher
+    return update
+
+
+def add_sdpo_args(ap):
+    g = ap.add_argument_group("SDPO (S1–S6, T1–T3)")
+    g.add_argument("--alpha", type=float, default=0.05, help="teacher EMA rate α (T1); 0 = frozen teacher")
+    g.add_argument("--beta", type=float, default=0.5, help="GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
+    g.add_argument("--topk", type=int, default=None, help="distil on the student's top-k ids + a tail (S4); default: full vocabulary")
+    g.add_argument("--cot", action="store_true", help="SDPO-CoT: keep <think> spans in the demonstration (S6)")
+    g.add_argument("--refresh-every", type=int, default=0, help="StableSDPO: refresh the teacher every K steps (T2); 0 = off")
+    g.add_argument("--gamma", type=float, default=1.0, help="refresh rate γ (T2); 1 = hard restart")
+    return ap
+
+
+def validate_sdpo_args(ap, args):
+    alphas = args.alpha if isinstance(args.alpha, list) else [args.alpha]
+    for flag, ok, allowed in [("--alpha", all(0 <= a <= 1 for a in alphas), "in [0, 1]"),
+                              ("--beta", 0 <= args.beta <= 1, "in [0, 1]"),
+                              ("--gamma", 0 < args.gamma <= 1, "in (0, 1]"),
+                              ("--refresh-every", args.refresh_every >= 0, ">= 0"),
+                              ("--topk", args.topk is None or args.topk >= 1, ">= 1")]:
+        if not ok:
+            ap.error(f"{flag} must be {allowed}")
+
+
+def main(argv=None):
+    import grpo
+    import tasks
+    from rollout import add_common_args, validate_common_args
+    ap = argparse.ArgumentParser(description="SDPO on one task (SPEC S1–S6, T1–T3).")
+    ap.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.GENERATORS)}) or a JSON(-lines) file")
+    ap.add_argument("--out", default=None, help="output directory (default runs/sdpo-<task>-s<seed>)")
+    add_common_args(ap)
+    add_sdpo_args(ap)
+    args = ap.parse_args(argv)
+    validate_common_args(ap, args)
+    validate_sdpo_args(ap, args)
+    return grpo.train_one_task(ap, args, "sdpo")
+
+
+if __name__ == "__main__":
+    main()

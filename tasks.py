@@ -1,0 +1,512 @@
+"""tasks.py — the built-in world's tasks, the release's record format, and the graders.
+
+What this file is
+-----------------
+Every task in this project is a list of *records* in the format of the SDPO release (and of the
+paper's code): a dict with
+
+    prompt   the user turn (str)
+    answer   the reference answer (str; for tool use a JSON list of {"Action", "Action_Input"})
+    system   an optional system message (str or None)
+    kind     which grader: "math" (last \\boxed{}), "mcq" (<answer>X</answer>),
+             "tooluse" (Action / Action Input), "code" (run the program against tests)
+    tests    for "code": JSON {"fn_name": ..., "inputs": [...], "outputs": [...]}
+
+The built-in world mirrors the paper's four training domains (SPEC C1) with tiny, verifiable,
+character-model-sized problems, plus four out-of-distribution benchmarks that mirror the paper's
+near / intermediate / far relations:
+
+    training:  math (\\boxed{}), science (4-option MCQ, <answer>X</answer>),
+               tooluse (Action / Action Input), coding (a Python lambda run against hidden tests)
+    OOD:       math_hard   (near: three-term word problems, AIME/Math500-like)
+               science_boxed (intermediate: MCQ answered in \\boxed{X}, like GPQA)
+               tool_unseen (intermediate: tools never seen in training, like BFCL)
+               logic       (far: ordering puzzles, like ZebraLogic)
+
+Each built-in problem comes with its canonical solution text (`solution`), used only to pretrain the
+tiny base model (tiny.py) and never by the RL methods. A problem belongs to the train or the test
+split by a hash of its prompt, so splits are disjoint and deterministic whatever sizes are drawn.
+
+Graders follow the release (SPEC, last section). The CODING grader never evaluates model text in
+this process: programs run in a separate sandbox process (see `run_programs`).
+"""
+import hashlib
+import json
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+# ----------------------------------------------------------------------------------------------
+# Built-in problem generators. Each returns a record with an extra "solution" field.
+# ----------------------------------------------------------------------------------------------
+NAMES = ["Ann", "Bob", "Cal", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jo", "Kim", "Lou", "Max", "Ned"]
+THINGS = ["apples", "pens", "books", "coins", "cards", "eggs", "shells", "stamps"]
+MATH_INSTRUCTION = "Answer in \\boxed{}."
+
+
+def _wrong_number(rng, value):
+    """A plausible mistake: off by one, or a dropped/added ten (used for the base model's noise)."""
+    return value + rng.choice([-10, -1, 1, 10])
+
+
+def gen_math(rng, noisy=False):
+    """MATH: one-step arithmetic word problems; the answer goes in \\boxed{}."""
+    name, thing = rng.choice(NAMES), rng.choice(THINGS)
+    op = rng.choice(["add", "sub", "mul"])
+    if op == "add":
+        a, b = rng.randint(10, 89), rng.randint(10, 89)
+        q, work, ans = f"{name} has {a} {thing} and gets {b} more. How many {thing} now?", f"{a}+{b}", a + b
+    elif op == "sub":
+        a = rng.randint(30, 99)
+        b = rng.randint(10, a - 5)
+        q, work, ans = f"{name} has {a} {thing} and gives away {b}. How many {thing} are left?", f"{a}-{b}", a - b
+    else:
+        a, b = rng.randint(3, 19), rng.randint(2, 9)
+        q, work, ans = f"{name} buys {b} bags of {a} {thing}. How many {thing} in all?", f"{b}*{a}", a * b
+    shown = _wrong_number(rng, ans) if noisy else ans
+    return {"prompt": f"{q} {MATH_INSTRUCTION}", "answer": str(ans), "system": None, "kind": "math",
+            "solution": f"{work}={shown}\n\\boxed{{{shown}}}"}
+
+
+def gen_math_hard(rng, noisy=False):
+    """OOD (near, like AIME/Math500): three-term problems, same \\boxed{} format."""
+    name, thing = rng.choice(NAMES), rng.choice(THINGS)
+    a, b, c = rng.randint(10, 59), rng.randint(10, 39), rng.randint(2, 29)
+    q = f"{name} has {a} {thing}, gets {b} more, then gives away {c}. How many {thing} now?"
+    ans = a + b - c
+    shown = _wrong_number(rng, ans) if noisy else ans
+    return {"prompt": f"{q} {MATH_INSTRUCTION}", "answer": str(ans), "system": None, "kind": "math",
+            "solution": f"{a}+{b}={a + b}\n{a + b}-{c}={shown}\n\\boxed{{{shown}}}"}
+
+
+UNITS_TRAIN = [("m", "cm", 100), ("km", "m", 1000), ("kg", "g", 1000), ("cm", "mm", 10), ("h", "min", 60)]
+UNITS_OOD = [("L", "mL", 1000), ("min", "s", 60), ("day", "h", 24), ("t", "kg", 1000), ("ft", "in", 12)]
+SCIENCE_SYSTEM = "Answer with the letter in <answer></answer>."
+
+
+def _conversion_mcq(rng, units, noisy):
+    """A 4-option unit-conversion question: the right value and three scaled distractors."""
+    u1, u2, f = rng.choice(units)
+    v = rng.randint(2, 40)
+    right = v * f
+    wrong = [right * 10, v * f // 10 if f >= 100 else v * f * 100, v * f + f]
+    options = [right] + [w for w in wrong if w != right][:3]
+    rng.shuffle(options)
+    letters = "ABCD"
+    letter = letters[options.index(right)]
+    shown_letter = rng.choice([x for x in letters if x != letter]) if noisy else letter
+    shown_value = options[letters.index(shown_letter)]
+    q = f"Convert {v} {u1} to {u2}.\n" + "\n".join(f"{l}: {o}" for l, o in zip(letters, options))
+    return q, letter, shown_letter, f"{v} {u1} = {shown_value} {u2}"
+
+
+def gen_science(rng, noisy=False):
+    """SCIENCE: 4-option MCQ (unit conversions) answered as <answer>X</answer>, with a system message."""
+    q, letter, shown, work = _conversion_mcq(rng, UNITS_TRAIN, noisy)
+    return {"prompt": q, "answer": letter, "system": SCIENCE_SYSTEM, "kind": "mcq",
+            "solution": f"{work}\n<answer>{shown}</answer>"}
+
+
+def gen_science_boxed(rng, noisy=False):
+    """OOD (intermediate, like GPQA): conversion MCQ with unseen units, answered in \\boxed{X}."""
+    q, letter, shown, work = _conversion_mcq(rng, UNITS_OOD, noisy)
+    return {"prompt": q + "\nPut the letter in \\boxed{}.", "answer": letter, "system": None, "kind": "math",
+            "solution": f"{work}\n\\boxed{{{shown}}}"}
+
+
+# name -> (argument name, question templates, argument values)
+TOOLS_TRAIN = {
+    "weather": ("city", ["What is the weather in {}?", "Is it raining in {}?"], ["Oslo", "Rome", "Lima", "Pune", "Kyiv", "Doha"]),
+    "timer": ("minutes", ["Set a timer for {} minutes.", "Wake me in {} minutes."], list(range(2, 60))),
+    "stock": ("symbol", ["Price of {} stock?", "How is {} trading?"], ["AAPL", "IBM", "TSLA", "NVDA", "SAP", "AMD"]),
+    "translate": ("text", ["Translate '{}' to French.", "Say '{}' in French."], ["hello", "thanks", "cat", "good night", "water"]),
+    "play": ("song", ["Play the song {}.", "Put on {}."], ["Yesterday", "Hey Jude", "Imagine", "Vogue", "Africa"]),
+}
+TOOLS_OOD = {
+    "taxi": ("city", ["Book a taxi in {}.", "Get me a cab in {}."], ["Oslo", "Rome", "Lima", "Pune", "Kyiv", "Doha"]),
+    "alarm": ("hour", ["Set an alarm for {} o'clock.", "Wake me at {}."], list(range(1, 13))),
+    "recipe": ("dish", ["How do I cook {}?", "Recipe for {}?"], ["soup", "rice", "pasta", "curry", "salad"]),
+    "flight": ("city", ["Find a flight to {}.", "Fly me to {}."], ["Oslo", "Rome", "Lima", "Pune", "Kyiv", "Doha"]),
+    "volume": ("level", ["Set the volume to {}.", "Volume {} please."], list(range(1, 11))),
+}
+
+
+def _tool_problem(rng, tools, noisy):
+    names = sorted(tools)
+    shown_tools = rng.sample(names, 3)
+    tool = rng.choice(shown_tools)
+    arg, templates, values = tools[tool]
+    value = rng.choice(values)
+    q = rng.choice(templates).format(value)
+    action_input = json.dumps({arg: value})
+    answer = json.dumps([{"Action": tool, "Action_Input": action_input}])
+    shown_tool, shown_input = tool, action_input
+    if noisy:  # a wrong tool, or the right tool with a wrong value
+        if rng.random() < 0.5:
+            shown_tool = rng.choice([t for t in shown_tools if t != tool])
+        else:
+            shown_input = json.dumps({arg: rng.choice([v for v in values if v != value])})
+    listing = ", ".join(f"{t}({tools[t][0]})" for t in shown_tools)
+    prompt = f"Tools: {listing}\nQuestion: {q}"
+    return {"prompt": prompt, "answer": answer, "system": None, "kind": "tooluse",
+            "solution": f"Action: {shown_tool}\nAction Input: {shown_input}"}
+
+
+def gen_tooluse(rng, noisy=False):
+    """TOOLUSE: pick one of three listed tools and give `Action:` and `Action Input: {json}`."""
+    return _tool_problem(rng, TOOLS_TRAIN, noisy)
+
+
+def gen_tool_unseen(rng, noisy=False):
+    """OOD (intermediate, like BFCL): the same format with tools never seen in training."""
+    return _tool_problem(rng, TOOLS_OOD, noisy)
+
+
+CODE_OPS = [  # (words for a first step, words for a second step, code, python function)
+    ("adds {n} to x", "adds {n}", "+", lambda x, n: x + n),
+    ("subtracts {n} from x", "subtracts {n}", "-", lambda x, n: x - n),
+    ("multiplies x by {n}", "multiplies by {n}", "*", lambda x, n: x * n),
+    ("returns x modulo {n}", "takes modulo {n}", "%", lambda x, n: x % n),
+]
+CODE_POINTS = [-3, -1, 0, 1, 2, 5, 7]
+
+
+def gen_coding(rng, noisy=False):
+    """CODING: write a Python lambda from a one- or two-step description; graded on hidden test points."""
+    w1, _, op1, f1 = rng.choice(CODE_OPS)
+    n1 = rng.randint(2, 9)
+    if rng.random() < 0.25:  # one step: "lambda x: x+3"
+        words, body = w1.format(n=n1), f"x{op1}{n1}"
+        fn = lambda x: f1(x, n1)
+        wrong = f"x{op1}{n1 + rng.choice([-1, 1])}"
+    else:  # two steps: "lambda x: (x+3)*2"
+        _, w2, op2, f2 = rng.choice(CODE_OPS)
+        n2 = rng.randint(2, 9)
+        words, body = f"{w1.format(n=n1)}, then {w2.format(n=n2)}", f"(x{op1}{n1}){op2}{n2}"
+        fn = lambda x: f2(f1(x, n1), n2)
+        wrong = f"(x{op1}{n1}){op2}{n2 + rng.choice([-1, 1])}"
+    tests = {"fn_name": "f", "inputs": [[x] for x in CODE_POINTS], "outputs": [fn(x) for x in CODE_POINTS]}
+    return {"prompt": f"Write a Python lambda that {words}.", "answer": f"lambda x: {body}",
+            "system": None, "kind": "code", "tests": json.dumps(tests),
+            "solution": f"lambda x: {wrong if noisy else body}"}
+
+
+def gen_logic(rng, noisy=False):
+    """OOD (far, like ZebraLogic): order three people from two comparisons; answer in \\boxed{}."""
+    a, b, c = rng.sample(NAMES, 3)  # true order: a > b > c
+    adj, ask = rng.choice([("older", "youngest"), ("taller", "shortest"), ("faster", "slowest")])
+    facts = [f"{a} is {adj} than {b}.", f"{b} is {adj} than {c}."]
+    rng.shuffle(facts)
+    shown = rng.choice([a, b]) if noisy else c
+    return {"prompt": f"{' '.join(facts)} Who is the {ask}? {MATH_INSTRUCTION}", "answer": c,
+            "system": None, "kind": "math", "solution": f"{a} > {b} > {c}\n\\boxed{{{shown}}}"}
+
+
+TRAIN_DOMAINS = {"math": gen_math, "science": gen_science, "tooluse": gen_tooluse, "coding": gen_coding}
+OOD_BENCHMARKS = {"math_hard": gen_math_hard, "science_boxed": gen_science_boxed,
+                  "tool_unseen": gen_tool_unseen, "logic": gen_logic}
+GENERATORS = {**TRAIN_DOMAINS, **OOD_BENCHMARKS}
+TEST_FRACTION = 0.2  # share of all possible prompts that belong to the test split
+
+
+def split_of(prompt):
+    """'test' or 'train' by a hash of the prompt: disjoint and independent of how many are drawn."""
+    h = int(hashlib.sha1(prompt.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    return "test" if h < TEST_FRACTION else "train"
+
+
+def builtin_split(name, split, n, seed=0):
+    """The first n distinct problems of domain `name` that fall in `split`, drawn with `seed`.
+
+    Deterministic: the same (name, split, n, seed) always gives the same list, and a larger n
+    extends a smaller one. Train and test never share a prompt (see `split_of`).
+    """
+    if name not in GENERATORS:
+        raise ValueError(f"unknown task '{name}'; known: {', '.join(GENERATORS)}")
+    rng = random.Random(f"{name}:{split}:{seed}")
+    seen, out = set(), []
+    for _ in range(200 * n + 1000):
+        r = GENERATORS[name](rng)
+        if r["prompt"] in seen or split_of(r["prompt"]) != split:
+            continue
+        seen.add(r["prompt"])
+        out.append(r)
+        if len(out) == n:
+            return out
+    raise ValueError(f"task '{name}' has fewer than {n} distinct {split} problems")
+
+
+# ----------------------------------------------------------------------------------------------
+# Records from files (the release's JSON / JSON-lines format)
+# ----------------------------------------------------------------------------------------------
+KINDS = ("math", "mcq", "tooluse", "code")
+
+
+def load_records(path):
+    """Records of a JSON list or a JSON-lines file; a bad record raises ValueError naming file:line."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if text.lstrip().startswith("["):
+        try:
+            rows = [(i + 1, r) for i, r in enumerate(json.loads(text))]
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    else:
+        rows = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append((lineno, json.loads(line)))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+    records = []
+    for lineno, r in rows:
+        if not isinstance(r, dict) or not isinstance(r.get("prompt"), str) or "answer" not in r:
+            raise ValueError(f"{path}:{lineno}: a record needs a string 'prompt' and an 'answer'")
+        if r.get("kind") not in KINDS:
+            raise ValueError(f"{path}:{lineno}: 'kind' must be one of {', '.join(KINDS)}, got {r.get('kind')!r}")
+        records.append(r)
+    if not records:
+        raise ValueError(f"{path}: no records")
+    return records
+
+
+# ----------------------------------------------------------------------------------------------
+# Graders (the release's, SPEC last section). Each takes (record, response) and returns 0.0 or 1.0.
+# ----------------------------------------------------------------------------------------------
+def last_boxed(text):
+    """Content of the last \\boxed{...}, braces matched (so \\boxed{\\frac{1}{2}} works); None if absent."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    i, depth = start + len("\\boxed{"), 1
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i:j]
+    return None  # unbalanced: no answer
+
+
+def normalize_answer(s):
+    """Light normalisation: spaces, $, a trailing period, \\text{}, and numbers like 12.0 -> 12."""
+    s = s.strip().strip("$").rstrip(".").strip()
+    s = re.sub(r"\\text\{([^{}]*)\}", r"\1", s).replace(" ", "").replace("\\!", "").replace(",", "")
+    if re.fullmatch(r"-?\d+(\.\d+)?", s) and len(s) < 40:
+        v = float(s)
+        s = str(int(v)) if v == int(v) else str(v)
+    return s
+
+
+def grade_math(record, response):
+    got = last_boxed(response)
+    return float(got is not None and normalize_answer(got) == normalize_answer(str(record["answer"])))
+
+
+def grade_mcq(record, response):
+    start = response.rfind("<answer>")
+    if start < 0:
+        return 0.0
+    end = response.find("</answer>", start)
+    if end < 0:
+        return 0.0
+    return float(response[start + len("<answer>"):end].strip() == str(record["answer"]).strip())
+
+
+def _json_object_after(text, pos):
+    """Parse the JSON object that starts at the first '{' at or after pos (nested braces fine)."""
+    i = text.find("{", pos)
+    if i < 0:
+        return None
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(text, i)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def parse_actions(response):
+    """All (name, input dict) pairs of `Action: name` / `Action Input: {json}` in a response."""
+    actions = []
+    for m in re.finditer(r"Action:[ \t]*([^\n]*)", response):
+        name = m.group(1).strip()
+        nxt = re.compile(r"Action Input:").search(response, m.end())
+        following = re.compile(r"Action:").search(response, m.end())
+        if nxt is None or (following is not None and following.start() < nxt.start()):
+            actions.append((name, None))
+        else:
+            actions.append((name, _json_object_after(response, nxt.end())))
+    return actions
+
+
+def grade_tooluse(record, response):
+    """The multiset of action names equals the reference, and the merged inputs equal the merged reference."""
+    try:
+        ref = json.loads(record["answer"]) if isinstance(record["answer"], str) else record["answer"]
+        ref_names = sorted(a["Action"] for a in ref)
+        ref_input = {}
+        for a in ref:
+            inp = a.get("Action_Input", "{}")
+            ref_input.update(json.loads(inp) if isinstance(inp, str) else inp)
+    except (ValueError, TypeError, KeyError):
+        return 0.0
+    actions = parse_actions(response)
+    if sorted(name for name, _ in actions) != ref_names or any(inp is None for _, inp in actions):
+        return 0.0
+    merged = {}
+    for _, inp in actions:
+        merged.update(inp)
+    return float(merged == ref_input)
+
+
+def extract_code(response):
+    """The program in a response: the last ```python block if any, else the whole text."""
+    blocks = re.findall(r"```(?:python|py)?\n(.*?)```", response, flags=re.S)
+    return (blocks[-1] if blocks else response).strip()
+
+
+def grade_code(record, response):
+    return run_programs([(extract_code(response), record.get("tests") or "{}")])[0]
+
+
+GRADERS = {"math": grade_math, "mcq": grade_mcq, "tooluse": grade_tooluse, "code": grade_code}
+
+
+def grade(record, response):
+    """Grade one response to one record (built-in or release format): 1.0 right, 0.0 wrong. Never raises."""
+    try:
+        return GRADERS[record["kind"]](record, response)
+    except Exception:  # a grader bug must not kill a training run; a malformed answer is wrong
+        return 0.0
+
+
+def grade_many(records, responses):
+    """Grade a batch; programs run in one sandbox worker (much cheaper than a process each)."""
+    scores = [None] * len(records)
+    code_jobs = [(i, (extract_code(resp), rec.get("tests") or "{}"))
+                 for i, (rec, resp) in enumerate(zip(records, responses)) if rec["kind"] == "code"]
+    if code_jobs:
+        for (i, _), s in zip(code_jobs, run_programs([job for _, job in code_jobs])):
+            scores[i] = s
+    return [s if s is not None else grade(rec, resp) for s, rec, resp in zip(scores, records, responses)]
+
+
+# ----------------------------------------------------------------------------------------------
+# The CODING sandbox
+# ----------------------------------------------------------------------------------------------
+# One worker process per batch (fresh temporary directory, empty environment, isolated Python).
+# For every program the worker forks a child that sets hard limits (CPU seconds, address space,
+# file size, no core dumps), installs an audit hook that refuses files, sockets, subprocesses and
+# imports of native code, and only then runs the untrusted text. The worker kills a child that
+# outlives the wall-clock limit. Nothing of the model's text is ever evaluated in this process.
+SANDBOX_WORKER = r'''
+import json, os, resource, signal, sys, io
+limits = json.loads(sys.argv[1])
+
+def child(code, tests, wfd):
+    os.setpgid(0, 0)
+    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"]))
+    resource.setrlimit(resource.RLIMIT_AS, (limits["mem"], limits["mem"]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    signal.alarm(limits["wall"] + 1)
+    out = os.fdopen(wfd, "w")
+    class Capped(io.StringIO):
+        def write(self, s):
+            if self.tell() + len(s) > limits["out"]:
+                raise MemoryError("output limit")
+            return super().write(s)
+    allowed = {"exec", "compile", "object.__getattr__", "object.__setattr__", "object.__delattr__",
+               "builtins.input", "builtins.input/result", "sys._getframe", "code.__new__", "function.__new__"}
+    def hook(event, args):
+        if event not in allowed:
+            raise PermissionError("sandbox: " + event)
+    ns = {"__name__": "__main__"}
+    stdin_text = ""
+    try:
+        import math, itertools, functools, collections  # pre-import what programs commonly use
+        if code.startswith("lambda"):
+            code = "f = " + code
+        compiled = compile(code, "<program>", "exec")
+        sys.stdout = Capped()
+        sys.addaudithook(hook)
+        fn_name = tests.get("fn_name")
+        if fn_name:  # function-call tests: run once, then call the function on each input
+            exec(compiled, ns)
+            fn = ns[fn_name]
+            ok = all(fn(*inp) == exp for inp, exp in zip(tests["inputs"], tests["outputs"]))
+        else:  # standard input/output tests: run the program once per case
+            ok = True
+            for inp, exp in zip(tests["inputs"], tests["outputs"]):
+                sys.stdin, sys.stdout = io.StringIO(inp), Capped()
+                exec(compiled, {"__name__": "__main__"})
+                ok = ok and sys.stdout.getvalue().strip() == str(exp).strip()
+        ok = bool(ok) and len(tests.get("inputs", [])) > 0
+    except BaseException:
+        ok = False
+    out.write("1" if ok else "0")
+    out.flush()
+    os._exit(0)
+
+for line in sys.stdin:
+    job = json.loads(line)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        child(job["code"], job["tests"], w)
+    os.close(w)
+    import time, select
+    deadline = time.time() + limits["wall"]
+    result = b""
+    while time.time() < deadline:
+        ready, _, _ = select.select([r], [], [], max(0.0, deadline - time.time()))
+        if ready:
+            result = os.read(r, 1)
+            break
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    os.waitpid(pid, 0)
+    os.close(r)
+    sys.__stdout__.write("1\n" if result == b"1" else "0\n")
+    sys.__stdout__.flush()
+'''
+
+SANDBOX_LIMITS = {"wall": 2, "cpu": 2, "mem": 512 * 2**20, "out": 100_000}
+
+
+def run_programs(jobs, limits=None):
+    """Run (code, tests_json) pairs in the sandbox; returns 1.0/0.0 per job, in order."""
+    if not jobs:
+        return []
+    limits = {**SANDBOX_LIMITS, **(limits or {})}
+    lines, index = [], {}  # identical (program, tests) pairs run once: RL groups repeat themselves
+    slot = []
+    for code, tests in jobs:
+        try:
+            t = json.loads(tests) if isinstance(tests, str) else tests
+            assert isinstance(t, dict)
+        except (ValueError, AssertionError):
+            t = {}
+        line = json.dumps({"code": code, "tests": t})
+        if line not in index:
+            index[line] = len(lines)
+            lines.append(line)
+        slot.append(index[line])
+    with tempfile.TemporaryDirectory(prefix="sandbox-") as tmp:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}  # no inherited secrets
+        proc = subprocess.run([sys.executable, "-I", "-S", "-c", SANDBOX_WORKER, json.dumps(limits)],
+                              input="\n".join(lines) + "\n", capture_output=True, text=True, cwd=tmp, env=env,
+                              timeout=len(lines) * (limits["wall"] + 2) + 30, start_new_session=True)
+    results = proc.stdout.split()
+    return [1.0 if i < len(results) and results[i] == "1" else 0.0 for i in slot]

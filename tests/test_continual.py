@@ -1,0 +1,90 @@
+"""continual.py: the Δ/δ/G/F formulas by hand, a smoke run that writes every artefact, and resume."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import continual
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_change_metrics_by_hand():
+    m = continual.change_metrics(0.30, 0.40)
+    assert m["delta"] == pytest.approx(-0.10) and m["rel"] == pytest.approx(-0.25)
+    assert m["gain"] == 0.0 and m["forget"] == pytest.approx(0.25)
+    m = continual.change_metrics(0.60, 0.40)
+    assert m["rel"] == pytest.approx(0.5) and m["gain"] == pytest.approx(0.5) and m["forget"] == 0.0
+    # base accuracy 0: δ undefined unless nothing changed
+    assert continual.change_metrics(0.25, 0.0) == {"delta": 0.25, "rel": None, "gain": None, "forget": None}
+    assert continual.change_metrics(0.0, 0.0) == {"delta": 0.0, "rel": 0.0, "gain": 0.0, "forget": 0.0}
+
+
+def test_summary_averages_by_hand():
+    stages, benches = ["a", "b"], ["a", "b", "o"]
+    rows = [[0.5, 0.4, 0.2],    # base
+            [0.75, 0.4, 0.1],   # after a: gain on a = +50%
+            [0.25, 0.6, 0.3]]   # after b: gain on b = +50%; final: a −50% (F 0.5), o +50% (F 0)
+    s = continual.summarize(rows, stages, benches)
+    assert s["avg_gain_trained"] == pytest.approx(0.5)
+    assert s["avg_forget_earlier"] == pytest.approx(0.5)
+    assert s["avg_forget_ood"] == pytest.approx(0.0)
+    assert s["per_stage"][0]["o"]["forget"] == pytest.approx(0.5)
+
+
+SMOKE = ["--method", "grpo,sdpo", "--stages", "math,tooluse", "--benchmarks", "math,tooluse,logic",
+         "--steps", "2", "--prompts-per-step", "2", "--group-size", "4", "--eval-n", "4", "--eval-k", "2",
+         "--max-new-tokens", "40", "--curve-every", "1", "--curve-n", "2", "--curve-k", "2", "--seed", "3"]
+
+
+def run_cli(args, cwd, **kw):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "continual.py"), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300, **kw)
+
+
+def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
+    full = run_cli(SMOKE + ["--name", "full"], tmp_path)
+    assert full.returncode == 0, full.stderr[-2000:]
+    run = tmp_path / "runs" / "full"
+    for f in ["results.json", "report.md", "log.jsonl", "config.json", "progress.json"]:
+        assert (run / f).is_file(), f
+    for r in ["grpo", "sdpo_a0.05"]:
+        for s in ["stage1-math", "stage2-tooluse"]:
+            assert (run / "checkpoints" / r / s / "model.safetensors").is_file()
+    results = json.loads((run / "results.json").read_text())
+    assert set(results["runs"]) == {"grpo", "sdpo_a0.05"}
+    assert len(results["runs"]["grpo"]["acc"]) == 3               # base + 2 stages
+    report = (run / "report.md").read_text()
+    assert "## grpo: accuracy after each stage" in report and "Gain and forgetting" in report
+    logs = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
+    assert len(logs) == 2 * 2 * 2                                 # runs × stages × steps
+    assert {"reward", "loss", "entropy"} <= set(logs[0])
+
+    # an interruption after the first completed stage of the second run: drop later progress and rerun
+    part = tmp_path / "runs" / "part"
+    shutil.copytree(run, part)
+    progress = json.loads((part / "progress.json").read_text())
+    progress["sdpo_a0.05"]["stages"] = progress["sdpo_a0.05"]["stages"][:1]
+    for s in progress["sdpo_a0.05"]["stages"]:
+        s["checkpoint"] = s["checkpoint"].replace("runs/full", "runs/part")
+    (part / "progress.json").write_text(json.dumps(progress))
+    (part / "results.json").unlink()
+    cfg = json.loads((part / "config.json").read_text())
+    resumed = run_cli(SMOKE + ["--name", "part"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming after stage 1" in resumed.stdout
+    again = json.loads((part / "results.json").read_text())
+    for r in again["runs"].values():
+        r["checkpoints"] = [c.replace("runs/part", "runs/full") for c in r["checkpoints"]]
+    assert again == results
+
+
+def test_refuses_a_directory_holding_a_different_run(tmp_path):
+    os.makedirs(tmp_path / "runs" / "x")
+    (tmp_path / "runs" / "x" / "config.json").write_text(json.dumps({"other": 1}))
+    out = run_cli(["--name", "x", "--steps", "1"], tmp_path)
+    assert out.returncode == 2 and "holds a different run" in out.stderr
+    assert json.loads((tmp_path / "runs" / "x" / "config.json").read_text()) == {"other": 1}

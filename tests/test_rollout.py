@@ -1,0 +1,78 @@
+"""The shared rollout loop: EOS in the mask, padding-invariant log-probs, log-probs = −CE, the committed model."""
+import torch
+import torch.nn.functional as F
+
+from rollout import (chat_messages, cut_at_eos, decode, encode_chat, micro_batches, pack, response_logits,
+                     sample, token_logprobs)
+
+
+def test_cut_at_eos_keeps_the_eos_and_nothing_after():
+    assert cut_at_eos([5, 6, 2, 7, 2], {2}) == [5, 6, 2]
+    assert cut_at_eos([5, 6], {2}) == [5, 6]
+    assert cut_at_eos([2, 5], {2}) == [2]
+
+
+def test_response_mask_covers_eos_and_nothing_after():
+    _, attention, positions, r_mask, P = pack([[1, 2], [3, 4, 5]], [[7, 8, 2], [9]], 0, "cpu")
+    assert r_mask.tolist()[0][:4] == [1, 1, 1, 0] and r_mask.tolist()[1][:2] == [1, 0]
+    assert r_mask[:, 4:].sum() == 0
+    # positions count real tokens only: 0, 1, 2, ... whatever the left padding
+    row = positions[0][attention[0].bool()].tolist()
+    assert row == list(range(len(row)))
+
+
+def test_sampled_responses_end_at_first_eos(tiny):
+    model, tok = tiny
+    torch.manual_seed(0)
+    prompts = [encode_chat(tok, chat_messages({"prompt": "What is 2+3? Put the final answer in \\boxed{}."}))]
+    out = sample(model, tok, prompts, group_size=8, max_new_tokens=40)
+    assert len(out) == 8
+    for r in out:
+        assert tok.eos_token_id not in r[:-1]
+        assert len(r) <= 40
+    assert any(r[-1] == tok.eos_token_id for r in out)
+
+
+def test_logprobs_alone_equal_logprobs_in_left_padded_batch(tiny):
+    model, tok = tiny
+    p_short = encode_chat(tok, chat_messages({"prompt": "Hi"}))
+    p_long = encode_chat(tok, chat_messages({"prompt": "A much longer prompt than the other one, padded."}))
+    r_short, r_long = tok("ok", add_special_tokens=False)["input_ids"], tok("a longer reply", add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        lg, m, t = response_logits(model, [p_short, p_long], [r_short, r_long], tok.pad_token_id)
+        batch = token_logprobs(lg, t)
+        lg1, _, t1 = response_logits(model, [p_short], [r_short], tok.pad_token_id)
+        alone = token_logprobs(lg1, t1)
+    n = len(r_short)
+    assert (batch[0, :n] - alone[0, :n]).abs().max().item() < 1e-5
+
+
+def test_logprobs_equal_negative_cross_entropy(tiny):
+    model, tok = tiny
+    p = encode_chat(tok, chat_messages({"prompt": "What is 2+3?"}))
+    r = tok("\\boxed{5}", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    with torch.no_grad():
+        lg, m, t = response_logits(model, [p], [r], tok.pad_token_id)
+        lp = token_logprobs(lg, t)[0, :len(r)]
+        full = model(torch.tensor([p + r])).logits[0].float()          # no padding at all
+        ce = F.cross_entropy(full[len(p) - 1:-1], torch.tensor(r), reduction="none")
+    assert (lp + ce).abs().max().item() < 1e-5
+
+
+def test_committed_model_loads_with_from_pretrained_and_generates():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from rollout import TINY_DIR
+    model = AutoModelForCausalLM.from_pretrained(TINY_DIR)
+    tok = AutoTokenizer.from_pretrained(TINY_DIR)
+    assert 0.5e6 < sum(p.numel() for p in model.parameters()) < 3e6
+    torch.manual_seed(0)
+    out = sample(model, tok, [encode_chat(tok, chat_messages({"prompt": "Write a Python lambda that adds 3 to x."}))], 4, 30)
+    texts = decode(tok, out)
+    assert any("lambda" in t for t in texts)
+
+
+def test_micro_batches_cover_every_index_once():
+    mbs = micro_batches([5, 1, 9, 3, 3], 2)
+    assert sorted(i for mb in mbs for i in mb) == [0, 1, 2, 3, 4]
+    assert all(len(mb) <= 2 for mb in mbs)
+    assert micro_batches([5, 1], 0) == [[1, 0]]

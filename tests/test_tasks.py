@@ -1,0 +1,139 @@
+"""The built-in world: tokenizer, splits, every grader (right / wrong / malformed / adversarial), the sandbox."""
+import json
+import os
+import random
+import time
+
+import pytest
+
+import tasks
+
+
+def test_tokenizer_round_trip_exact():
+    from tiny import build_tokenizer
+    tok = build_tokenizer()
+    for text in ["a\nb\n\n c", "{\"city\": \"Oslo\"}", "\\boxed{\\frac{1}{2}}", "it's \"quoted\"\t", "  spaces  "]:
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        assert len(ids) == len(text)           # one character, one token
+        assert tok.decode(ids) == text
+
+
+def test_committed_tokenizer_loads_with_autotokenizer_and_has_chat_template():
+    from transformers import AutoTokenizer
+    from rollout import TINY_DIR
+    tok = AutoTokenizer.from_pretrained(TINY_DIR)
+    text = tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "Q\n{x}"}],
+                                   tokenize=False, add_generation_prompt=True)
+    assert text == "<|bos|><|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ\n{x}<|im_end|>\n<|im_start|>assistant\n"
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token_id != tok.eos_token_id
+
+
+@pytest.mark.parametrize("name", list(tasks.GENERATORS))
+def test_splits_disjoint_and_deterministic(name):
+    train = tasks.builtin_split(name, "train", 300)
+    test = tasks.builtin_split(name, "test", 100)
+    assert not {r["prompt"] for r in train} & {r["prompt"] for r in test}
+    assert tasks.builtin_split(name, "test", 100) == test
+    assert tasks.builtin_split(name, "test", 50) == test[:50]      # a larger n extends a smaller one
+    assert len({r["prompt"] for r in test}) == 100
+    for r in test[:20]:
+        assert tasks.grade(r, r["solution"]) == 1.0                 # the canonical solution is right
+
+
+@pytest.mark.parametrize("name", list(tasks.GENERATORS))
+def test_noisy_solutions_are_wrong(name):
+    rng = random.Random(1)
+    for _ in range(20):
+        r = tasks.GENERATORS[name](rng, noisy=True)
+        assert tasks.grade(r, r["solution"]) == 0.0
+
+
+def test_math_grader():
+    rec = {"kind": "math", "answer": "68"}
+    assert tasks.grade(rec, "23+45=68\n\\boxed{68}") == 1.0
+    assert tasks.grade(rec, "\\boxed{67} then \\boxed{68}") == 1.0        # the last box counts
+    assert tasks.grade(rec, "\\boxed{68} then \\boxed{67}") == 0.0
+    assert tasks.grade(rec, "\\boxed{ 68. }") == 1.0 and tasks.grade(rec, "\\boxed{68.0}") == 1.0
+    assert tasks.grade(rec, "68") == 0.0                                  # no box, no answer
+    assert tasks.grade(rec, "\\boxed{68") == 0.0                          # unbalanced
+    assert tasks.grade({"kind": "math", "answer": "\\frac{1}{2}"}, "\\boxed{\\frac{1}{2}}") == 1.0
+    assert tasks.grade(rec, "\\boxed{" * 5000 + "68" + "}" * 5000) == 0.0
+    assert tasks.grade(rec, "\\boxed{9" + "9" * 100000 + "}") == 0.0
+
+
+def test_mcq_grader():
+    rec = {"kind": "mcq", "answer": "B"}
+    assert tasks.grade(rec, "<answer>A</answer> no wait <answer>\nB\n</answer>") == 1.0
+    assert tasks.grade(rec, "<answer>C</answer>") == 0.0
+    assert tasks.grade(rec, "<answer>B") == 0.0 and tasks.grade(rec, "B") == 0.0
+    assert tasks.grade(rec, "<answer>B, C</answer>") == 0.0
+
+
+def test_tooluse_grader():
+    rec = {"kind": "tooluse", "answer": json.dumps([{"Action": "timer", "Action_Input": "{\"minutes\": 5}"}])}
+    assert tasks.grade(rec, "Thought: x\nAction: timer\nAction Input: {\"minutes\": 5}") == 1.0
+    assert tasks.grade(rec, "Action: timer\nAction Input: {\"minutes\": 6}") == 0.0     # wrong value
+    assert tasks.grade(rec, "Action: alarm\nAction Input: {\"minutes\": 5}") == 0.0     # wrong tool
+    assert tasks.grade(rec, "Action: timer\nAction Input: {}") == 0.0                   # missing argument
+    assert tasks.grade(rec, "Action: timer\nAction Input: {\"minutes\": 5}\nAction: timer\n"
+                            "Action Input: {\"minutes\": 5}") == 0.0                    # extra call
+    assert tasks.grade(rec, "Action: timer\nAction Input: {\"minutes\": 5") == 0.0      # broken JSON
+    nested = {"kind": "tooluse", "answer": json.dumps([{"Action": "q", "Action_Input": json.dumps({"a": {"b": [1, {"c": 2}]}})}])}
+    assert tasks.grade(nested, "Action: q\nAction Input: {\"a\": {\"b\": [1, {\"c\": 2}]}}") == 1.0
+    assert tasks.grade(rec, "Action: timer\nAction Input: " + "{\"a\":" * 3000 + "1" + "}" * 3000) == 0.0
+
+
+def test_code_grader_right_wrong_malformed():
+    rec = tasks.builtin_split("coding", "test", 1)[0]
+    assert tasks.grade(rec, rec["answer"]) == 1.0
+    assert tasks.grade(rec, "```python\nf = " + rec["answer"] + "\n```") == 1.0
+    assert tasks.grade(rec, "lambda x: 12345") == 0.0
+    assert tasks.grade(rec, "lambda x: (") == 0.0
+    assert tasks.grade(rec, "") == 0.0
+
+
+HOSTILE = {
+    "infinite loop": "while True: pass",
+    "huge allocation": "x = bytearray(10**10)\nf = lambda x: x",
+    "fork": "import os\nos.fork()\nf = lambda x: x",
+    "write outside": "open('/tmp/sdpo_sandbox_escape', 'w').write('x')\nf = lambda x: x",
+    "delete": "import os\nos.remove('/tmp/sdpo_sandbox_keep')\nf = lambda x: x",
+    "env": "import os\nf = lambda x: os.environ.get('SECRET_TOKEN')",
+    "socket": "import socket\nsocket.socket().connect(('127.0.0.1', 9))\nf = lambda x: x",
+    "print megabytes": "print('x' * 10**7)\nf = lambda x: x",
+    "subclass escape": "f = lambda x: [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0].__init__.__globals__['system']('touch /tmp/sdpo_sandbox_escape')",
+}
+
+
+def test_sandbox_contains_hostile_programs(monkeypatch):
+    monkeypatch.setenv("SECRET_TOKEN", "hunter2")
+    open("/tmp/sdpo_sandbox_keep", "w").close()
+    if os.path.exists("/tmp/sdpo_sandbox_escape"):
+        os.remove("/tmp/sdpo_sandbox_escape")
+    tests = json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": ["hunter2"]})
+    t0 = time.time()
+    results = tasks.run_programs([(code, tests) for code in HOSTILE.values()])
+    assert results == [0.0] * len(HOSTILE), dict(zip(HOSTILE, results))
+    assert time.time() - t0 < 20
+    assert not os.path.exists("/tmp/sdpo_sandbox_escape")
+    assert os.path.exists("/tmp/sdpo_sandbox_keep")
+    t0 = time.time()                                   # the grader stays fast on the next call
+    assert tasks.run_programs([("f = lambda x: x", json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [1]}))]) == [1.0]
+    assert time.time() - t0 < 2
+
+
+def test_stdin_stdout_tests():
+    tests = json.dumps({"inputs": ["3\n", "10\n"], "outputs": ["6", "20"]})
+    assert tasks.run_programs([("print(int(input()) * 2)", tests)]) == [1.0]
+    assert tasks.run_programs([("print(int(input()) * 3)", tests)]) == [0.0]
+
+
+def test_graders_never_raise_on_random_strings():
+    rng = random.Random(0)
+    alphabet = "\\boxed{}<answer></answer>Action: Input:{}[]\"'0123456789 \n\x00\ufffd"
+    recs = [{"kind": "math", "answer": "1"}, {"kind": "mcq", "answer": "A"},
+            {"kind": "tooluse", "answer": "not json"}, {"kind": "tooluse", "answer": "[]"}]
+    for _ in range(300):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 200)))
+        for r in recs:
+            assert tasks.grade(r, s) in (0.0, 1.0)

@@ -1,0 +1,170 @@
+"""tiny.py — the built-in tiny base model: a character tokenizer and a ~1.3M-parameter Llama,
+supervised-pretrained on the built-in world, committed in Hugging Face format under tiny_model/.
+
+    python tiny.py            # rebuilds tiny_model/ deterministically (seed 0), ~7 min on 2 CPU cores
+
+Why it is built this way
+------------------------
+* The tokenizer is character level (one printable ASCII character = one token), made with the
+  `tokenizers` library and wrapped as a `PreTrainedTokenizerFast`, so `AutoTokenizer.from_pretrained`
+  loads it like any hub tokenizer. Its chat template is Qwen-style (<|im_start|>role ... <|im_end|>)
+  and <|im_end|> is the EOS, exactly as for Qwen3 chat models: one code path serves both.
+* The pretraining mixture covers the four training domains and the four OOD benchmarks (a base model
+  is competent on everything, as in the paper). A share `NOISE` of its solutions carry a plausible
+  mistake (off-by-one, wrong letter, wrong tool...), so the base model is right only part of the
+  time: that leaves room for RL to sharpen it (Acc@8 between 20% and 80% per training domain).
+* A share `DEMO` of the training-domain examples are demonstration-in-context examples in the
+  exact SDPO reprompt format (SPEC S1, `sdpo.fill_reprompt`) with a correct demonstration and the
+  correct answer as target. Without them the model cannot use a solution placed in its prompt, and
+  SDPO's self-teacher would have nothing to say (NOTES: success *fell* when a demo was shown).
+* Only train-split prompts are used (tasks.split_of), so every test split is unseen.
+"""
+import argparse
+import math
+import random
+import time
+
+import torch
+
+import tasks
+from rollout import TINY_DIR, chat_messages, encode_chat, save_checkpoint, setup_torch
+from sdpo import fill_reprompt
+
+SPECIALS = ["<|pad|>", "<|bos|>", "<|im_start|>", "<|im_end|>", "<|unk|>"]
+CHARS = ["\n"] + [chr(c) for c in range(32, 127)]
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# The mixture: relative weights of each domain, then the shares of noisy and demonstration examples.
+MIX = {"math": 1.0, "science": 1.0, "tooluse": 1.0, "coding": 1.0,
+       "math_hard": 0.5, "science_boxed": 0.5, "tool_unseen": 0.5, "logic": 0.5}
+NOISE = 0.45   # share of plain examples whose solution contains a plausible mistake
+DEMO = 0.35    # share of training-domain examples shown with a correct demonstration in the prompt
+
+
+def build_tokenizer():
+    """Character-level PreTrainedTokenizerFast with pad/bos/eos/unk and a Qwen-style chat template."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    vocab = {t: i for i, t in enumerate(SPECIALS + CHARS)}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<|unk|>"))
+    tk.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every char, newlines too
+    tk.decoder = decoders.Fuse()  # join characters back without spaces
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<|pad|>", bos_token="<|bos|>",
+                                  eos_token="<|im_end|>", unk_token="<|unk|>",
+                                  additional_special_tokens=["<|im_start|>"])
+    tok.chat_template = CHAT_TEMPLATE
+    tok.padding_side = "left"
+    return tok
+
+
+def build_model(tok, seed=0):
+    """A small Llama (RoPE, RMSNorm, SwiGLU) from a config: 3 layers, width 192, tied embeddings."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=192, intermediate_size=512, num_hidden_layers=3,
+                      num_attention_heads=6, num_key_value_heads=6, max_position_embeddings=512,
+                      tie_word_embeddings=True, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                      eos_token_id=tok.eos_token_id, attn_implementation="sdpa")
+    model = LlamaForCausalLM(cfg)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    return model
+
+
+def corpus_example(rng, tok):
+    """One pretraining example: (prompt ids, response ids incl. EOS), from the train split only."""
+    names, weights = zip(*MIX.items())
+    while True:
+        name = rng.choices(names, weights)[0]
+        demo = name in tasks.TRAIN_DOMAINS and rng.random() < DEMO
+        noisy = not demo and rng.random() < NOISE
+        gen_rng = random.Random(rng.random())
+        rec = tasks.GENERATORS[name](gen_rng, noisy=noisy)
+        if tasks.split_of(rec["prompt"]) == "train":
+            break
+    if demo:  # a correct solution shown in the exact reprompt format (S1); the target is that solution
+        msgs = chat_messages(rec, user_text=fill_reprompt(rec["prompt"], rec["solution"]))
+    else:
+        msgs = chat_messages(rec)
+    return encode_chat(tok, msgs), tok(rec["solution"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+
+
+def make_batches(rng, tok, batch_size, n_batches):
+    """Length-bucketed batches: draw batch_size*n_batches examples, sort by length, cut, shuffle."""
+    pool = [corpus_example(rng, tok) for _ in range(batch_size * n_batches)]
+    pool.sort(key=lambda pr: len(pr[0]) + len(pr[1]))
+    batches = [pool[i:i + batch_size] for i in range(0, len(pool), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def sft_loss(model, batch, pad_id):
+    """Mean cross-entropy of the response tokens (EOS included) given their prompts.
+
+    Each example is laid out contiguously, prompt then response, right-padded to a multiple of 16
+    (tighter than the RL layout of rollout.pack, which pads prompts and responses separately).
+    """
+    from rollout import round_up
+    L = round_up(max(len(p) + len(r) for p, r in batch))
+    ids = torch.full((len(batch), L), pad_id, dtype=torch.long)
+    loss_mask = torch.zeros((len(batch), L))
+    attn = torch.zeros((len(batch), L), dtype=torch.long)
+    for b, (p, r) in enumerate(batch):
+        ids[b, :len(p) + len(r)] = torch.tensor(p + r)
+        attn[b, :len(p) + len(r)] = 1
+        loss_mask[b, len(p):len(p) + len(r)] = 1  # targets: the response tokens and the EOS
+    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()  # [B, L-1, V]
+    logp = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # [B, L-1]
+    mask = loss_mask[:, 1:]
+    return -(logp * mask).sum() / mask.sum()
+
+
+def pretrain(model, tok, steps, batch_size=32, lr=3e-3, seed=0, log_every=100):
+    """AdamW with linear warm-up and cosine decay on freshly drawn examples (never the same twice)."""
+    from tqdm import tqdm
+    rng = random.Random(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
+    warm = max(1, steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps))))
+    model.train()
+    batches, bar = [], tqdm(range(steps), desc="pretrain", dynamic_ncols=True)
+    for step in bar:
+        if not batches:
+            batches = make_batches(rng, tok, batch_size, 16)
+        loss = sft_loss(model, batches.pop(), tok.pad_token_id)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+    return model
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=2000, help="pretraining steps (batch 32)")
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=TINY_DIR, help="where to write the model (default: the committed tiny_model/)")
+    args = ap.parse_args()
+    if args.steps < 1:
+        ap.error("--steps must be >= 1")
+    setup_torch("cpu")
+    torch.manual_seed(args.seed)
+    tok = build_tokenizer()
+    model = build_model(tok, args.seed)
+    n = sum(p.numel() for p in model.parameters())
+    print(f"tiny model: {n / 1e6:.2f}M parameters, vocabulary {len(tok)}")
+    t0 = time.time()
+    pretrain(model, tok, args.steps, lr=args.lr, seed=args.seed)
+    print(f"pretrained {args.steps} steps in {time.time() - t0:.0f}s")
+    save_checkpoint(model, tok, args.out)
+    print(f"saved to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
