@@ -94,7 +94,7 @@ def run_configs(args):
             configs.append(("grpo", None, "grpo"))
         else:
             for a in args.alpha:
-                configs.append(("sdpo", a, f"sdpo_a{a:g}" if len(args.alpha) > 1 or method != "sdpo" else f"sdpo_a{a:g}"))
+                configs.append(("sdpo", a, f"sdpo_a{a:g}"))
     return configs
 
 

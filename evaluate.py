@@ -134,7 +134,7 @@ def main(argv=None):
     ap.add_argument("--model", default="tiny", help="'tiny', a local HF directory, or a hub id")
     ap.add_argument("--benchmarks", default="all", help="all | train | ood | comma list of names or files")
     ap.add_argument("--k", type=int, default=8, help="samples per prompt (Acc@k)")
-    ap.add_argument("--n", type=int, default=64, help="prompts per benchmark")
+    ap.add_argument("--n", type=int, default=48, help="prompts per benchmark")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")

@@ -56,14 +56,13 @@ def gen_math(rng, noisy=False):
     name, thing = rng.choice(NAMES), rng.choice(THINGS)
     op = rng.choice(["add", "sub", "mul"])
     if op == "add":
-        a, b = rng.randint(10, 89), rng.randint(10, 89)
+        a, b = rng.randint(10, 39), rng.randint(2, 9)
         q, work, ans = f"{name} has {a} {thing} and gets {b} more. How many {thing} now?", f"{a}+{b}", a + b
     elif op == "sub":
-        a = rng.randint(30, 99)
-        b = rng.randint(10, a - 5)
+        a, b = rng.randint(10, 39), rng.randint(2, 9)
         q, work, ans = f"{name} has {a} {thing} and gives away {b}. How many {thing} are left?", f"{a}-{b}", a - b
     else:
-        a, b = rng.randint(3, 19), rng.randint(2, 9)
+        a, b = rng.randint(2, 9), rng.randint(2, 5)
         q, work, ans = f"{name} buys {b} bags of {a} {thing}. How many {thing} in all?", f"{b}*{a}", a * b
     shown = _wrong_number(rng, ans) if noisy else ans
     return {"prompt": f"{q} {MATH_INSTRUCTION}", "answer": str(ans), "system": None, "kind": "math",
@@ -73,7 +72,7 @@ def gen_math(rng, noisy=False):
 def gen_math_hard(rng, noisy=False):
     """OOD (near, like AIME/Math500): three-term problems, same \\boxed{} format."""
     name, thing = rng.choice(NAMES), rng.choice(THINGS)
-    a, b, c = rng.randint(10, 59), rng.randint(10, 39), rng.randint(2, 29)
+    a, b, c = rng.randint(10, 39), rng.randint(2, 9), rng.randint(2, 9)
     q = f"{name} has {a} {thing}, gets {b} more, then gives away {c}. How many {thing} now?"
     ans = a + b - c
     shown = _wrong_number(rng, ans) if noisy else ans
@@ -87,7 +86,11 @@ SCIENCE_SYSTEM = "Answer with the letter in <answer></answer>."
 
 
 def _conversion_mcq(rng, units, noisy):
-    """A 4-option unit-conversion question: the right value and three scaled distractors."""
+    """A 4-option unit-conversion question: the right value and three scaled distractors.
+
+    Options are written value first, letter after ("28000 g (D)"), so that a small model can find the
+    letter of the value it computed by reading forward.
+    """
     u1, u2, f = rng.choice(units)
     v = rng.randint(2, 40)
     right = v * f
@@ -98,8 +101,8 @@ def _conversion_mcq(rng, units, noisy):
     letter = letters[options.index(right)]
     shown_letter = rng.choice([x for x in letters if x != letter]) if noisy else letter
     shown_value = options[letters.index(shown_letter)]
-    q = f"Convert {v} {u1} to {u2}.\n" + "\n".join(f"{l}: {o}" for l, o in zip(letters, options))
-    return q, letter, shown_letter, f"{v} {u1} = {shown_value} {u2}"
+    q = f"Convert {v} {u1} to {u2}.\n" + "\n".join(f"{o} {u2} ({l})" for l, o in zip(letters, options))
+    return q, letter, shown_letter, f"{v} {u1} = {shown_value} {u2} ({shown_letter})"
 
 
 def gen_science(rng, noisy=False):

@@ -37,9 +37,9 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 # The mixture: relative weights of each domain, then the shares of noisy and demonstration examples.
-MIX = {"math": 1.0, "science": 1.0, "tooluse": 1.0, "coding": 1.0,
-       "math_hard": 0.5, "science_boxed": 0.5, "tool_unseen": 0.5, "logic": 0.5}
-NOISE = 0.45   # share of plain examples whose solution contains a plausible mistake
+MIX = {"math": 2.0, "science": 2.5, "tooluse": 0.6, "coding": 0.6,   # the harder domains get more
+       "math_hard": 0.4, "science_boxed": 0.4, "tool_unseen": 0.3, "logic": 0.4}
+NOISE = 0.55   # share of plain examples whose solution contains a plausible mistake
 DEMO = 0.35    # share of training-domain examples shown with a correct demonstration in the prompt
 
 
@@ -146,7 +146,7 @@ def pretrain(model, tok, steps, batch_size=32, lr=3e-3, seed=0, log_every=100):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=2000, help="pretraining steps (batch 32)")
+    ap.add_argument("--steps", type=int, default=1800, help="pretraining steps (batch 32)")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=TINY_DIR, help="where to write the model (default: the committed tiny_model/)")

@@ -1,0 +1,34 @@
+"""Bad command-line values end in a one-line error and exit code 2, before any work (nothing written)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CASES = [
+    ("continual.py", ["--alpha", "1.5"], "--alpha must be in [0, 1]"),
+    ("continual.py", ["--beta", "-0.1"], "--beta must be in [0, 1]"),
+    ("continual.py", ["--gamma", "0"], "--gamma must be in (0, 1]"),
+    ("continual.py", ["--steps", "0"], "--steps must be >= 1"),
+    ("continual.py", ["--group-size", "1"], "--group-size must be >= 2"),
+    ("continual.py", ["--eval-k", "0"], "--eval-k must be >= 1"),
+    ("continual.py", ["--method", "ppo"], "unknown method 'ppo'; known: grpo, sdpo"),
+    ("continual.py", ["--stages", "math,poetry"], "unknown task 'poetry'"),
+    ("continual.py", ["--benchmarks", "mmlu"], "unknown benchmark 'mmlu'"),
+    ("continual.py", ["--model", "./no/such/dir"], "is not a model directory"),
+    ("grpo.py", ["--task", "poetry"], "unknown task 'poetry'"),
+    ("sdpo.py", ["--alpha", "-1"], "--alpha must be in [0, 1]"),
+    ("evaluate.py", ["--k", "0"], "--k must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("script,args,message", CASES)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, script, args, message):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, script), *args], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+    assert os.listdir(tmp_path) == []
