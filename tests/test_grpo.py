@@ -64,7 +64,7 @@ def test_clipped_surrogate_random_against_loops():
     loss, _ = grpo.clipped_surrogate(logp, old, A, 0.2, 0.28)
     for i in range(5):
         for t in range(7):
-            r = float(np.exp(logp[i, t] - old[i, t]))
+            r = float(np.exp((logp[i, t] - old[i, t]).item()))
             assert loss[i, t].item() == pytest.approx(brute_surrogate(r, float(A[i]), 0.2, 0.28), rel=1e-4, abs=1e-6)
 
 

@@ -134,8 +134,9 @@ def test_reprompt_self_excluded_first_success_and_no_success():
     texts = ["a", "b", "c", "d", "e", "f"]
     rewards = torch.tensor([0., 1, 1, 1, 0, 0])
     users, m, demo = sdpo.build_teacher_prompts(recs(6), texts, rewards, 3)
-    assert demo == [1, 2, 1, None, None, None]  # group 2 has one success: itself excluded -> no teacher
-    assert m.tolist() == [1, 1, 1, 0, 0, 0]
+    # group 2 has one success (response 3): it has no *other* success, its failed siblings learn from it
+    assert demo == [1, 2, 1, None, 3, 3]
+    assert m.tolist() == [1, 1, 1, 0, 1, 1]
     assert users[0] == "Q {x}?\nCorrect solution:\n\nb\n\nCorrectly solve the original question."
     assert users[3] is None
 

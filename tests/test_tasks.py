@@ -12,10 +12,11 @@ import tasks
 def test_tokenizer_round_trip_exact():
     from tiny import build_tokenizer
     tok = build_tokenizer()
-    for text in ["a\nb\n\n c", "{\"city\": \"Oslo\"}", "\\boxed{\\frac{1}{2}}", "it's \"quoted\"\t", "  spaces  "]:
+    for text in ["a\nb\n\n c", "{\"city\": \"Oslo\"}", "\\boxed{\\frac{1}{2}}", "it's \"quoted\"", "  spaces  "]:
         ids = tok(text, add_special_tokens=False)["input_ids"]
         assert len(ids) == len(text)           # one character, one token
         assert tok.decode(ids) == text
+    assert tok("\t", add_special_tokens=False)["input_ids"] == [tok.unk_token_id]  # outside the vocabulary
 
 
 def test_committed_tokenizer_loads_with_autotokenizer_and_has_chat_template():
@@ -57,7 +58,7 @@ def test_math_grader():
     assert tasks.grade(rec, "68") == 0.0                                  # no box, no answer
     assert tasks.grade(rec, "\\boxed{68") == 0.0                          # unbalanced
     assert tasks.grade({"kind": "math", "answer": "\\frac{1}{2}"}, "\\boxed{\\frac{1}{2}}") == 1.0
-    assert tasks.grade(rec, "\\boxed{" * 5000 + "68" + "}" * 5000) == 0.0
+    assert tasks.grade(rec, "\\boxed{" * 5000 + "68" + "}" * 5000) == 1.0   # the last (innermost) box holds 68
     assert tasks.grade(rec, "\\boxed{9" + "9" * 100000 + "}") == 0.0
 
 
