@@ -147,13 +147,13 @@ def main(argv=None):
     g.add_argument("--name", default=None, help="run directory name under runs/ (default from the flags)")
     g.add_argument("--runs-dir", default="runs")
     g.add_argument("--overwrite", action="store_true", help="replace a run directory that holds a different run")
-    g.add_argument("--curve-every", type=int, default=10, help="in-stage eval of the current domain every N steps (0 = off)")
+    g.add_argument("--curve-every", type=int, default=20, help="in-stage eval of the current domain every N steps (0 = off)")
     g.add_argument("--curve-n", type=int, default=16, help="prompts of the in-stage curve")
     g.add_argument("--curve-k", type=int, default=4, help="samples per prompt of the in-stage curve")
     add_common_args(ap)
     grpo.add_grpo_args(ap)
     sdpo.add_sdpo_args(ap)
-    ap.set_defaults(steps=40, eval_n=48, alpha="0.05")
+    ap.set_defaults(steps=40, eval_n=32, alpha="0.05")
     for a in ap._actions:  # --alpha takes a comma list here (the EMA sweep)
         if a.dest == "alpha":
             a.type, a.help = str, "teacher EMA rate α (T1), or a comma list for a sweep (0 = frozen)"
