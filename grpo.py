@@ -211,7 +211,7 @@ def validate_grpo_args(ap, args):
 def train_records(task, n=4000, seed=0):
     """The training prompts of a task: a built-in domain's train split, or a JSON(-lines) file."""
     if task in tasks.GENERATORS:
-        return tasks.builtin_split(task, "train", n, seed)
+        return tasks.builtin_split(task, "train", n, seed, allow_fewer=True)
     return tasks.load_records(task)
 
 

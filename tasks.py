@@ -220,25 +220,28 @@ def split_of(prompt):
     return "test" if h < TEST_FRACTION else "train"
 
 
-def builtin_split(name, split, n, seed=0):
+def builtin_split(name, split, n, seed=0, allow_fewer=False):
     """The first n distinct problems of domain `name` that fall in `split`, drawn with `seed`.
 
     Deterministic: the same (name, split, n, seed) always gives the same list, and a larger n
     extends a smaller one. Train and test never share a prompt (see `split_of`).
+    allow_fewer: return every problem found when the domain has fewer than n (training pools).
     """
     if name not in GENERATORS:
         raise ValueError(f"unknown task '{name}'; known: {', '.join(GENERATORS)}")
     rng = random.Random(f"{name}:{split}:{seed}")
-    seen, out = set(), []
-    for _ in range(200 * n + 1000):
+    seen, out, misses = set(), [], 0
+    while len(out) < n and misses < 5000:  # 5000 draws in a row without a new problem: exhausted
         r = GENERATORS[name](rng)
         if r["prompt"] in seen or split_of(r["prompt"]) != split:
+            misses += 1
             continue
+        misses = 0
         seen.add(r["prompt"])
         out.append(r)
-        if len(out) == n:
-            return out
-    raise ValueError(f"task '{name}' has fewer than {n} distinct {split} problems")
+    if len(out) < n and not allow_fewer:
+        raise ValueError(f"task '{name}' has fewer than {n} distinct {split} problems")
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
