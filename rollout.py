@@ -16,7 +16,6 @@ of lengths 3 and 1, `_` = pad):
 import os
 
 import torch
-import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY_DIR = os.path.join(HERE, "tiny_model")

@@ -410,7 +410,7 @@ def grade_many(records, responses):
 # imports of native code, and only then runs the untrusted text. The worker kills a child that
 # outlives the wall-clock limit. Nothing of the model's text is ever evaluated in this process.
 SANDBOX_WORKER = r'''
-import json, os, resource, signal, sys, io
+import contextlib, json, os, resource, signal, sys, io
 limits = json.loads(sys.argv[1])
 
 def child(code, tests, wfd):
@@ -474,14 +474,9 @@ for line in sys.stdin:
         if ready:
             result = os.read(r, 1)
             break
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
+    for kill in (os.killpg, os.kill):  # the child's whole process group, then the child itself
+        with contextlib.suppress(OSError):  # already gone
+            kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     os.close(r)
     sys.__stdout__.write("1\n" if result == b"1" else "0\n")
