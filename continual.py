@@ -19,6 +19,7 @@ command resumes after the last completed stage and ends with the same results.js
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -28,8 +29,8 @@ import evaluate
 import grpo
 import sdpo
 import tasks
-from rollout import (NonFiniteError, add_common_args, load_model, save_checkpoint, setup_torch,
-                     validate_common_args)
+from rollout import (Interrupted, NonFiniteError, add_common_args, append_jsonl, load_model, save_checkpoint,
+                     setup_torch, validate_common_args)
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
 
@@ -105,8 +106,12 @@ def atomic_json(path, obj):
     os.replace(tmp, path)
 
 
-def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, run_name):
-    """One stage: fresh optimizer, (T3) fresh teacher from the current student, `args.steps` steps."""
+def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, run_name, partial_dir, resume=None):
+    """One stage: fresh optimizer, (T3) fresh teacher from the current student, `args.steps` steps.
+
+    resume: the state a Ctrl-C saved in `partial_dir` (optimizer, teacher, step, rows so far); the
+    stage then continues from that step boundary and ends exactly as an uninterrupted stage would.
+    """
     import copy
     stage_args = copy.copy(args)
     stage_args.alpha = alpha
@@ -114,26 +119,34 @@ def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, ru
     records = grpo.train_records(domain, seed=args.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     update = grpo.make_update_fn(method, model, tok, opt, stage_args)  # sdpo: (T3) teacher = copy of θ_{k−1}
-    curve = []
+    curve, rows, start = [], [], 0
+    if resume:
+        opt.load_state_dict(torch.load(os.path.join(partial_dir, "optimizer.pt")))
+        if hasattr(update, "teacher"):
+            update.teacher.load_state_dict(torch.load(os.path.join(partial_dir, "teacher.pt")))
+            update.state["step"] = resume["step"]
+        curve, rows, start = resume["curve"], resume["rows"], resume["step"]
     curve_test = evaluate.benchmark_records(domain, args.curve_n, args.seed) if args.curve_every > 0 else []
 
     def on_step(step, row):
         row.update({"run": run_name, "stage": stage_idx + 1, "domain": domain})
-        if args.curve_every > 0 and (step % args.curve_every == 0):
+        if args.curve_every > 0 and step % args.curve_every == 0:  # the light in-stage curve
             torch.manual_seed(args.seed)
-            acc = evaluate.acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens)[0]
-            curve.append([step, acc])
-
-    from rollout import append_jsonl
-    rows = []
-
-    def on_step_log(step, row):
-        on_step(step, row)
+            curve.append([step, evaluate.acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens)[0]])
         rows.append(row)
         append_jsonl(log_path, row)
 
-    grpo.run_steps(model, tok, records, stage_args, update, None, desc=f"{run_name} {stage_idx + 1}:{domain}",
-                   on_step=on_step_log)
+    try:
+        grpo.run_steps(model, tok, records, stage_args, update, None, desc=f"{run_name} {stage_idx + 1}:{domain}",
+                       start_step=start, on_step=on_step)
+    except Interrupted as e:  # Ctrl-C at a step boundary: save everything needed to continue exactly
+        extra = {"optimizer.pt": opt.state_dict(),
+                 "partial.pt": {"run": run_name, "stage": stage_idx, "step": e.completed_steps,
+                                "rows": rows, "curve": curve}}
+        if hasattr(update, "teacher"):
+            extra["teacher.pt"] = update.teacher.state_dict()
+        save_checkpoint(model, tok, partial_dir, extra)
+        raise
     return curve, rows
 
 
@@ -183,6 +196,11 @@ def main(argv=None):
         benchmarks = evaluate.resolve_benchmarks(args.benchmarks)
     except ValueError as e:
         ap.error(f"--benchmarks: {e}")
+    for path in [s for s in stages + benchmarks if s not in tasks.GENERATORS]:
+        try:  # a data file is read once before any work: a bad line stops here, naming file:line
+            tasks.load_records(path)
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            ap.error(str(e))
     for s in stages:  # every trained domain is evaluated too
         if s not in benchmarks:
             benchmarks.insert(len([b for b in benchmarks if b in stages]), s)
@@ -201,12 +219,10 @@ def main(argv=None):
         if old != json.loads(json.dumps(fingerprint)):
             if not args.overwrite:
                 ap.error(f"{run_dir} holds a different run; use --name for a new one or --overwrite to replace it")
-            import shutil
             shutil.rmtree(run_dir)
     elif os.path.isdir(run_dir) and os.listdir(run_dir):
         if not args.overwrite:
             ap.error(f"{run_dir} exists and is not a run of continual.py; use --overwrite to replace it")
-        import shutil
         shutil.rmtree(run_dir)
 
     # ---- run ----
@@ -219,11 +235,16 @@ def main(argv=None):
     try:
         run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device)
     except NonFiniteError as e:
-        print(f"error: a non-finite loss or gradient stopped the run ({e}); the last completed stage's "
-              f"checkpoint is kept in {run_dir}", file=sys.stderr)
+        append_jsonl(os.path.join(run_dir, "log.jsonl"), {"event": "non-finite", "message": str(e)})
+        print(f"error: a non-finite loss or gradient stopped the run ({e}); the step was not applied and "
+              f"the last completed stage's checkpoint is kept in {run_dir}", file=sys.stderr)
         sys.exit(1)
+    except Interrupted as e:
+        print(f"\ninterrupted: the current stage is saved after step {e.completed_steps} and completed stages "
+              f"are kept in {run_dir}; rerun the same command to resume", file=sys.stderr)
+        sys.exit(130)
     except KeyboardInterrupt:
-        print(f"\ninterrupted: completed stages are saved in {run_dir}; rerun the same command to resume",
+        print(f"\ninterrupted: completed stages are kept in {run_dir}; rerun the same command to resume",
               file=sys.stderr)
         sys.exit(130)
     results = build_results(configs, stages, benchmarks, progress, args)
@@ -250,19 +271,32 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
         done = progress.setdefault(run_name, {"stages": []})["stages"]
         if len(done) == len(stages):
             continue
-        start_from = done[-1]["checkpoint"] if done else args.model
+        partial_dir = os.path.join(run_dir, "partial")
+        resume = None
+        if os.path.exists(os.path.join(partial_dir, "partial.pt")):
+            saved = torch.load(os.path.join(partial_dir, "partial.pt"))
+            if saved["run"] == run_name and saved["stage"] == len(done):
+                resume = saved
+        start_from = partial_dir if resume else (done[-1]["checkpoint"] if done else args.model)
         model, tok = load_model(start_from, device)
-        if done:
+        if resume:
+            print(f"{run_name}: resuming stage {len(done) + 1} after step {resume['step']}")
+        elif done:
             print(f"{run_name}: resuming after stage {len(done)} ({done[-1]['domain']})")
         for k in range(len(done), len(stages)):
             domain = stages[k]
-            if os.path.exists(log_path):  # drop log lines of a stage that was interrupted
-                keep = [l for l in open(log_path) if not (json.loads(l).get("run") == run_name and json.loads(l).get("stage", 0) > k)]
+            kept_steps = resume["step"] if resume else 0
+            if os.path.exists(log_path):  # drop log lines of work that was lost (after the last saved state)
+                rows = [json.loads(line) for line in open(log_path)]
+                keep = [json.dumps(r) + "\n" for r in rows
+                        if not (r.get("run") == run_name and (r.get("stage", 0) > k + 1 or
+                                                              (r.get("stage") == k + 1 and r["step"] > kept_steps)))]
                 with open(log_path + ".tmp", "w") as f:
                     f.writelines(keep)
                 os.replace(log_path + ".tmp", log_path)
             t0 = time.time()
-            curve, rows = train_stage(model, tok, domain, k, method, alpha, args, log_path, run_name)
+            curve, rows = train_stage(model, tok, domain, k, method, alpha, args, log_path, run_name, partial_dir, resume)
+            resume = None
             train_s = time.time() - t0
             deg = {}
             acc = evaluate.evaluate(model, tok, benchmarks, degenerate=deg, **ev)
@@ -273,6 +307,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
                          "mean_reward": sum(r["reward"] for r in rows) / len(rows),
                          "last_js": rows[-1].get("js"), "last_entropy": rows[-1].get("entropy")})
             atomic_json(progress_path, progress)  # the stage is complete only once this is written
+            shutil.rmtree(partial_dir, ignore_errors=True)
             base_d = progress["base"]["acc"][domain]
             print(f"{run_name} stage {k + 1}/{len(stages)} {domain}: {domain} {100 * base_d:.1f}% -> "
                   f"{100 * acc[domain]:.1f}%, mean reward {done[-1]['mean_reward']:.2f}, "

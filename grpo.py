@@ -26,7 +26,7 @@ import time
 import torch
 
 import tasks
-from rollout import (NonFiniteError, add_common_args, append_jsonl, check_finite, collect, load_model,
+from rollout import (Interrupted, NonFiniteError, StepBoundarySigint, add_common_args, append_jsonl, check_finite, collect, load_model,
                      micro_batches, response_logits, save_checkpoint, setup_torch, token_entropy,
                      token_logprobs, validate_common_args)
 
@@ -231,22 +231,30 @@ def run_steps(model, tok, records, args, update_fn, log_path=None, desc="train",
         order_rng.shuffle(per_epoch)
         order += per_epoch
     bar = tqdm(range(start_step, args.steps), desc=desc, dynamic_ncols=True, leave=False)
-    for step in bar:
-        torch.manual_seed(args.seed * 100_003 + step)  # rollouts reproducible per step (resume-safe)
-        chosen = [records[i] for i in order[step * args.prompts_per_step:(step + 1) * args.prompts_per_step]]
-        t0 = time.time()
-        batch = collect(model, tok, chosen, args.group_size, args.max_new_tokens, args.temperature, args.top_p)
-        t1 = time.time()
-        stats = update_fn(batch)
-        row = {"step": step + 1, "reward": batch["rewards"].mean().item(),
-               "response_len": sum(len(r) for r in batch["response_ids"]) / len(batch["response_ids"]),
-               **stats, "rollout_s": round(t1 - t0, 3), "update_s": round(time.time() - t1, 3)}
-        if log_path:
-            append_jsonl(log_path, row)
-        bar.set_postfix(reward=f"{row['reward']:.2f}", loss=f"{row['loss']:.3f}")
-        if on_step:
-            on_step(step + 1, row)
+    with StepBoundarySigint() as sigint:
+        for step in bar:
+            run_one_step(model, tok, records, args, update_fn, order, step, log_path, bar, on_step)
+            if sigint.requested:
+                raise Interrupted(step + 1)
     return model
+
+
+def run_one_step(model, tok, records, args, update_fn, order, step, log_path, bar, on_step):
+    """Step `step` (0-based) of run_steps: its own seed, its own prompts, so any step can be resumed."""
+    torch.manual_seed(args.seed * 100_003 + step)  # rollouts reproducible per step (resume-safe)
+    chosen = [records[i] for i in order[step * args.prompts_per_step:(step + 1) * args.prompts_per_step]]
+    t0 = time.time()
+    batch = collect(model, tok, chosen, args.group_size, args.max_new_tokens, args.temperature, args.top_p)
+    t1 = time.time()
+    stats = update_fn(batch)
+    row = {"step": step + 1, "reward": batch["rewards"].mean().item(),
+           "response_len": sum(len(r) for r in batch["response_ids"]) / len(batch["response_ids"]),
+           **stats, "rollout_s": round(t1 - t0, 3), "update_s": round(time.time() - t1, 3)}
+    if log_path:
+        append_jsonl(log_path, row)
+    bar.set_postfix(reward=f"{row['reward']:.2f}", loss=f"{row['loss']:.3f}")
+    if on_step:
+        on_step(step + 1, row)
 
 
 def main(argv=None):

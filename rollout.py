@@ -174,6 +174,40 @@ class NonFiniteError(RuntimeError):
     """A loss or gradient was NaN/inf: the step was not applied."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during training, raised at a step boundary: `completed_steps` steps are fully applied."""
+
+    def __init__(self, completed_steps):
+        super().__init__(completed_steps)
+        self.completed_steps = completed_steps
+
+
+class StepBoundarySigint:
+    """While active, the first Ctrl-C (SIGINT) only sets `requested`; the loop stops at the end of the
+    current step, so a saved state is never half an optimizer step. A second Ctrl-C interrupts at once."""
+
+    def __enter__(self):
+        import signal
+        self.requested = False
+        self._old = signal.getsignal(signal.SIGINT)
+
+        def handler(signum, frame):
+            if self.requested:
+                raise KeyboardInterrupt
+            self.requested = True
+        try:
+            signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main thread: leave Ctrl-C as it is
+            self._old = None
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+        return False
+
+
 def collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, top_p=1.0, enable_thinking=None):
     """Rollouts for one step: G responses per record, graded. Everything is grouped contiguously.
 

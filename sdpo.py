@@ -250,7 +250,7 @@ def make_sdpo_update(model, tok, opt, args, teacher=None):
     def update(batch):
         state["step"] += 1
         return sdpo_update(model, teacher, opt, batch, args, tok, state["step"])
-    update.teacher = teacher
+    update.teacher, update.state = teacher, state  # kept so that a Ctrl-C can save them mid-stage
     return update
 
 

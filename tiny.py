@@ -10,7 +10,7 @@ Why it is built this way
   loads it like any hub tokenizer. Its chat template is Qwen-style (<|im_start|>role ... <|im_end|>)
   and <|im_end|> is the EOS, exactly as for Qwen3 chat models: one code path serves both.
 * The pretraining mixture covers the four training domains and the four OOD benchmarks (a base model
-  is competent on everything, as in the paper). A share `NOISE` of its solutions carry a plausible
+  is competent on everything, as in the paper). A share `NOISE` of its solutions (per domain) carry a plausible
   mistake (off-by-one, wrong letter, wrong tool...), so the base model is right only part of the
   time: that leaves room for RL to sharpen it (Acc@8 between 20% and 80% per training domain).
 * A share `DEMO` of the training-domain examples are demonstration-in-context examples in the
@@ -39,7 +39,8 @@ CHAT_TEMPLATE = (
 # The mixture: relative weights of each domain, then the shares of noisy and demonstration examples.
 MIX = {"math": 2.0, "science": 2.5, "tooluse": 0.6, "coding": 0.6,   # the harder domains get more
        "math_hard": 0.4, "science_boxed": 0.4, "tool_unseen": 0.3, "logic": 0.4}
-NOISE = 0.55   # share of plain examples whose solution contains a plausible mistake
+NOISE = {"math": 0.3, "science": 0.3}  # share of plain examples whose solution has a plausible mistake
+NOISE_DEFAULT = 0.55                    # (lower for the two domains the model finds hardest to learn)
 DEMO = 0.35    # share of training-domain examples shown with a correct demonstration in the prompt
 
 
@@ -79,7 +80,7 @@ def corpus_example(rng, tok):
     while True:
         name = rng.choices(names, weights)[0]
         demo = name in tasks.TRAIN_DOMAINS and rng.random() < DEMO
-        noisy = not demo and rng.random() < NOISE
+        noisy = not demo and rng.random() < NOISE.get(name, NOISE_DEFAULT)
         gen_rng = random.Random(rng.random())
         rec = tasks.GENERATORS[name](gen_rng, noisy=noisy)
         if tasks.split_of(rec["prompt"]) == "train":

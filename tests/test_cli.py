@@ -32,3 +32,24 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, script, args,
     assert message in out.stderr
     assert "Traceback" not in out.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_bad_data_files_name_file_and_line(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    bad = data / "bad.jsonl"
+    bad.write_text('{"prompt": "a", "answer": "1", "kind": "math"}\n{"prompt": "b", "answer": \n')
+    empty = data / "empty.jsonl"
+    empty.write_text("\n")
+    kindless = data / "kindless.jsonl"
+    kindless.write_text('{"prompt": "a", "answer": "1", "kind": "poem"}\n')
+    work = tmp_path / "work"
+    work.mkdir()
+    for path, message in [(bad, f"{bad}:2: not valid JSON"), (empty, f"{empty}: no records"),
+                          (kindless, f"{kindless}:1: 'kind' must be one of")]:
+        for script, flag in [("continual.py", "--stages"), ("grpo.py", "--task")]:
+            out = subprocess.run([sys.executable, os.path.join(ROOT, script), flag, str(path)], cwd=work,
+                                 capture_output=True, text=True, timeout=120)
+            assert out.returncode == 2 and message in out.stderr, (script, out.stderr)
+            assert "Traceback" not in out.stderr
+            assert os.listdir(work) == []

@@ -131,10 +131,17 @@ def test_stdin_stdout_tests():
 
 def test_graders_never_raise_on_random_strings():
     rng = random.Random(0)
-    alphabet = "\\boxed{}<answer></answer>Action: Input:{}[]\"'0123456789 \n\x00\ufffd"
+    alphabet = "\\boxed{}<answer></answer>Action: Input:{}[]\"'0123456789 \n\x00\ufffd\udcff\U0001f600"
     recs = [{"kind": "math", "answer": "1"}, {"kind": "mcq", "answer": "A"},
-            {"kind": "tooluse", "answer": "not json"}, {"kind": "tooluse", "answer": "[]"}]
+            {"kind": "tooluse", "answer": "not json"}, {"kind": "tooluse", "answer": "[]"},
+            {"kind": "tooluse", "answer": json.dumps([{"Action": "a", "Action_Input": "{}"}])}]
     for _ in range(300):
         s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 200)))
         for r in recs:
             assert tasks.grade(r, s) in (0.0, 1.0)
+    for s in ["9" * 100000, "{" * 100000, "\\boxed{" + "[" * 50000 + "}", "Action: a\nAction Input: " + "[" * 100000,
+              b"\xff\xfe\x80".decode("utf-8", "surrogateescape"), "\x00" * 1000]:
+        for r in recs:
+            assert tasks.grade(r, s) in (0.0, 1.0)
+    code = {"kind": "code", "tests": json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [1]})}
+    assert tasks.grade_many([code] * 3, ["lambda x: x", b"\xff".decode("utf-8", "surrogateescape"), "\x00"]) == [1.0, 0.0, 0.0]

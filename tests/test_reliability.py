@@ -1,0 +1,125 @@
+"""Numerical faults stop before the step; same seed -> same results; SIGKILL at a random moment, then resume."""
+import copy
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+import torch
+
+import grpo
+import sdpo
+from rollout import NonFiniteError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def batch_for(tok):
+    p = tok("Q", add_special_tokens=False)["input_ids"]
+    texts = ["\\boxed{1}", "\\boxed{2}", "\\boxed{1}", "x"]
+    return {"prompt_ids": [p] * 4, "response_ids": [tok(t, add_special_tokens=False)["input_ids"] for t in texts],
+            "texts": texts, "records": [{"prompt": "Q", "kind": "math", "answer": "1"}] * 4,
+            "rewards": torch.tensor([1., 0, 1, 0]), "group_size": 4}
+
+
+def args_for(**kw):
+    base = dict(adv_std=False, epochs=1, mini_batches=1, micro_batch=0, kl_coef=0.0, epsilon=0.2, epsilon_high=0.28,
+                loss_agg="token-mean", max_grad_norm=1.0, seed=0, alpha=0.05, beta=0.5, topk=None, cot=False,
+                refresh_every=0, gamma=1.0)
+    base.update(kw)
+    return types.SimpleNamespace(**base)
+
+
+def poison(model):
+    with torch.no_grad():
+        model.lm_head.weight[0, 0] = float("nan")  # tied with the embeddings: every forward is NaN
+
+
+def flat(m):
+    return torch.cat([p.detach().flatten() for p in m.parameters()])
+
+
+def test_grpo_nan_stops_before_the_step(fresh_tiny):
+    model, tok = fresh_tiny
+    poison(model)
+    before = flat(model).clone()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    with pytest.raises(NonFiniteError):
+        grpo.grpo_update(model, opt, batch_for(tok), args_for(), None, tok.pad_token_id)
+    assert torch.equal(flat(model).nan_to_num(7.0), before.nan_to_num(7.0))  # the step was not applied
+
+
+def test_sdpo_nan_never_reaches_the_teacher(fresh_tiny):
+    model, tok = fresh_tiny
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    update = sdpo.make_sdpo_update(model, tok, opt, args_for())
+    teacher_before = flat(update.teacher).clone()
+    poison(model)
+    with pytest.raises(NonFiniteError):
+        update(batch_for(tok))
+    assert torch.equal(flat(update.teacher), teacher_before)
+    assert torch.isfinite(flat(update.teacher)).all()
+
+
+SMOKE = ["--method", "grpo,sdpo", "--stages", "math,coding", "--benchmarks", "math,coding",
+         "--steps", "2", "--prompts-per-step", "2", "--group-size", "4", "--eval-n", "4", "--eval-k", "2",
+         "--max-new-tokens", "40", "--curve-every", "0", "--seed", "5"]
+
+
+def cli(args, cwd):
+    return subprocess.Popen([sys.executable, os.path.join(ROOT, "continual.py"), *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def results_of(cwd, name):
+    r = json.loads((cwd / "runs" / name / "results.json").read_text())
+    for run in r["runs"].values():
+        run["checkpoints"] = [os.path.basename(c) for c in run["checkpoints"]]
+    return r
+
+
+def test_same_seed_same_results_and_sigkill_then_resume(tmp_path):
+    for name in ("a", "b"):
+        p = cli(SMOKE + ["--name", name], tmp_path)
+        p.communicate(timeout=300)
+        assert p.returncode == 0
+    assert results_of(tmp_path, "a") == results_of(tmp_path, "b")     # determinism, same machine
+    delay = random.Random(1234).uniform(2.0, 9.0)                      # a seeded random moment
+    p = cli(SMOKE + ["--name", "k"], tmp_path)
+    time.sleep(delay)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    assert not (tmp_path / "runs" / "k" / "results.json").exists() or p.returncode == 0
+    p = cli(SMOKE + ["--name", "k"], tmp_path)                          # the same command again
+    p.communicate(timeout=300)
+    assert p.returncode == 0
+    assert results_of(tmp_path, "k") == results_of(tmp_path, "a")
+
+
+def test_ctrl_c_saves_the_stage_and_resume_matches(tmp_path):
+    ref6 = cli(SMOKE + ["--name", "ref6", "--steps", "6"], tmp_path)
+    ref6.communicate(timeout=300)
+    assert ref6.returncode == 0
+    p = cli(SMOKE + ["--name", "c", "--steps", "6"], tmp_path)   # longer stages, so Ctrl-C lands in training
+    deadline = time.time() + 120
+    log = tmp_path / "runs" / "c" / "log.jsonl"
+    while time.time() < deadline and not (log.exists() and len(log.read_text().splitlines()) >= 2):
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    if p.returncode == 0:  # finished before the signal landed: nothing to resume, still must match
+        assert results_of(tmp_path, "c") == results_of(tmp_path, "ref6")
+        return
+    assert p.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    assert (tmp_path / "runs" / "c" / "partial" / "optimizer.pt").exists()
+    again = cli(SMOKE + ["--name", "c", "--steps", "6"], tmp_path)
+    out, _ = again.communicate(timeout=300)
+    assert again.returncode == 0
+    assert "resuming stage" in out
+    assert results_of(tmp_path, "c") == results_of(tmp_path, "ref6")
+    assert not (tmp_path / "runs" / "c" / "partial").exists()
