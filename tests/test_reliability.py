@@ -112,9 +112,6 @@ def test_ctrl_c_saves_the_stage_and_resume_matches(tmp_path):
         time.sleep(0.2)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)
-    if p.returncode == 0:  # finished before the signal landed: nothing to resume, still must match
-        assert results_of(tmp_path, "c") == results_of(tmp_path, "ref6")
-        return
     assert p.returncode == 130 and "interrupted" in err and "Traceback" not in err
     assert (tmp_path / "runs" / "c" / "partial" / "optimizer.pt").exists()
     again = cli(SMOKE + ["--name", "c", "--steps", "6"], tmp_path)
