@@ -403,7 +403,7 @@ def make_plot(results, run_dir):
         for name, run in results["runs"].items():
             ax.plot(x, [100 * row[i] for row in run["acc"]], marker="o", label=name)
         ax.set_title(b + (" (trained)" if b in stages else " (OOD)"), fontsize=9)
-        ax.set_xticks(x, ["base"] + [s[:5] for s in stages], fontsize=7)
+        ax.set_xticks(x, ["base"] + [os.path.basename(s)[:8] for s in stages], fontsize=6)
         ax.set_ylim(0, 100)
     for j in range(len(benches), rows * cols):
         axes[j // cols][j % cols].axis("off")

@@ -88,3 +88,11 @@ def test_refuses_a_directory_holding_a_different_run(tmp_path):
     out = run_cli(["--name", "x", "--steps", "1"], tmp_path)
     assert out.returncode == 2 and "holds a different run" in out.stderr
     assert json.loads((tmp_path / "runs" / "x" / "config.json").read_text()) == {"other": 1}
+
+
+def test_plot_when_matplotlib_is_installed(tmp_path):
+    pytest.importorskip("matplotlib")
+    results = {"benchmarks": ["a", "o"], "stages": ["a"],
+               "runs": {"grpo": {"acc": [[0.2, 0.5], [0.4, 0.4]]}, "sdpo": {"acc": [[0.2, 0.5], [0.6, 0.3]]}}}
+    path = continual.make_plot(results, str(tmp_path))
+    assert path and os.path.getsize(path) > 1000 and open(path, "rb").read(4) == b"\x89PNG"
