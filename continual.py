@@ -349,7 +349,7 @@ def write_report(results, run_dir):
     stages, benches = results["stages"], results["benchmarks"]
     short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
     ood = [b for b in benches if b not in stages]
-    lines = [f"# Continual post-training report", "",
+    lines = ["# Continual post-training report", "",
              f"Stages: {' → '.join(stages)}. Acc@{results['eval']['k']} in % on {results['eval']['n']} test prompts "
              f"per benchmark (T=0.6, top-p 0.95). OOD: {', '.join(ood)}.", ""]
     for name, run in results["runs"].items():

@@ -16,7 +16,6 @@ success to show), so the difference is the demonstration's effect — the signal
 import argparse
 import json
 import os
-import sys
 import time
 
 import torch
@@ -57,7 +56,7 @@ def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPE
     """(C3) Acc@k = mean over prompts of (1/k) Σ_j correct(y_j), y_j ~ π(·|x) at the eval temperature.
 
     prompts: optional user texts replacing each record's prompt (the teacher check's reprompts).
-    Returns (accuracy, per-prompt accuracies [N], responses [N*k], share of degenerate responses).
+    Returns (accuracy, per-prompt accuracies [N], responses [N*k], scores [N*k], share of degenerate responses).
     """
     texts = [None] * len(records) if prompts is None else prompts
     prompt_ids = [encode_chat(tok, chat_messages(r, t)) for r, t in zip(records, texts)]
@@ -66,7 +65,7 @@ def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPE
     scores = tasks.grade_many([r for r in records for _ in range(k)], responses)
     per_prompt = [sum(scores[i * k:(i + 1) * k]) / k for i in range(len(records))]
     degenerate = sum(is_degenerate(r, len(i) >= max_new_tokens) for r, i in zip(responses, ids)) / max(1, len(ids))
-    return sum(per_prompt) / max(1, len(per_prompt)), per_prompt, responses, degenerate
+    return sum(per_prompt) / max(1, len(per_prompt)), per_prompt, responses, scores, degenerate
 
 
 def repeated_pattern(text, min_repeats=4, max_period=12):
@@ -90,17 +89,17 @@ def is_degenerate(text, hit_length_limit):
 def teacher_check(model, tok, records, k=8, max_new_tokens=64):
     """Success without vs with a correct demonstration (a successful own sample) in the prompt."""
     from sdpo import fill_reprompt
-    _, per_prompt, responses, _ = acc_at_k(model, tok, records, k, max_new_tokens)
+    _, per_prompt, responses, scores, _ = acc_at_k(model, tok, records, k, max_new_tokens)
     shown, reprompts, before = [], [], []
     for i, rec in enumerate(records):
-        ok = [resp for resp in responses[i * k:(i + 1) * k] if tasks.grade(rec, resp) == 1.0]
+        ok = [resp for resp, s in zip(responses[i * k:(i + 1) * k], scores[i * k:(i + 1) * k]) if s == 1.0]
         if ok:
             shown.append(rec)
             reprompts.append(fill_reprompt(rec["prompt"], ok[0]))
             before.append(per_prompt[i])
     if not shown:
         return {"prompts_with_demo": 0, "without_demo": None, "with_demo": None}
-    with_demo, _, _, _ = acc_at_k(model, tok, shown, k, max_new_tokens, prompts=reprompts)
+    with_demo, _, _, _, _ = acc_at_k(model, tok, shown, k, max_new_tokens, prompts=reprompts)
     return {"prompts_with_demo": len(shown), "prompts": len(records),
             "without_demo": sum(before) / len(before), "with_demo": with_demo}
 
@@ -122,7 +121,7 @@ def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=T
     out = {}
     for name in tqdm(names, desc="evaluate", disable=not progress, leave=False):
         torch.manual_seed(seed)
-        acc, _, _, deg = acc_at_k(model, tok, benchmark_records(name, n, seed), k, max_new_tokens)
+        acc, _, _, _, deg = acc_at_k(model, tok, benchmark_records(name, n, seed), k, max_new_tokens)
         out[name] = acc
         if degenerate is not None:
             degenerate[name] = deg

@@ -26,9 +26,9 @@ import time
 import torch
 
 import tasks
-from rollout import (Interrupted, NonFiniteError, StepBoundarySigint, add_common_args, append_jsonl, check_finite, collect, load_model,
-                     micro_batches, response_logits, save_checkpoint, setup_torch, token_entropy,
-                     token_logprobs, validate_common_args)
+from rollout import (Interrupted, NonFiniteError, StepBoundarySigint, add_common_args, append_jsonl,
+                     check_finite, collect, load_model, micro_batches, response_logits, save_checkpoint,
+                     setup_torch, token_entropy, token_logprobs, validate_common_args)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -133,11 +133,9 @@ def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
                     old[i] = lp[j, :lengths[i]]
     stats = {"loss": 0.0, "clip_frac": 0.0, "entropy": 0.0, "kl": 0.0}
     n_updates = 0
-    perm_rng = random.Random(args.seed * 1000 + int(batch["rewards"].sum().item()))
     for _ in range(args.epochs):
-        order = list(range(B))
-        if args.mini_batches > 1:
-            perm_rng.shuffle(order)
+        # mini-batches shuffled by torch's RNG, which run_steps seeds per step (reproducible, resumable)
+        order = torch.randperm(B).tolist() if args.mini_batches > 1 else list(range(B))
         for mb in range(args.mini_batches):
             mini = order[mb * B // args.mini_batches:(mb + 1) * B // args.mini_batches]
             n_tok = sum(lengths[i] for i in mini)

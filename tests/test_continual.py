@@ -72,7 +72,6 @@ def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
         s["checkpoint"] = s["checkpoint"].replace("runs/full", "runs/part")
     (part / "progress.json").write_text(json.dumps(progress))
     (part / "results.json").unlink()
-    cfg = json.loads((part / "config.json").read_text())
     resumed = run_cli(SMOKE + ["--name", "part"], tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming after stage 1" in resumed.stdout

@@ -1,5 +1,4 @@
 """Numerical faults stop before the step; same seed -> same results; SIGKILL at a random moment, then resume."""
-import copy
 import json
 import os
 import random

@@ -1,6 +1,5 @@
 """SDPO equations (S1–S6) and teacher schedules (T1–T3) against brute force and their properties."""
 import copy
-import types
 
 import numpy as np
 import pytest
