@@ -25,12 +25,13 @@ import time
 
 import torch
 
+import drift
 import evaluate
 import grpo
 import sdpo
 import tasks
-from rollout import (Interrupted, NonFiniteError, add_common_args, append_jsonl, load_model, save_checkpoint,
-                     setup_torch, validate_common_args)
+from rollout import (Interrupted, NonFiniteError, add_common_args, append_jsonl, barrier, drop_long_prompts,
+                     init_distributed, is_main, load_model, save_checkpoint, validate_common_args)
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
 
@@ -100,6 +101,8 @@ def run_configs(args):
 
 
 def atomic_json(path, obj):
+    if not is_main():   # data parallel: only rank 0 writes
+        return
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(obj, f, indent=1)
@@ -116,7 +119,8 @@ def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, ru
     stage_args = copy.copy(args)
     stage_args.alpha = alpha
     stage_args.seed = args.seed * 1000 + stage_idx  # a different prompt order per stage, same across methods
-    records = grpo.train_records(domain, seed=args.seed)
+    records = drop_long_prompts(tok, grpo.train_records(domain, seed=args.seed), args.max_prompt_len,
+                                f"{domain} training prompts")
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     update = grpo.make_update_fn(method, model, tok, opt, stage_args)  # sdpo: (T3) teacher = copy of θ_{k−1}
     curve, rows, start = [], [], 0
@@ -134,7 +138,8 @@ def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, ru
             torch.manual_seed(args.seed)
             curve.append([step, evaluate.acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens)[0]])
         rows.append(row)
-        append_jsonl(log_path, row)
+        if is_main():
+            append_jsonl(log_path, row)
 
     try:
         grpo.run_steps(model, tok, records, stage_args, update, None, desc=f"{run_name} {stage_idx + 1}:{domain}",
@@ -145,7 +150,8 @@ def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, ru
                                 "rows": rows, "curve": curve}}
         if hasattr(update, "teacher"):
             extra["teacher.pt"] = update.teacher.state_dict()
-        save_checkpoint(model, tok, partial_dir, extra)
+        if is_main():
+            save_checkpoint(model, tok, partial_dir, extra)
         raise
     return curve, rows
 
@@ -163,7 +169,9 @@ def main(argv=None):
     g.add_argument("--curve-every", type=int, default=20, help="in-stage eval of the current domain every N steps (0 = off)")
     g.add_argument("--curve-n", type=int, default=16, help="prompts of the in-stage curve")
     g.add_argument("--curve-k", type=int, default=4, help="samples per prompt of the in-stage curve")
+    g.add_argument("--no-drift", action="store_true", help="skip the drift measurements after each stage (A4–A8)")
     add_common_args(ap)
+    drift.add_drift_args(ap)
     grpo.add_grpo_args(ap)
     sdpo.add_sdpo_args(ap)
     ap.set_defaults(steps=40, eval_n=32, alpha="0.05")
@@ -186,10 +194,13 @@ def main(argv=None):
     validate_common_args(ap, args)
     grpo.validate_grpo_args(ap, args)
     sdpo.validate_sdpo_args(ap, args)
+    drift.validate_drift_args(ap, args)
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
     for s in stages:
-        if s not in tasks.GENERATORS and not os.path.isfile(s):
-            ap.error(f"--stages: unknown task '{s}'; known: {', '.join(tasks.GENERATORS)} (or a JSON file)")
+        try:
+            tasks.check_task(s)
+        except ValueError as e:
+            ap.error(f"--stages: {e}")
     if not stages:
         ap.error("--stages: no stage given")
     try:
@@ -198,9 +209,9 @@ def main(argv=None):
         ap.error(f"--benchmarks: {e}")
     for path in [s for s in stages + benchmarks if s not in tasks.GENERATORS]:
         try:  # a data file is read once before any work: a bad line stops here, naming file:line
-            tasks.load_records(path)
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            ap.error(str(e))
+            tasks.task_records(path)
+        except Exception as e:  # (a hub task that cannot be fetched says why, in one line)
+            ap.error(tasks.one_line(e))
     for s in stages:  # every trained domain is evaluated too
         if s not in benchmarks:
             benchmarks.insert(len([b for b in benchmarks if b in stages]), s)
@@ -213,29 +224,32 @@ def main(argv=None):
     fingerprint = {k: v for k, v in vars(args).items() if k not in ("overwrite", "name", "runs_dir")}
     fingerprint.update(stages=stages, benchmarks=benchmarks)
     config_path = os.path.join(run_dir, "config.json")
-    if os.path.exists(config_path):
+    device = init_distributed(args.device)   # torchrun: data parallel; rank 0 alone writes the run directory
+    if is_main() and os.path.exists(config_path):
         with open(config_path) as f:
             old = json.load(f)
         if old != json.loads(json.dumps(fingerprint)):
             if not args.overwrite:
                 ap.error(f"{run_dir} holds a different run; use --name for a new one or --overwrite to replace it")
             shutil.rmtree(run_dir)
-    elif os.path.isdir(run_dir) and os.listdir(run_dir):
+    elif is_main() and os.path.isdir(run_dir) and os.listdir(run_dir):
         if not args.overwrite:
             ap.error(f"{run_dir} exists and is not a run of continual.py; use --overwrite to replace it")
         shutil.rmtree(run_dir)
 
     # ---- run ----
-    os.makedirs(run_dir, exist_ok=True)
+    if is_main():
+        os.makedirs(run_dir, exist_ok=True)
     atomic_json(config_path, fingerprint)
+    barrier()
     progress_path = os.path.join(run_dir, "progress.json")
     progress = json.load(open(progress_path)) if os.path.exists(progress_path) else {}
-    device = setup_torch(args.device)
     t_start = time.time()
     try:
         run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device)
     except NonFiniteError as e:
-        append_jsonl(os.path.join(run_dir, "log.jsonl"), {"event": "non-finite", "message": str(e)})
+        if is_main():
+            append_jsonl(os.path.join(run_dir, "log.jsonl"), {"event": "non-finite", "message": str(e)})
         print(f"error: a non-finite loss or gradient stopped the run ({e}); the step was not applied and "
               f"the last completed stage's checkpoint is kept in {run_dir}", file=sys.stderr)
         sys.exit(1)
@@ -247,6 +261,8 @@ def main(argv=None):
         print(f"\ninterrupted: completed stages are kept in {run_dir}; rerun the same command to resume",
               file=sys.stderr)
         sys.exit(130)
+    if not is_main():
+        return None
     results = build_results(configs, stages, benchmarks, progress, args)
     atomic_json(os.path.join(run_dir, "results.json"), results)
     report = write_report(results, run_dir)
@@ -258,15 +274,25 @@ def main(argv=None):
 def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device):
     """Evaluate the base once, then every configuration through every stage (resuming where it stopped)."""
     log_path = os.path.join(run_dir, "log.jsonl")
-    ev = dict(n=args.eval_n, k=args.eval_k, max_new_tokens=args.max_new_tokens, seed=args.seed)
+    ev = dict(n=args.eval_n, k=args.eval_k, max_new_tokens=args.max_new_tokens, seed=args.seed,
+              max_prompt_len=args.max_prompt_len)
+    base_model, tok = load_model(args.model, device, args.dtype)  # θ_0: evaluated once, kept for the drift measurements
     if "base" not in progress:
         torch.manual_seed(args.seed)
-        model, tok = load_model(args.model, device)
-        deg = {}
+        deg, resp = {}, {}
         t0 = time.time()
-        progress["base"] = {"acc": evaluate.evaluate(model, tok, benchmarks, degenerate=deg, **ev), "degenerate": deg}
+        progress["base"] = {"acc": evaluate.evaluate(base_model, tok, benchmarks, degenerate=deg, responses=resp, **ev),
+                            "degenerate": deg}
+        if is_main():
+            drift.save_responses(run_dir, "base", resp)
         atomic_json(progress_path, progress)
         print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - t0:.0f}s)")
+    measure_drift = not args.no_drift and is_main()   # drift: measured by rank 0 alone (no collectives inside)
+    if measure_drift:
+        embedder, embed_tok = drift.load_embedder(args.embed_model, base_model, tok, device)
+        kl_records = {b: evaluate.benchmark_records(b, args.eval_n, args.seed, tok, args.max_prompt_len)
+                      for b in benchmarks}
+        base_resp = drift.load_responses(run_dir, "base")
     for method, alpha, run_name in configs:
         done = progress.setdefault(run_name, {"stages": []})["stages"]
         if len(done) == len(stages):
@@ -278,7 +304,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
             if saved["run"] == run_name and saved["stage"] == len(done):
                 resume = saved
         start_from = partial_dir if resume else (done[-1]["checkpoint"] if done else args.model)
-        model, tok = load_model(start_from, device)
+        model, tok = load_model(start_from, device, args.dtype, args.grad_checkpointing)
         if resume:
             print(f"{run_name}: resuming stage {len(done) + 1} after step {resume['step']}")
         elif done:
@@ -286,7 +312,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
         for k in range(len(done), len(stages)):
             domain = stages[k]
             kept_steps = resume["step"] if resume else 0
-            if os.path.exists(log_path):  # drop log lines of work that was lost (after the last saved state)
+            if is_main() and os.path.exists(log_path):  # drop log lines of work that was lost (after the last saved state)
                 rows = [json.loads(line) for line in open(log_path)]
                 keep = [json.dumps(r) + "\n" for r in rows
                         if not (r.get("run") == run_name and (r.get("stage", 0) > k + 1 or
@@ -294,20 +320,37 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
                 with open(log_path + ".tmp", "w") as f:
                     f.writelines(keep)
                 os.replace(log_path + ".tmp", log_path)
+            # θ_{k−1}'s matrices, for "drift vs the previous stage" (from disk when resuming mid-stage)
+            prev_state = None if not measure_drift else drift.matrices(
+                model if not resume else load_model(done[-1]["checkpoint"] if done else args.model, "cpu")[0])
             t0 = time.time()
             curve, rows = train_stage(model, tok, domain, k, method, alpha, args, log_path, run_name, partial_dir, resume)
             resume = None
             train_s = time.time() - t0
-            deg = {}
-            acc = evaluate.evaluate(model, tok, benchmarks, degenerate=deg, **ev)
+            deg, resp = {}, {}
+            acc = evaluate.evaluate(model, tok, benchmarks, degenerate=deg, responses=resp, **ev)
+            if is_main():
+                drift.save_responses(run_dir, f"{run_name}-stage{k + 1}", resp)
+            stage_drift = None
+            if measure_drift:  # (A4–A8) vs θ_0 and vs θ_{k−1}
+                t1 = time.time()
+                prev_resp = drift.load_responses(run_dir, f"{run_name}-stage{k}") if k > 0 else None
+                stage_drift = drift.stage_drift(model, base_model, prev_state, resp, base_resp, prev_resp, embedder,
+                                                embed_tok, tok, kl_records, args)
+                print(f"{run_name} stage {k + 1} drift: NSS vs base {stage_drift['params_vs_base']['all']['nss_mean']:.4f}, "
+                      f"response cos vs base {stage_drift['responses_vs_base']['mean']:.3f}, "
+                      f"KL to base {stage_drift['kl_to_base_mean']:.2f} nats ({time.time() - t1:.0f}s)")
             ckpt = os.path.join(run_dir, "checkpoints", run_name, f"stage{k + 1}-{os.path.basename(domain)}")
-            save_checkpoint(model, tok, ckpt)
-            done.append({"domain": domain, "acc": acc, "degenerate": deg, "curve": curve, "checkpoint": ckpt,
+            if is_main():
+                save_checkpoint(model, tok, ckpt)
+            done.append({"domain": domain, "acc": acc, "degenerate": deg, "drift": stage_drift, "curve": curve,
+                         "checkpoint": ckpt,
                          "train_seconds": round(train_s, 1),
                          "mean_reward": sum(r["reward"] for r in rows) / len(rows),
                          "last_js": rows[-1].get("js"), "last_entropy": rows[-1].get("entropy")})
             atomic_json(progress_path, progress)  # the stage is complete only once this is written
-            shutil.rmtree(partial_dir, ignore_errors=True)
+            if is_main():
+                shutil.rmtree(partial_dir, ignore_errors=True)
             base_d = progress["base"]["acc"][domain]
             print(f"{run_name} stage {k + 1}/{len(stages)} {domain}: {domain} {100 * base_d:.1f}% -> "
                   f"{100 * acc[domain]:.1f}%, mean reward {done[-1]['mean_reward']:.2f}, "
@@ -331,6 +374,7 @@ def build_results(configs, stages, benchmarks, progress, args):
             "acc": rows,
             **summarize(rows, stages, benchmarks),
             "degenerate": [sum(s["degenerate"].values()) / len(s["degenerate"]) for s in done],
+            "drift": [s.get("drift") for s in done],
             "curves": [s["curve"] for s in done],
             "mean_reward": [s["mean_reward"] for s in done],
             "checkpoints": [s["checkpoint"] for s in done],
@@ -375,6 +419,15 @@ def write_report(results, run_dir):
                      f"{pct(run['avg_forget_ood'])} | {pct(run['degenerate'][-1])} |")
     lines += ["", "G of a stage is measured right after it (θ_k on d_k); F on the final model θ_K. "
               "All relative to the base θ_0 (A2–A3)."]
+    for name, run in results["runs"].items():
+        if run.get("drift") and all(run["drift"]):
+            lines += ["", f"## {name}: drift after each stage (A4–A8)", "", drift.drift_table(run["drift"], stages)]
+    if any(run.get("drift") and all(run["drift"]) for run in results["runs"].values()):
+        lines += ["", "NSS: normalised spectral shift (A4), mean over all weight matrices; max angle: largest principal "
+                  "angle of the top-10% singular subspaces (A5); mask IoU / update in base mask: principal-mask overlap "
+                  "(A6); resp. cos: cosine similarity of base-model embeddings of the responses to the same prompts (A7); "
+                  "KL(π‖π0): Monte-Carlo sequence KL to the base, mean over benchmarks; collapse: responses repeating one "
+                  "short pattern to the length limit (A8), with the most common pattern."]
     plot = make_plot(results, run_dir)
     if plot:
         lines += ["", f"![accuracy per benchmark across stages]({os.path.basename(plot)})"]

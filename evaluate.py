@@ -21,7 +21,9 @@ import time
 import torch
 
 import tasks
-from rollout import chat_messages, decode, encode_chat, load_model, sample, setup_torch
+from drift import collapse
+from rollout import (chat_messages, configure_run, decode, drop_long_prompts, encode_chat, gather_lists,
+                     init_distributed, is_main, load_model, my_share, sample)
 
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
 
@@ -36,18 +38,22 @@ def resolve_benchmarks(spec):
         return list(tasks.OOD_BENCHMARKS)
     names = [s.strip() for s in spec.split(",") if s.strip()]
     for n in names:
-        if n not in tasks.GENERATORS and not os.path.isfile(n):
-            raise ValueError(f"unknown benchmark '{n}'; known: {', '.join(tasks.GENERATORS)} (or a .json/.jsonl file)")
+        tasks.check_task(n)
     if not names:
         raise ValueError("no benchmark named")
     return names
 
 
-def benchmark_records(name, n, seed=0):
-    """The test records of a benchmark: the built-in test split, or the first n records of a file."""
+def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0):
+    """The test records of a benchmark: the built-in test split, a hub dataset ('hf:NAME'), or the first
+    n records of a file; with max_prompt_len, over-long prompts are dropped first (needs tok)."""
     if name in tasks.GENERATORS:
-        return tasks.builtin_split(name, "test", n, seed)
-    return tasks.load_records(name)[:n]
+        records = tasks.builtin_split(name, "test", n, seed)
+    else:
+        records = tasks.task_records(name)
+    if max_prompt_len:
+        records = drop_long_prompts(tok, records, max_prompt_len, f"{name} test prompts")
+    return records[:n]
 
 
 @torch.no_grad()
@@ -56,33 +62,19 @@ def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPE
     """(C3) Acc@k = mean over prompts of (1/k) Σ_j correct(y_j), y_j ~ π(·|x) at the eval temperature.
 
     prompts: optional user texts replacing each record's prompt (the teacher check's reprompts).
-    Returns (accuracy, per-prompt accuracies [N], responses [N*k], scores [N*k], share of degenerate responses).
+    Returns (accuracy, per-prompt accuracies [N], responses [N*k], scores [N*k],
+    hit_limit [N*k]: whether each response ran to max_new_tokens without an EOS).
     """
     texts = [None] * len(records) if prompts is None else prompts
-    prompt_ids = [encode_chat(tok, chat_messages(r, t)) for r, t in zip(records, texts)]
-    ids = sample(model, tok, prompt_ids, k, max_new_tokens, temperature, top_p, batch_size)
-    responses = decode(tok, ids)
-    scores = tasks.grade_many([r for r in records for _ in range(k)], responses)
+    mine = my_share(len(records))  # data parallel: each rank samples its share, the results are gathered
+    prompt_ids = [encode_chat(tok, chat_messages(records[i], texts[i])) for i in mine]
+    ids = sample(model, tok, prompt_ids, k, max_new_tokens, temperature, top_p, batch_size) if prompt_ids else []
+    responses = decode(tok, ids) if ids else []
+    scores = tasks.grade_many([records[i] for i in mine for _ in range(k)], responses)
+    hit_limit = [len(i) >= max_new_tokens for i in ids]
+    responses, scores, hit_limit = gather_lists(responses), gather_lists(scores), gather_lists(hit_limit)
     per_prompt = [sum(scores[i * k:(i + 1) * k]) / k for i in range(len(records))]
-    degenerate = sum(is_degenerate(r, len(i) >= max_new_tokens) for r, i in zip(responses, ids)) / max(1, len(ids))
-    return sum(per_prompt) / max(1, len(per_prompt)), per_prompt, responses, scores, degenerate
-
-
-def repeated_pattern(text, min_repeats=4, max_period=12):
-    """The short pattern that the end of `text` repeats at least `min_repeats` times, else None.
-
-    Example: '...\\boxed\\boxed\\boxed\\boxed' -> '\\boxed'.
-    """
-    for period in range(1, max_period + 1):
-        tail = text[-period * min_repeats:]
-        if len(tail) == period * min_repeats and tail == tail[:period] * min_repeats:
-            return tail[:period]
-    return None
-
-
-def is_degenerate(text, hit_length_limit):
-    """(A8) A collapsed response: it runs to the length limit repeating one short pattern."""
-    return hit_length_limit and repeated_pattern(text) is not None
+    return sum(per_prompt) / max(1, len(per_prompt)), per_prompt, responses, scores, hit_limit
 
 
 @torch.no_grad()
@@ -115,16 +107,24 @@ def markdown_table(headers, rows):
     return "\n".join(lines)
 
 
-def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=True, degenerate=None):
-    """Acc@k per benchmark: {name: accuracy}. `degenerate`: optional dict filled with collapse shares."""
+def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=True, degenerate=None,
+             responses=None, max_prompt_len=0):
+    """Acc@k per benchmark: {name: accuracy}.
+
+    degenerate: optional dict filled with each benchmark's share of collapsed responses (A8);
+    responses: optional dict filled with {'texts': [N*k], 'hit_limit': [N*k]} per benchmark (for drift.py).
+    """
     from tqdm import tqdm
     out = {}
-    for name in tqdm(names, desc="evaluate", disable=not progress, leave=False):
+    for name in tqdm(names, desc="evaluate", disable=not progress or not is_main(), leave=False):
         torch.manual_seed(seed)
-        acc, _, _, _, deg = acc_at_k(model, tok, benchmark_records(name, n, seed), k, max_new_tokens)
+        records = benchmark_records(name, n, seed, tok, max_prompt_len)
+        acc, _, texts, _, hit = acc_at_k(model, tok, records, k, max_new_tokens)
         out[name] = acc
         if degenerate is not None:
-            degenerate[name] = deg
+            degenerate[name] = collapse(texts, hit)["share"]   # (A8)
+        if responses is not None:
+            responses[name] = {"texts": texts, "hit_limit": hit}
     return out
 
 
@@ -137,6 +137,10 @@ def main(argv=None):
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
+    ap.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this (0 = keep all)")
+    ap.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None)
+    ap.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False)
     ap.add_argument("--no-teacher-check", action="store_true", help="skip the with/without-demonstration check")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
@@ -147,12 +151,17 @@ def main(argv=None):
         names = resolve_benchmarks(args.benchmarks)
     except ValueError as e:
         ap.error(str(e))
-    device = setup_torch(args.device)
+    device = init_distributed(args.device)   # torchrun: the prompts are shared out, the results gathered
     if args.model != "tiny" and not os.path.isdir(args.model) and os.path.sep in args.model:
         ap.error(f"--model: no such directory '{args.model}'")
-    model, tok = load_model(args.model, device)
+    configure_run(args)
+    model, tok = load_model(args.model, device, args.dtype)
     t0 = time.time()
-    accs = evaluate(model, tok, names, args.n, args.k, args.max_new_tokens, args.seed)
+    try:
+        accs = evaluate(model, tok, names, args.n, args.k, args.max_new_tokens, args.seed,
+                        max_prompt_len=args.max_prompt_len)
+    except ValueError as e:
+        ap.error(str(e))
     result = {"model": args.model, "k": args.k, "n": args.n, "acc": accs}
     print(f"\nAcc@{args.k} of {args.model} ({args.n} prompts each, T={EVAL_TEMPERATURE}, top-p={EVAL_TOP_P})")
     print(markdown_table(["benchmark", f"Acc@{args.k} %"], [[n, a] for n, a in accs.items()]))
@@ -161,7 +170,7 @@ def main(argv=None):
         checks = {}
         for name in trained:
             torch.manual_seed(args.seed)
-            checks[name] = teacher_check(model, tok, benchmark_records(name, args.n, args.seed), args.k,
+            checks[name] = teacher_check(model, tok, benchmark_records(name, args.n, args.seed, tok, args.max_prompt_len), args.k,
                                          args.max_new_tokens)
         result["teacher_check"] = checks
         print("\nTeacher check: success on the same prompts without / with a correct demonstration (S1)")
@@ -169,7 +178,7 @@ def main(argv=None):
                              [[n, f"{c['prompts_with_demo']}/{args.n}", c["without_demo"], c["with_demo"]]
                               for n, c in checks.items()]))
     print(f"\n{time.time() - t0:.0f}s")
-    if args.out:
+    if args.out and is_main():
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
             json.dump(result, f, indent=1)

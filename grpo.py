@@ -26,9 +26,11 @@ import time
 import torch
 
 import tasks
-from rollout import (Interrupted, NonFiniteError, StepBoundarySigint, add_common_args, append_jsonl,
+from rollout import (Interrupted, NonFiniteError, StepBoundarySigint, add_common_args, append_jsonl, drop_long_prompts,
+                     gather_lists, global_sum, init_distributed, is_main, my_share, rank_and_world, sum_gradients,
+                     weights_digest,
                      check_finite, collect, load_model, micro_batches, response_logits, save_checkpoint,
-                     setup_torch, token_entropy, token_logprobs, validate_common_args)
+                     token_entropy, token_logprobs, validate_common_args)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -138,7 +140,9 @@ def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
         order = torch.randperm(B).tolist() if args.mini_batches > 1 else list(range(B))
         for mb in range(args.mini_batches):
             mini = order[mb * B // args.mini_batches:(mb + 1) * B // args.mini_batches]
-            n_tok = sum(lengths[i] for i in mini)
+            n_tok = global_sum(sum(lengths[i] for i in mini))   # global counts: Σ over ranks = full batch
+            n_seq = global_sum(len(mini))
+            local_tok = max(1, sum(lengths[i] for i in mini))
             opt.zero_grad(set_to_none=True)
             total = torch.zeros(())
             ent_sum, clip_sum = 0.0, 0.0
@@ -161,20 +165,22 @@ def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
                         ref_logp = token_logprobs(ref_logits, tgt)
                 loss, st = grpo_loss(logp, old_logp, adv[idx].to(logp.device), mask, ref_logp, args.kl_coef,
                                      args.epsilon, args.epsilon_high, args.loss_agg, num_tokens=n_tok,
-                                     num_seqs=len(mini))
+                                     num_seqs=n_seq)
                 loss.backward()
                 total = total + loss.detach().cpu()
                 with torch.no_grad():
                     ent_sum += (token_entropy(logits.detach()) * mask).sum().item()
                 clip_sum += st["clip_frac"] * mask.sum().item()
-                stats["kl"] += st.get("kl", 0.0) * mask.sum().item() / max(1, n_tok)
+                stats["kl"] += st.get("kl", 0.0) * mask.sum().item() / local_tok
+            sum_gradients(model)                          # data parallel: Σ_ranks ∇ = the full-batch gradient
+            total = torch.tensor(global_sum(total.item()))
             check_finite(total, model)
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
             opt.step()
             n_updates += 1
             stats["loss"] += total.item()
-            stats["entropy"] += ent_sum / max(1, n_tok)
-            stats["clip_frac"] += clip_sum / max(1, n_tok)
+            stats["entropy"] += ent_sum / local_tok       # (entropy, clip fraction: this rank's tokens)
+            stats["clip_frac"] += clip_sum / local_tok
     for key in stats:
         stats[key] /= max(1, n_updates)
     groups = adv.view(-1, batch["group_size"])
@@ -207,10 +213,10 @@ def validate_grpo_args(ap, args):
 # The loop shared by grpo.py and sdpo.py (one domain)
 # ----------------------------------------------------------------------------------------------
 def train_records(task, n=4000, seed=0):
-    """The training prompts of a task: a built-in domain's train split, or a JSON(-lines) file."""
+    """The training prompts of a task: a built-in domain's train split, a JSON(-lines) file, or hf:NAME."""
     if task in tasks.GENERATORS:
         return tasks.builtin_split(task, "train", n, seed, allow_fewer=True)
-    return tasks.load_records(task)
+    return tasks.task_records(task)
 
 
 def run_steps(model, tok, records, args, update_fn, log_path=None, desc="train", start_step=0, on_step=None):
@@ -228,7 +234,7 @@ def run_steps(model, tok, records, args, update_fn, log_path=None, desc="train",
     while len(order) < need:
         order_rng.shuffle(per_epoch)
         order += per_epoch
-    bar = tqdm(range(start_step, args.steps), desc=desc, dynamic_ncols=True, leave=False)
+    bar = tqdm(range(start_step, args.steps), desc=desc, dynamic_ncols=True, leave=False, disable=not is_main())
     with StepBoundarySigint() as sigint:
         for step in bar:
             run_one_step(model, tok, records, args, update_fn, order, step, log_path, bar, on_step)
@@ -237,18 +243,40 @@ def run_steps(model, tok, records, args, update_fn, log_path=None, desc="train",
     return model
 
 
+def step_batch(model, tok, chosen, args, step):
+    """Sample and grade this rank's share of a step's prompts.
+
+    The step's prompts are cut into `--sample-blocks` blocks of whole prompts (default: one per rank),
+    each sampled under its own seed, so a step's samples do not depend on how many ranks share it
+    (a group never straddles two ranks). Block 0's seed is the single-process seed of earlier runs.
+    """
+    rank, world = rank_and_world()
+    blocks = args.sample_blocks or world
+    per = len(chosen) // blocks
+    parts = []
+    for b in my_share(blocks, rank, world):
+        torch.manual_seed(args.seed * 100_003 + step + 1_000_003 * b)  # reproducible per step and block
+        parts.append(collect(model, tok, chosen[b * per:(b + 1) * per], args.group_size, args.max_new_tokens,
+                             args.temperature, args.top_p))
+    batch = {k: [x for p in parts for x in p[k]] for k in ("records", "prompt_ids", "response_ids", "texts")}
+    batch["rewards"] = torch.cat([p["rewards"] for p in parts])
+    batch["group_size"] = args.group_size
+    return batch
+
+
 def run_one_step(model, tok, records, args, update_fn, order, step, log_path, bar, on_step):
     """Step `step` (0-based) of run_steps: its own seed, its own prompts, so any step can be resumed."""
-    torch.manual_seed(args.seed * 100_003 + step)  # rollouts reproducible per step (resume-safe)
     chosen = [records[i] for i in order[step * args.prompts_per_step:(step + 1) * args.prompts_per_step]]
     t0 = time.time()
-    batch = collect(model, tok, chosen, args.group_size, args.max_new_tokens, args.temperature, args.top_p)
+    batch = step_batch(model, tok, chosen, args, step)
     t1 = time.time()
+    torch.manual_seed(args.seed * 100_003 + step + 7)  # the update's own RNG (mini-batch shuffles), same on every rank
     stats = update_fn(batch)
-    row = {"step": step + 1, "reward": batch["rewards"].mean().item(),
-           "response_len": sum(len(r) for r in batch["response_ids"]) / len(batch["response_ids"]),
+    n = global_sum(len(batch["response_ids"]))
+    row = {"step": step + 1, "reward": global_sum(batch["rewards"].sum().item()) / n,
+           "response_len": global_sum(sum(len(r) for r in batch["response_ids"])) / n,
            **stats, "rollout_s": round(t1 - t0, 3), "update_s": round(time.time() - t1, 3)}
-    if log_path:
+    if log_path and is_main():
         append_jsonl(log_path, row)
     bar.set_postfix(reward=f"{row['reward']:.2f}", loss=f"{row['loss']:.3f}")
     if on_step:
@@ -270,22 +298,27 @@ def main(argv=None):
 def train_one_task(ap, args, method):
     """grpo.py / sdpo.py's main: evaluate, train one task, evaluate, save a HF checkpoint and a log."""
     import evaluate
-    if args.task not in tasks.GENERATORS and not os.path.isfile(args.task):
-        ap.error(f"--task: unknown task '{args.task}'; known: {', '.join(tasks.GENERATORS)} (or a JSON file)")
     try:
+        tasks.check_task(args.task)
         records = train_records(args.task, seed=args.seed)
         test = evaluate.benchmark_records(args.task, args.eval_n, args.seed) if args.task in tasks.GENERATORS \
             else records[:args.eval_n]
+    except Exception as e:  # a bad file names file:line; a hub task that cannot be fetched says why
+        ap.error(f"--task: {tasks.one_line(e)}")
+    out = args.out or os.path.join("runs", f"{method}-{os.path.basename(args.task)}-s{args.seed}")
+    device = init_distributed(args.device)   # torchrun: data parallel over the ranks (rollout.py)
+    log_path = os.path.join(out, "log.jsonl")
+    if is_main():
+        os.makedirs(out, exist_ok=True)
+        if os.path.exists(log_path):
+            os.remove(log_path)
+    torch.manual_seed(args.seed)
+    model, tok = load_model(args.model, device, args.dtype, args.grad_checkpointing)
+    try:
+        records = drop_long_prompts(tok, records, args.max_prompt_len, "training prompts")
+        test = drop_long_prompts(tok, test, args.max_prompt_len, "test prompts")
     except ValueError as e:
         ap.error(str(e))
-    out = args.out or os.path.join("runs", f"{method}-{os.path.basename(args.task)}-s{args.seed}")
-    os.makedirs(out, exist_ok=True)
-    log_path = os.path.join(out, "log.jsonl")
-    if os.path.exists(log_path):
-        os.remove(log_path)
-    device = setup_torch(args.device)
-    torch.manual_seed(args.seed)
-    model, tok = load_model(args.model, device)
 
     def acc():
         torch.manual_seed(args.seed)
@@ -303,14 +336,22 @@ def train_one_task(ap, args, method):
         sys.exit(1)
     train_s = time.time() - t0
     after = acc()
+    # data parallel: every rank applied the same summed gradient, so the weights must be bit-identical
+    rank, world = rank_and_world()
+    identical = len(set(gather_lists([weights_digest(model)]))) == 1
+    if not is_main():
+        return before, after
     rows = [json.loads(line) for line in open(log_path)]
     print(f"{method} on {args.task}: Acc@{args.eval_k} {100 * before:.1f}% -> {100 * after:.1f}% "
           f"in {args.steps} steps ({train_s:.0f}s training); mean reward first/last 10 steps "
           f"{sum(r['reward'] for r in rows[:10]) / len(rows[:10]):.2f} / {sum(r['reward'] for r in rows[-10:]) / len(rows[-10:]):.2f}")
+    if world > 1:
+        print(f"{world} ranks; weights bit-identical across ranks: {identical}")
     save_checkpoint(model, tok, os.path.join(out, "model"))
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump({"method": method, "task": args.task, "acc_before": before, "acc_after": after,
-                   "train_seconds": train_s, "args": vars(args)}, f, indent=1)
+                   "train_seconds": train_s, "world_size": world, "weights_identical_across_ranks": identical,
+                   "args": vars(args)}, f, indent=1)
     print(f"saved {out}/model, {out}/log.jsonl, {out}/summary.json")
     return before, after
 

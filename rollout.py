@@ -31,23 +31,39 @@ def setup_torch(device="auto"):
     """Pick the device (CUDA when present for 'auto') and set torch's CPU threads once, to the cores."""
     global _THREADS_SET
     if not _THREADS_SET:
-        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        # torchrun on CPU: the cores are shared by the ranks of this machine
+        torch.set_num_threads(max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
         _THREADS_SET = True
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(device)
 
 
-def load_model(name="tiny", device="cpu", dtype=None):
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_dtype(name, device):
+    """--dtype: 'auto' = fp32 on CPU, bf16 on CUDA; or fp32 | bf16 | fp16."""
+    if name in (None, "auto"):
+        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    return DTYPES[name]
+
+
+def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False):
     """Load a causal LM and its tokenizer: 'tiny' (the committed built-in model), a local HF directory,
-    or a hub id. fp32 on CPU, bf16 on CUDA unless `dtype` says otherwise."""
+    or a hub id (downloaded to the HF cache; offline it is read from the cache). fp32 on CPU, bf16 on
+    CUDA unless `dtype` (a torch dtype or a --dtype name) says otherwise. The model's own chat template
+    is used as it is. grad_checkpointing: recompute activations in the backward (less memory, ~30% slower)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     path = TINY_DIR if name == "tiny" else name
     device = torch.device(device)
-    if dtype is None:
-        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    if dtype is None or isinstance(dtype, str):
+        dtype = resolve_dtype(dtype, device)
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    if grad_checkpointing:   # (transformers 5 renames it; both exist for now)
+        getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
     if tok.pad_token_id is None:  # some chat models ship without a pad token; the mask never uses ids
         tok.pad_token = tok.eos_token
     model.generation_config.pad_token_id = tok.pad_token_id
@@ -60,8 +76,17 @@ def chat_messages(record, user_text=None):
     return msgs + [{"role": "user", "content": record["prompt"] if user_text is None else user_text}]
 
 
+ENABLE_THINKING = None  # set once from --enable-thinking / --disable-thinking (None: the template's default)
+
+
 def encode_chat(tok, messages, enable_thinking=None):
-    """Token ids of a chat rendered with the model's own template, ending with the assistant header."""
+    """Token ids of a chat rendered with the model's own template, ending with the assistant header.
+
+    enable_thinking is passed to templates that take it (Qwen3 thinking models); None uses the
+    run's setting (ENABLE_THINKING), and when that is None too the template's own default.
+    """
+    if enable_thinking is None:
+        enable_thinking = ENABLE_THINKING
     kw = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
     text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kw)
     return tok(text, add_special_tokens=False)["input_ids"]
@@ -95,7 +120,7 @@ def eos_ids_of(model, tok):
     return {i for i in ids if i is not None}
 
 
-@torch.no_grad()
+@torch.inference_mode()   # no autograd bookkeeping at all (the ids leave as Python lists)
 def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=1.0, top_p=1.0, batch_size=256):
     """Sample `group_size` responses for every prompt with plain HF generate.
 
@@ -145,10 +170,13 @@ def response_logits(model, prompt_ids, response_ids, pad_id):
     """Logits that predict each response token: [B, T, V], with the response mask [B, T] and ids [B, T]."""
     device = next(model.parameters()).device
     input_ids, attention, positions, r_mask, P = pack(prompt_ids, response_ids, pad_id, device)
-    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions).logits  # [B, P+T, V]
     T = r_mask.shape[1]
-    # the shift: the logit at column c predicts the token at column c+1
-    return logits[:, P - 1:P - 1 + T].float(), r_mask, input_ids[:, P:]  # [B, T, V], [B, T], [B, T]
+    # only the last T+1 columns (P-1 .. P+T-1) go through the LM head: no logits for prompt positions,
+    # which for a 150k-token vocabulary is most of the head's time and memory
+    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                   logits_to_keep=T + 1).logits                                          # [B, T+1, V]
+    # the shift: the logit at column c predicts the token at column c+1 (kept column 0 = column P-1)
+    return logits[:, :T].float(), r_mask, input_ids[:, P:]  # [B, T, V], [B, T], [B, T]
 
 
 def token_logprobs(logits, targets):
@@ -230,8 +258,108 @@ def micro_batches(lengths, size):
     size <= 0 means one batch. The update is the same whatever the split (losses use global counts).
     """
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    if not order:   # e.g. a rank none of whose responses has a teacher signal
+        return []
     size = len(order) if size <= 0 else size
     return [order[i:i + size] for i in range(0, len(order), size)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Data parallelism (torchrun): every rank holds the whole model, samples and grades its own prompts,
+# and the gradients are summed across ranks before the optimizer step, so every rank applies the
+# same update and the weights stay bit-identical. Losses are normalised by *global* counts (tokens,
+# sequences), so the summed gradient is the full-batch gradient. One process = world size 1, and
+# every function below is then a no-op.
+# ----------------------------------------------------------------------------------------------
+def init_distributed(device_arg="auto"):
+    """Join the torchrun process group when WORLD_SIZE > 1 (NCCL on CUDA, gloo on CPU); returns the device."""
+    import torch.distributed as dist
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        use_cuda = device_arg != "cpu" and torch.cuda.is_available()
+        if use_cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+    device = setup_torch(device_arg)
+    if world > 1 and device.type == "cuda":
+        device = torch.device("cuda", torch.cuda.current_device())
+    quiet_unless_main()
+    return device
+
+
+def quiet_unless_main():
+    """Non-zero ranks print nothing to stdout (their summaries would repeat rank 0's); errors still show."""
+    import sys
+    if not is_main():
+        sys.stdout = open(os.devnull, "w")
+
+
+def rank_and_world():
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def is_main():
+    """Only rank 0 writes files and prints summaries."""
+    return rank_and_world()[0] == 0
+
+
+def global_sum(x):
+    """Σ over ranks of a Python number (identity in one process)."""
+    import torch.distributed as dist
+    rank, world = rank_and_world()
+    if world == 1:
+        return x
+    t = torch.tensor([float(x)], dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.item()
+
+
+def sum_gradients(model):
+    """Σ over ranks of every parameter's gradient (a rank without data contributes zeros)."""
+    import torch.distributed as dist
+    if rank_and_world()[1] == 1:
+        return
+    for p in model.parameters():
+        if p.requires_grad:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            dist.all_reduce(p.grad)
+
+
+def gather_lists(local):
+    """Concatenate a Python list from every rank, in rank order (the same result on every rank)."""
+    import torch.distributed as dist
+    if rank_and_world()[1] == 1:
+        return local
+    parts = [None] * rank_and_world()[1]
+    dist.all_gather_object(parts, local)
+    return [x for part in parts for x in part]
+
+
+def my_share(n, rank=None, world=None):
+    """The contiguous range of n items that this rank owns (n divisible by the world size)."""
+    if rank is None:
+        rank, world = rank_and_world()
+    per = -(-n // world)
+    return range(min(n, rank * per), min(n, (rank + 1) * per))
+
+
+def weights_digest(model):
+    """sha1 of every parameter's bytes: equal digests = bit-identical weights."""
+    import hashlib
+    h = hashlib.sha1()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def barrier():
+    import torch.distributed as dist
+    if rank_and_world()[1] > 1:
+        dist.barrier()
 
 
 def check_finite(loss, model):
@@ -283,16 +411,46 @@ def add_common_args(ap):
     g.add_argument("--max-new-tokens", type=int, default=64)
     g.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
     g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus sampling")
+    g.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
+                   help="weights and teacher dtype (auto: fp32 on CPU, bf16 on CUDA)")
+    g.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this many tokens (0 = keep all)")
+    g.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None,
+                   help="pass enable_thinking=True to the chat template (Qwen3 thinking models)")
+    g.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False,
+                   help="pass enable_thinking=False to the chat template")
     g = ap.add_argument_group("optimisation")
     g.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate")
     g.add_argument("--weight-decay", type=float, default=0.0)
     g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping")
     g.add_argument("--micro-batch", type=int, default=0, help="sequences per forward (0 = all); same update")
+    g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in the backward (big models)")
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--sample-blocks", type=int, default=0,
+                   help="sample each step's prompts in this many independently seeded blocks (0 = one per rank); "
+                        "a one-process run with --sample-blocks N reproduces an N-rank torchrun run")
     g = ap.add_argument_group("evaluation")
     g.add_argument("--eval-n", type=int, default=64, help="test prompts per benchmark")
     g.add_argument("--eval-k", type=int, default=8, help="samples per prompt (Acc@k, C3)")
     return ap
+
+
+def drop_long_prompts(tok, records, max_len, what="records"):
+    """--max-prompt-len: drop records whose chat prompt is longer than max_len tokens (the release does
+    the same), saying how many. max_len 0 keeps everything."""
+    if not max_len:
+        return records
+    kept = [r for r in records if len(encode_chat(tok, chat_messages(r))) <= max_len]
+    if len(kept) < len(records):
+        print(f"--max-prompt-len {max_len}: dropped {len(records) - len(kept)} of {len(records)} {what}")
+    if not kept:
+        raise ValueError(f"--max-prompt-len {max_len}: every prompt of the {what} is longer")
+    return kept
+
+
+def configure_run(args):
+    """Settings that hold for the whole run: the chat template's thinking switch."""
+    global ENABLE_THINKING
+    ENABLE_THINKING = getattr(args, "enable_thinking", None)
 
 
 def validate_common_args(ap, args):
@@ -302,10 +460,19 @@ def validate_common_args(ap, args):
               ("--max-new-tokens", args.max_new_tokens >= 1, ">= 1"), ("--lr", args.lr > 0, "> 0"),
               ("--temperature", args.temperature > 0, "> 0"), ("--top-p", 0 < args.top_p <= 1, "in (0, 1]"),
               ("--eval-n", args.eval_n >= 1, ">= 1"), ("--eval-k", args.eval_k >= 1, ">= 1"),
-              ("--micro-batch", args.micro_batch >= 0, ">= 0"), ("--max-grad-norm", args.max_grad_norm > 0, "> 0")]
+              ("--micro-batch", args.micro_batch >= 0, ">= 0"), ("--max-grad-norm", args.max_grad_norm > 0, "> 0"),
+              ("--max-prompt-len", args.max_prompt_len >= 0, ">= 0"), ("--sample-blocks", args.sample_blocks >= 0, ">= 0")]
     for flag, ok, allowed in checks:
         if not ok:
             ap.error(f"{flag} must be {allowed}")
     if args.model != "tiny" and (os.path.sep in args.model or args.model.startswith(".")) \
             and not os.path.isfile(os.path.join(args.model, "config.json")):
         ap.error(f"--model: '{args.model}' is not a model directory (no config.json)")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    blocks = args.sample_blocks or world
+    if blocks % world:
+        ap.error(f"--sample-blocks {blocks} must be a multiple of the {world} ranks")
+    if args.prompts_per_step % blocks:
+        ap.error(f"--prompts-per-step {args.prompts_per_step} must be divisible by the {blocks} sample blocks "
+                 f"(one per rank unless --sample-blocks says otherwise)")
+    configure_run(args)

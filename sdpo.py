@@ -25,7 +25,8 @@ import sys
 
 import torch
 
-from rollout import NonFiniteError, chat_messages, check_finite, encode_chat, micro_batches, response_logits
+from rollout import (NonFiniteError, chat_messages, check_finite, encode_chat, global_sum, is_main, micro_batches,
+                     response_logits, sum_gradients)
 
 # (S1) the release's reprompt templates. Filled by concatenation, in one pass, so braces survive.
 SOLUTION_TEMPLATE = "\nCorrect solution:\n\n{successful_previous_attempt}"
@@ -211,15 +212,17 @@ def sdpo_update(model, teacher, opt, batch, args, tok, step):
     signal = [i for i in range(B) if m[i] > 0]
     lengths = [len(r) for r in batch["response_ids"]]
     stats = {"reprompt_frac": len(signal) / B, "distilled_token_frac": sum(lengths[i] for i in signal) / max(1, sum(lengths))}
-    if not signal:
-        print(f"warning: step {step}: no response had a successful sibling, so no teacher signal; "
-              f"no update this step", file=sys.stderr)
+    n_tok = global_sum(sum(lengths[i] for i in signal))   # (S5) Σ m_i over response tokens, over all ranks
+    if n_tok == 0:
+        if is_main():
+            print(f"warning: step {step}: no response had a successful sibling, so no teacher signal; "
+                  f"no update this step", file=sys.stderr)
         teacher_after_step(teacher, model, step, args.alpha, args.refresh_every, args.gamma)
         return {**stats, "loss": 0.0, "js": 0.0, "entropy": 0.0, "teacher_entropy": 0.0, "skipped": 1}
-    n_tok = sum(lengths[i] for i in signal)       # (S5) Σ m_i over response tokens
+    local_tok = max(1, sum(lengths[i] for i in signal))
     opt.zero_grad(set_to_none=True)
     total, ent, t_ent = torch.zeros(()), 0.0, 0.0
-    for idx in micro_batches([lengths[i] for i in signal], args.micro_batch):
+    for idx in micro_batches([lengths[i] for i in signal], args.micro_batch):  # (none on a rank without signal)
         idx = [signal[j] for j in idx]
         responses = [batch["response_ids"][i] for i in idx]
         t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], user_texts[i])) for i in idx]
@@ -234,12 +237,14 @@ def sdpo_update(model, teacher, opt, batch, args, tok, step):
             fm = mask.float()
             ent += (-(s_logp.exp() * s_logp).sum(-1) * fm).sum().item()
             t_ent += (-(t_logp.exp() * t_logp).sum(-1) * fm).sum().item()
+    sum_gradients(model)                     # data parallel: Σ_ranks ∇ = the full-batch gradient
+    total = torch.tensor(global_sum(total.item()))
     check_finite(total, model)  # raises before the step: the weights and the teacher stay as they were
     torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
     opt.step()
-    teacher_after_step(teacher, model, step, args.alpha, args.refresh_every, args.gamma)
-    return {**stats, "loss": total.item(), "js": total.item(), "entropy": ent / n_tok,
-            "teacher_entropy": t_ent / n_tok, "skipped": 0}
+    teacher_after_step(teacher, model, step, args.alpha, args.refresh_every, args.gamma)  # same on every rank
+    return {**stats, "loss": total.item(), "js": total.item(), "entropy": ent / local_tok,
+            "teacher_entropy": t_ent / local_tok, "skipped": 0}
 
 
 def make_sdpo_update(model, tok, opt, args, teacher=None):

@@ -32,6 +32,7 @@ this process: programs run in a separate sandbox process (see `run_programs`).
 """
 import hashlib
 import json
+import os
 import random
 import re
 import subprocess
@@ -277,6 +278,150 @@ def load_records(path):
     if not records:
         raise ValueError(f"{path}: no records")
     return records
+
+
+# ----------------------------------------------------------------------------------------------
+# The paper's datasets on the Hugging Face hub: a task named 'hf:NAME' is loaded with
+# datasets.load_dataset and turned into release-format records by a small adapter per dataset.
+# Field names follow each dataset's public card. Rows an adapter cannot use return None (counted).
+# ----------------------------------------------------------------------------------------------
+BOXED_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
+MCQ_SYSTEM = ("\nGiven a question and four options, please select the right answer. Respond in the following format:\n"
+              "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n\nFor the answer, only output the letter "
+              "corresponding to the correct option (A, B, C, or D), and nothing else.\n")
+
+
+def _record(prompt, answer, kind, system=None, tests=None):
+    return {"prompt": prompt, "answer": answer, "kind": kind, "system": system, "tests": tests}
+
+
+def adapt_dapo_math(row):
+    """BytedTsinghua-SIA/DAPO-Math-17k: prompt = chat list (its text already asks for \\boxed{}),
+    reward_model.ground_truth = the answer."""
+    return _record(row["prompt"][-1]["content"], str(row["reward_model"]["ground_truth"]), "math")
+
+
+def adapt_problem_answer(row):
+    """MATH-500 / AIME: 'problem' and 'answer' columns; graded on the last \\boxed{}."""
+    return _record(row["problem"] + BOXED_SUFFIX, str(row["answer"]), "math")
+
+
+def _lettered(question, options):
+    return question + "\n\n" + "\n".join(f"{'ABCD'[i]}: {o}" for i, o in enumerate(options))
+
+
+def adapt_sciknoweval(row, domain="chemistry"):
+    """hicai-zju/SciKnowEval: question, choices {text, label}, answerKey, domain, type; only the
+    domain's 4-option MCQ rows; answered <answer>X</answer> as in the release (SCIENCE domain)."""
+    choices = row.get("choices") or {}
+    if row.get("type") != "mcq-4-choices" or len(choices.get("text", [])) != 4 \
+            or str(row.get("domain", "")).lower() != domain:
+        return None
+    prompt = _lettered(row["question"], choices["text"]) + "\nPlease reason step by step."
+    return _record(prompt, row["answerKey"], "mcq", MCQ_SYSTEM)
+
+
+def _shuffled(options, key):
+    """A deterministic permutation of the options (seeded by the question), and where index 0 went."""
+    order = list(range(len(options)))
+    random.Random(hashlib.sha1(key.encode()).hexdigest()).shuffle(order)
+    return [options[i] for i in order], order.index(0)
+
+
+def adapt_gpqa(row):
+    """Idavidrein/gpqa: Question, 'Correct Answer', 'Incorrect Answer 1..3' -> four shuffled options,
+    the letter answered in \\boxed{} (as the paper's GPQA evaluation)."""
+    options = [row["Correct Answer"]] + [row[f"Incorrect Answer {i}"] for i in (1, 2, 3)]
+    options, right = _shuffled([o.strip() for o in options], row["Question"])
+    prompt = _lettered(row["Question"].strip(), options) + "\nAnswer with the letter of the correct option in \\boxed{}."
+    return _record(prompt, "ABCD"[right], "math")
+
+
+def adapt_mmlu_redux(row):
+    """edinburgh-dawg/mmlu-redux-2.0 (one config per subject): question, choices [4], answer (index)."""
+    if len(row["choices"]) != 4:
+        return None
+    prompt = _lettered(row["question"], row["choices"]) + "\nAnswer with the letter of the correct option in \\boxed{}."
+    return _record(prompt, "ABCD"[int(row["answer"])], "math")
+
+
+def adapt_livecodebench(row):
+    """livecodebench/code_generation_lite: question_content, public_test_cases (JSON list of
+    {input, output, testtype}). Standard-input problems only; LeetCode-style functional ones are skipped."""
+    cases = json.loads(row["public_test_cases"]) if isinstance(row["public_test_cases"], str) else row["public_test_cases"]
+    if not cases or any(c.get("testtype") != "stdin" for c in cases):
+        return None
+    prompt = (row["question_content"] + "\n\nRead the inputs from stdin, solve the problem and write the answer to "
+              "stdout. Enclose your code in ```python``` delimiters.")
+    tests = json.dumps({"inputs": [c["input"] for c in cases], "outputs": [c["output"] for c in cases]})
+    return _record(prompt, "", "code", tests=tests)
+
+
+# name: (dataset id, config, split, adapter)
+HUB_TASKS = {
+    "dapo_math": ("BytedTsinghua-SIA/DAPO-Math-17k", None, "train", adapt_dapo_math),
+    "math500": ("HuggingFaceH4/MATH-500", None, "test", adapt_problem_answer),
+    "aime24": ("HuggingFaceH4/aime_2024", None, "train", adapt_problem_answer),
+    "aime25": ("math-ai/aime25", None, "test", adapt_problem_answer),
+    "sciknoweval_chemistry": ("hicai-zju/SciKnowEval", None, "test", adapt_sciknoweval),
+    "gpqa_diamond": ("Idavidrein/gpqa", "gpqa_diamond", "train", adapt_gpqa),
+    "mmlu_redux": ("edinburgh-dawg/mmlu-redux-2.0", "abstract_algebra", "test", adapt_mmlu_redux),
+    "livecodebench": ("livecodebench/code_generation_lite", "release_v6", "test", adapt_livecodebench),
+}
+HUB_NOT_SUPPORTED = {
+    "toolalpaca": "use the release's TOOLUSE JSON-lines files (e.g. tooluse/train.json) as the task",
+    "bfcl": "BFCL's multi-file, executable format has no adapter yet",
+    "zebralogic": "ZebraLogic's grid answers need their own grader; not yet supported",
+    "dolci_code": "use the release's CODING JSON-lines file as the task",
+}
+
+
+def load_hub_task(spec, load_dataset=None):
+    """'hf:NAME' or 'hf:NAME:CONFIG' (e.g. hf:mmlu_redux:college_physics) -> release-format records."""
+    parts = spec.split(":")
+    name, config = parts[1], (parts[2] if len(parts) > 2 else None)
+    if name in HUB_NOT_SUPPORTED:
+        raise ValueError(f"{spec}: not yet supported — {HUB_NOT_SUPPORTED[name]}")
+    if name not in HUB_TASKS:
+        raise ValueError(f"{spec}: unknown hub task; known: {', '.join('hf:' + n for n in HUB_TASKS)}")
+    path, default_config, split, adapter = HUB_TASKS[name]
+    if load_dataset is None:
+        from datasets import load_dataset
+    rows = load_dataset(path, config or default_config, split=split)
+    records = [r for r in (adapter(row) for row in rows) if r is not None]
+    if len(records) < len(rows):
+        print(f"{spec}: kept {len(records)} of {len(rows)} rows (the others have a format this adapter does not grade)")
+    if not records:
+        raise ValueError(f"{spec}: no usable records")
+    return records
+
+
+def task_records(name):
+    """Records of a non-built-in task: a JSON(-lines) file in the release format, or 'hf:NAME'."""
+    if name.startswith("hf:"):
+        return load_hub_task(name)
+    return load_records(name)
+
+
+def one_line(exc):
+    """An exception as one line: the message of a ValueError/OSError, else 'Type: first line'."""
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return msg if isinstance(exc, (ValueError, OSError)) and msg else f"{type(exc).__name__}: {msg}"
+
+
+def check_task(name):
+    """Raise ValueError with a one-line message unless `name` is a built-in, an existing file or a known hf: task."""
+    if name in GENERATORS or os.path.isfile(name):
+        return
+    if name.startswith("hf:"):
+        base = name.split(":")[1]
+        if base in HUB_NOT_SUPPORTED:
+            raise ValueError(f"{name}: not yet supported — {HUB_NOT_SUPPORTED[base]}")
+        if base in HUB_TASKS:
+            return
+        raise ValueError(f"{name}: unknown hub task; known: {', '.join('hf:' + n for n in HUB_TASKS)}")
+    raise ValueError(f"unknown task '{name}'; known: {', '.join(GENERATORS)}, a .json/.jsonl file, "
+                     f"or hf:NAME ({', '.join(HUB_TASKS)})")
 
 
 # ----------------------------------------------------------------------------------------------

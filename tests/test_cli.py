@@ -16,11 +16,19 @@ CASES = [
     ("continual.py", ["--eval-k", "0"], "--eval-k must be >= 1"),
     ("continual.py", ["--method", "ppo"], "unknown method 'ppo'; known: grpo, sdpo"),
     ("continual.py", ["--stages", "math,poetry"], "unknown task 'poetry'"),
-    ("continual.py", ["--benchmarks", "mmlu"], "unknown benchmark 'mmlu'"),
+    ("continual.py", ["--benchmarks", "mmlu"], "unknown task 'mmlu'"),
     ("continual.py", ["--model", "./no/such/dir"], "is not a model directory"),
     ("grpo.py", ["--task", "poetry"], "unknown task 'poetry'"),
     ("sdpo.py", ["--alpha", "-1"], "--alpha must be in [0, 1]"),
     ("evaluate.py", ["--k", "0"], "--k must be >= 1"),
+    ("grpo.py", ["--task", "hf:bfcl"], "not yet supported"),
+    ("continual.py", ["--benchmarks", "hf:nope"], "unknown hub task"),
+    ("continual.py", ["--prompts-per-step", "6", "--sample-blocks", "4"], "must be divisible by the 4 sample blocks"),
+    ("continual.py", ["--max-prompt-len", "-1"], "--max-prompt-len must be >= 0"),
+    ("continual.py", ["--rank-frac", "0"], "--rank-frac must be in (0, 1]"),
+    ("drift.py", ["no_such_run"], "is not a continual.py run directory"),
+    ("bench.py", ["--group-size", "1"], "--group-size must be >= 2"),
+    ("razor.py", ["--a", "0"], "--a must be in (0, 1]"),
 ]
 
 

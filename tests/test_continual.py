@@ -62,6 +62,20 @@ def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
     logs = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
     assert len(logs) == 2 * 2 * 2                                 # runs × stages × steps
     assert {"reward", "loss", "entropy"} <= set(logs[0])
+    # drift (A4–A8) after every stage, in results.json and report.md; responses kept for drift.py
+    for r in ["grpo", "sdpo_a0.05"]:
+        d = results["runs"][r]["drift"]
+        assert len(d) == 2 and d[0]["params_vs_base"]["all"]["nss_mean"] > 0
+        assert d[0]["params_vs_prev"] == d[0]["params_vs_base"]        # stage 1's previous model is the base
+        assert set(d[1]["kl_to_base"]) == {"math", "tooluse", "logic"}
+        assert (run / "responses" / f"{r}-stage2.json").is_file()
+    assert "## sdpo_a0.05: drift after each stage (A4–A8)" in report
+    # drift.py recomputes the same figures from the checkpoints and the saved responses
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "drift.py"), "runs/full"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    recomputed = json.loads((run / "drift.json").read_text())
+    assert recomputed == {r: results["runs"][r]["drift"] for r in ["grpo", "sdpo_a0.05"]}
 
     # an interruption after the first completed stage of the second run: drop later progress and rerun
     part = tmp_path / "runs" / "part"

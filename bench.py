@@ -1,0 +1,366 @@
+"""bench.py — what one RL step costs, where the time goes, and how the cost grows.
+
+    python bench.py                      # the fixed configuration on the tiny model (~1 min on 2 cores)
+    python bench.py --sweep              # + time per step as group size, response length, width double
+    python bench.py --model Qwen/Qwen3-4B-Instruct-2507 --device cuda --repeat 3
+
+Fixed configuration: 8 MATH prompts × a group of 8, up to 48 new tokens, the default GRPO/SDPO
+settings. Every figure is the median over `--repeat` runs after one warm-up run:
+  rollout      seconds per step (HF generate + grading) and generated tokens per second
+  GRPO update  seconds per step (forward + backward + AdamW over the 64 responses)
+  SDPO update  seconds per step, and the share spent in the teacher's forward (S2)
+  evaluation   sequences per second of Acc@k (sampling + grading, no gradients)
+  FLOP/s       achieved by the GRPO update, ≈ 6 · parameters · tokens / time, next to the same run's
+               dense matmul FLOP/s (a large square matmul, and one at the model's own layer shape)
+  memory       peak resident memory of the process (and peak CUDA memory on a GPU)
+It writes JSON (--out) and prints a table. Measure on an otherwise idle machine: two heavy jobs on
+2 cores slow each other down many times over.
+"""
+import argparse
+import copy
+import json
+import os
+import platform
+import resource
+import statistics
+import time
+
+import torch
+
+import evaluate
+import grpo
+import sdpo
+import tasks
+from rollout import add_common_args, chat_messages, collect, encode_chat, load_model, setup_torch
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def median_time(fn, repeat, device, warmup=1):
+    """Median wall seconds of fn() over `repeat` runs after `warmup` runs (and every result)."""
+    times = []
+    for i in range(warmup + repeat):
+        sync(device)
+        t0 = time.perf_counter()
+        fn(i)
+        sync(device)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times), times
+
+
+def matmul_flops(device, m, k, n, repeat=5, dtype=torch.float32):
+    """Dense matmul FLOP/s for [m, k] @ [k, n]: 2·m·k·n per product, median over repeats."""
+    a = torch.randn(m, k, device=device, dtype=dtype)
+    b = torch.randn(k, n, device=device, dtype=dtype)
+    inner = max(1, int(2e9 // (2 * m * k * n)))   # enough products per timing to last a fraction of a second
+    inner = min(inner, 200)
+
+    def run(_):
+        for _ in range(inner):
+            a @ b
+    t, _ = median_time(run, repeat, device)
+    return 2 * m * k * n * inner / t
+
+
+def machine():
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+def peak_memory_mib(device):
+    out = {"rss_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # Linux: KiB
+    if device.type == "cuda":
+        out["cuda_peak_mib"] = torch.cuda.max_memory_allocated(device) / 2 ** 20
+    return out
+
+
+def method_args(extra=()):
+    """The default GRPO/SDPO settings, exactly as the training scripts parse them."""
+    ap = argparse.ArgumentParser()
+    add_common_args(ap)
+    grpo.add_grpo_args(ap)
+    sdpo.add_sdpo_args(ap)
+    return ap.parse_args(list(extra))
+
+
+def update_tokens(batch):
+    """Tokens a training forward processes: every prompt and response token (padding excluded)."""
+    return sum(len(p) + len(r) for p, r in zip(batch["prompt_ids"], batch["response_ids"]))
+
+
+def padded_tokens(batch, micro_batch):
+    """Token slots the forwards actually compute: per micro-batch, rows × (padded prompt + padded response)."""
+    from rollout import micro_batches, round_up
+    lengths = [len(r) for r in batch["response_ids"]]
+    total = 0
+    for idx in micro_batches(lengths, micro_batch):
+        P = round_up(max(len(batch["prompt_ids"][i]) for i in idx))
+        T = round_up(max(lengths[i] for i in idx))
+        total += len(idx) * (P + T)
+    return total
+
+
+# ----------------------------------------------------------------------------------------------
+# The fixed configuration
+# ----------------------------------------------------------------------------------------------
+def bench_fixed(model, tok, device, args):
+    margs = method_args(["--max-new-tokens", str(args.max_new_tokens), "--micro-batch", str(args.micro_batch)])
+    records = tasks.builtin_split(args.task, "train", args.prompts, seed=args.seed) \
+        if args.task in tasks.GENERATORS else tasks.load_records(args.task)[:args.prompts]
+    out = {"config": {"prompts": len(records), "group_size": args.group_size, "max_new_tokens": args.max_new_tokens,
+                      "task": args.task, "repeat": args.repeat, "micro_batch": args.micro_batch}}
+
+    # rollout: sample + grade a group per prompt
+    batches = []
+
+    def rollout(i):
+        torch.manual_seed(args.seed + i)
+        batches.append(collect(model, tok, records, args.group_size, args.max_new_tokens, 1.0, 1.0))
+    t, times = median_time(rollout, args.repeat, device)
+    gen = statistics.median(sum(len(r) for r in b["response_ids"]) for b in batches[1:])
+    out["rollout_s"], out["rollout_times"] = t, times
+    out["generated_tokens"] = gen
+    out["gen_tokens_per_s"] = gen / t
+    batch = batches[1]   # the first timed rollout (seed + 1): the same batch whatever --repeat is
+    n_params = sum(p.numel() for p in model.parameters())
+    out["parameters"] = n_params
+    out["update_tokens"] = update_tokens(batch)
+    out["update_tokens_padded"] = padded_tokens(batch, args.micro_batch)
+    out["reward_mean"] = batch["rewards"].mean().item()
+
+    # GRPO update on one collected batch (a private copy of the model, its own AdamW)
+    m = copy.deepcopy(model)
+    opt = torch.optim.AdamW(m.parameters(), lr=margs.lr)
+    t, times = median_time(lambda i: grpo.grpo_update(m, opt, batch, margs, None, tok.pad_token_id), args.repeat, device)
+    out["grpo_update_s"], out["grpo_update_times"] = t, times
+    # ≈ 6 · parameters · tokens: forward 2·P per token, backward 4·P per token
+    out["grpo_update_flops"] = 6 * n_params * out["update_tokens"] / t
+
+    # SDPO update on the same batch; the teacher's forward timed by wrapping sdpo.teacher_logprobs
+    m = copy.deepcopy(model)
+    opt = torch.optim.AdamW(m.parameters(), lr=margs.lr)
+    teacher = sdpo.init_teacher(m)
+    spent = []
+    real_teacher_logprobs = sdpo.teacher_logprobs
+
+    def timed_teacher(*a, **kw):
+        sync(device)
+        t0 = time.perf_counter()
+        r = real_teacher_logprobs(*a, **kw)
+        sync(device)
+        spent.append(time.perf_counter() - t0)
+        return r
+
+    def sdpo_step(i):
+        spent.append(None)   # marks the start of run i
+        sdpo.sdpo_update(m, teacher, opt, batch, margs, tok, i + 1)
+    sdpo.teacher_logprobs = timed_teacher
+    try:
+        t, times = median_time(sdpo_step, args.repeat, device)
+    finally:
+        sdpo.teacher_logprobs = real_teacher_logprobs
+    per_run, cur = [], None
+    for s in spent:
+        if s is None:
+            cur = 0.0
+            per_run.append(cur)
+        else:
+            per_run[-1] += s
+    teacher_s = statistics.median(per_run[1:])
+    out["sdpo_update_s"], out["sdpo_update_times"] = t, times
+    out["sdpo_teacher_s"] = teacher_s
+    out["sdpo_teacher_share"] = teacher_s / t
+    out["sdpo_over_grpo"] = t / out["grpo_update_s"]
+    out["sdpo_signal_share"] = sdpo.build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
+                                                          batch["group_size"])[1].float().mean().item()
+
+    # evaluation: Acc@k sampling + grading, no gradients
+    test = evaluate.benchmark_records(args.task, args.eval_prompts, args.seed) if args.task in tasks.GENERATORS \
+        else records
+    t, _ = median_time(lambda i: evaluate.acc_at_k(model, tok, test, args.eval_k, args.max_new_tokens), args.repeat, device)
+    out["eval_seqs_per_s"] = len(test) * args.eval_k / t
+
+    # the machine's dense matmul rate, on this run: large square, and the model's own MLP shape
+    H = model.config.hidden_size
+    inter = getattr(model.config, "intermediate_size", 4 * H)
+    out["matmul_flops_square"] = matmul_flops(device, 1024, 1024, 1024, args.repeat)
+    rows = out["update_tokens"]
+    out["matmul_flops_model_shape"] = matmul_flops(device, rows, H, inter, args.repeat)
+    out["grpo_flops_fraction"] = out["grpo_update_flops"] / out["matmul_flops_square"]
+    # the same rate counting the padded slots the kernels really compute
+    out["grpo_update_flops_padded"] = 6 * n_params * out["update_tokens_padded"] / out["grpo_update_s"]
+    out.update(peak_memory_mib(device))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Scaling sweeps: fixed-length responses, so tokens double exactly
+# ----------------------------------------------------------------------------------------------
+@torch.no_grad()
+def forced_batch(model, tok, records, group_size, length, seed):
+    """A batch of responses of exactly `length` tokens (EOS suppressed until then), random 0/1 rewards."""
+    from rollout import left_pad
+    device = next(model.parameters()).device
+    torch.manual_seed(seed)
+    prompt_ids = [encode_chat(tok, chat_messages(r)) for r in records]
+    expanded = [p for p in prompt_ids for _ in range(group_size)]
+    ids, mask = left_pad(expanded, tok.pad_token_id, device)
+    model.eval()
+    seqs = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=length, min_new_tokens=length,
+                          do_sample=True, temperature=1.0, top_k=0, top_p=1.0, pad_token_id=tok.pad_token_id,
+                          eos_token_id=tok.eos_token_id)
+    model.train()
+    responses = seqs[:, ids.shape[1]:].tolist()
+    rewards = torch.randint(0, 2, (len(expanded),)).float()
+    return {"records": [r for r in records for _ in range(group_size)], "prompt_ids": expanded,
+            "response_ids": responses, "texts": tok.batch_decode(responses, skip_special_tokens=True),
+            "rewards": rewards, "group_size": group_size}
+
+
+def step_time(model, tok, records, group_size, length, device, repeat):
+    """Median seconds of one forced-length rollout and one GRPO update, and the generated tokens."""
+    margs = method_args()
+    box = {}
+
+    def roll(i):
+        box["batch"] = forced_batch(model, tok, records, group_size, length, i)
+    t_roll, _ = median_time(roll, repeat, device)
+    m = copy.deepcopy(model)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    t_upd, _ = median_time(lambda i: grpo.grpo_update(m, opt, box["batch"], margs, None, tok.pad_token_id), repeat, device)
+    return {"rollout_s": t_roll, "update_s": t_upd, "step_s": t_roll + t_upd,
+            "tokens": len(records) * group_size * length}
+
+
+def linearity(rows):
+    """(t_i / t_0) / (tokens_i / tokens_0) per row: 1.0 = exactly linear in generated tokens."""
+    t0, n0 = rows[0]["step_s"], rows[0]["tokens"]
+    return [(r["step_s"] / t0) / (r["tokens"] / n0) for r in rows]
+
+
+def bench_sweep(model, tok, device, args):
+    records = tasks.builtin_split("math", "train", 8, seed=args.seed)
+    out = {"group_size": [], "length": [], "width": []}
+    for g in (4, 8, 16, 32):
+        out["group_size"].append({"group_size": g, **step_time(model, tok, records, g, 48, device, args.sweep_repeat)})
+    for L in (16, 32, 64, 128):
+        out["length"].append({"length": L, **step_time(model, tok, records, 8, L, device, args.sweep_repeat)})
+    if args.model == "tiny":   # width: fresh tiny models at half, the same and double width
+        import tiny
+        for h in (96, 192, 384):
+            m = tiny.build_model(tok, 0)
+            cfg = m.config
+            cfg.hidden_size, cfg.intermediate_size = h, int(h * 8 / 3) // 16 * 16
+            from transformers import LlamaForCausalLM
+            torch.manual_seed(0)
+            m = LlamaForCausalLM(cfg).to(device)
+            m.generation_config.pad_token_id, m.generation_config.eos_token_id = tok.pad_token_id, tok.eos_token_id
+            n = sum(p.numel() for p in m.parameters())
+            out["width"].append({"width": h, "parameters": n,
+                                 **step_time(m, tok, records, 8, 48, device, args.sweep_repeat)})
+    for key in ("group_size", "length"):
+        for row, lin in zip(out[key], linearity(out[key])):
+            row["vs_linear"] = lin
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+def table(rows):
+    lines = ["| quantity | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in rows]
+    return "\n".join(lines)
+
+
+def report(res):
+    f, m = res["fixed"], res["machine"]
+    c = f["config"]
+    g = 1e9
+    lines = [f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} ({m['torch_threads']} threads)"
+             + (f", {m['cuda']}" if m["cuda"] else "") + f"; model {res['model']} ({f['parameters'] / 1e6:.2f}M parameters)",
+             f"Config: {c['prompts']} prompts × group {c['group_size']}, ≤ {c['max_new_tokens']} new tokens; "
+             f"medians of {c['repeat']} runs after a warm-up.", "",
+             table([
+                 ("rollout s/step", f"{f['rollout_s']:.3f}"),
+                 ("generated tokens/step (median)", f"{f['generated_tokens']:.0f}"),
+                 ("generated tokens/s", f"{f['gen_tokens_per_s']:.0f}"),
+                 ("GRPO update s/step", f"{f['grpo_update_s']:.3f}"),
+                 ("SDPO update s/step", f"{f['sdpo_update_s']:.3f}"),
+                 ("SDPO / GRPO update", f"{f['sdpo_over_grpo']:.2f}×"),
+                 ("teacher forward share of the SDPO update", f"{100 * f['sdpo_teacher_share']:.0f}%"),
+                 ("responses with a teacher signal", f"{100 * f['sdpo_signal_share']:.0f}%"),
+                 ("evaluation sequences/s", f"{f['eval_seqs_per_s']:.0f}"),
+                 ("GRPO update GFLOP/s (6·P·tokens/t)", f"{f['grpo_update_flops'] / g:.1f}"),
+                 ("dense matmul GFLOP/s, 1024³", f"{f['matmul_flops_square'] / g:.1f}"),
+                 ("dense matmul GFLOP/s, model shape", f"{f['matmul_flops_model_shape'] / g:.1f}"),
+                 ("GRPO update / dense matmul", f"{100 * f['grpo_flops_fraction']:.1f}%"),
+                 ("tokens in the update: real / computed with padding", f"{f['update_tokens']} / {f['update_tokens_padded']}"),
+                 ("GRPO update GFLOP/s counting padded slots", f"{f['grpo_update_flops_padded'] / g:.1f}"),
+                 ("peak resident memory MiB", f"{f['rss_peak_mib']:.0f}"),
+             ] + ([("peak CUDA memory MiB", f"{f['cuda_peak_mib']:.0f}")] if "cuda_peak_mib" in f else []))]
+    if "sweep" in res:
+        s = res["sweep"]
+        lines += ["", "Scaling (forced-length responses, one rollout + one GRPO update; vs linear = "
+                  "(t/t₀)/(tokens/tokens₀), 1.00 = linear in generated tokens):", "",
+                  "| sweep | value | tokens | rollout s | update s | step s | vs linear |", "|---|---|---|---|---|---|---|"]
+        for key in ("group_size", "length"):
+            for r in s[key]:
+                lines.append(f"| {key} | {r[key]} | {r['tokens']} | {r['rollout_s']:.3f} | {r['update_s']:.3f} | "
+                             f"{r['step_s']:.3f} | {r['vs_linear']:.2f} |")
+        for r in s["width"]:
+            lines.append(f"| width | {r['width']} ({r['parameters'] / 1e6:.2f}M) | {r['tokens']} | {r['rollout_s']:.3f} | "
+                         f"{r['update_s']:.3f} | {r['step_s']:.3f} | — |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Cost of one RL step: rollout, GRPO and SDPO updates, evaluation, FLOP/s.")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--task", default="math", help="built-in domain or a JSON(-lines) file of records")
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--micro-batch", type=int, default=0, help="sequences per forward in the updates (0 = all)")
+    ap.add_argument("--eval-prompts", type=int, default=16)
+    ap.add_argument("--eval-k", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs after one warm-up; medians are reported")
+    ap.add_argument("--sweep", action="store_true", help="also the scaling sweeps (group size, length, width)")
+    ap.add_argument("--sweep-repeat", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="bench.json", help="JSON output")
+    args = ap.parse_args(argv)
+    for flag in ("prompts", "group_size", "max_new_tokens", "eval_prompts", "eval_k", "repeat", "sweep_repeat"):
+        if getattr(args, flag) < (2 if flag == "group_size" else 1):
+            ap.error(f"--{flag.replace('_', '-')} must be >= {2 if flag == 'group_size' else 1}")
+    if args.task not in tasks.GENERATORS and not os.path.isfile(args.task):
+        ap.error(f"--task: unknown task '{args.task}'")
+    device = setup_torch(args.device)
+    model, tok = load_model(args.model, device)
+    t0 = time.time()
+    res = {"model": args.model, "machine": machine(), "fixed": bench_fixed(model, tok, device, args)}
+    if args.sweep:
+        res["sweep"] = bench_sweep(model, tok, device, args)
+    res["seconds"] = time.time() - t0
+    print(report(res))
+    print(f"\n{res['seconds']:.0f}s; wrote {args.out}")
+    with open(args.out + ".tmp", "w") as f:
+        json.dump(res, f, indent=1)
+    os.replace(args.out + ".tmp", args.out)
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,410 @@
+"""drift.py — why a method forgets, measured: parameter drift (A4–A6), response drift (A7),
+the sequence KL to the base (the quantity of the forgetting law, B4), and collapse (A8).
+
+    python drift.py runs/grpo+sdpo_a0.05-s0          # recompute the drift table of a finished run
+    python drift.py RUN_DIR --embed-model BAAI/bge-small-en-v1.5   # response drift in another embedding space
+
+continual.py calls `stage_drift` after every stage (against the base θ_0 and the previous stage) and
+puts the numbers in results.json and report.md. The paper's §5 reading: SDPO drifts more than GRPO
+in parameter space (larger spectral shift and subspace rotation, lower principal-mask overlap) and
+in response space (lower base-vs-trained similarity, heavier lower tail).
+
+Parameter drift compares every 2-D weight matrix W (base) with W' (trained):
+    (A4) NSS = ‖σ(W') − σ(W)‖₂ / ‖σ(W)‖₂                         how much the spectrum moved
+    (A5) largest principal angle between top-r singular subspaces    how much the directions rotated
+    (A6) principal-mask overlap (IoU) and the share of ‖W' − W‖² inside W's principal mask
+with r = ceil(rank_frac · min(m, n)) (default 10%) and the mask = the top q (default 10%) entries of
+|U_r Σ_r V_rᵀ|. Summaries are per layer type (q_proj, mlp.up_proj, embed_tokens, ...): mean and max.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import sys
+
+import torch
+
+RANK_FRAC, MASK_Q = 0.1, 0.1
+
+
+# ----------------------------------------------------------------------------------------------
+# Parameter drift (A4–A6), one matrix at a time
+# ----------------------------------------------------------------------------------------------
+def normalized_spectral_shift(W, W2):
+    """(A4) NSS = ‖σ(W') − σ(W)‖₂ / ‖σ(W)‖₂ (singular values in float64, descending)."""
+    s, s2 = torch.linalg.svdvals(W.double()), torch.linalg.svdvals(W2.double())   # [min(m, n)]
+    # (A4) ‖σ(W') − σ(W)‖₂ / ‖σ(W)‖₂
+    return (torch.linalg.vector_norm(s2 - s) / torch.linalg.vector_norm(s)).item()
+
+
+def top_subspace(W, r, side="left"):
+    """Orthonormal basis of the top-r left (columns of U) or right (columns of V) singular subspace."""
+    U, _, Vh = torch.linalg.svd(W.double(), full_matrices=False)
+    return U[:, :r] if side == "left" else Vh[:r].T                                 # [m, r] or [n, r]
+
+
+def principal_angles(W, W2, r, side="left"):
+    """(A5) Principal angles (degrees, ascending) between the top-r singular subspaces of W and W'.
+
+    cos θ_k = singular values of U_rᵀ U'_r. The largest angle (the last) is the one reported.
+    """
+    U, U2 = top_subspace(W, r, side), top_subspace(W2, r, side)
+    # (A5) cos θ_k = σ_k(U_rᵀ U'_r), clipped into [0, 1] against round-off
+    cos = torch.linalg.svdvals(U.T @ U2).clamp(0.0, 1.0)                              # [r], descending
+    return torch.rad2deg(torch.arccos(cos))                                           # ascending angles
+
+
+def _top_mask(recon, q):
+    """The top-q fraction (by count, at least one) of the entries of |recon|, as a bool mask."""
+    k = max(1, math.ceil(q * recon.numel()))
+    mask = torch.zeros(recon.numel(), dtype=torch.bool, device=recon.device)
+    mask[recon.abs().flatten().topk(k).indices] = True
+    return mask.view_as(recon)
+
+
+def principal_mask(W, r, q):
+    """(A6) Top-q fraction of the entries of |U_r Σ_r V_rᵀ|, as a bool mask."""
+    U, S, Vh = torch.linalg.svd(W.double(), full_matrices=False)
+    # (A6) the rank-r reconstruction U_r Σ_r V_rᵀ
+    return _top_mask((U[:, :r] * S[:r]) @ Vh[:r], q)                                   # [m, n]
+
+
+def principal_mask_overlap(W, W2, r, q):
+    """(A6) {'iou': |M ∩ M'| / |M ∪ M'|, 'update_in_mask': ‖(W' − W)·M‖² / ‖W' − W‖²} (None if W' = W)."""
+    M, M2 = principal_mask(W, r, q), principal_mask(W2, r, q)
+    # (A6) overlap of the two principal masks, intersection over union
+    iou = (M & M2).sum().item() / (M | M2).sum().item()
+    update = (W2.double() - W.double())
+    energy = update.pow(2).sum().item()
+    # (A6) share of the update's energy inside the base model's principal mask
+    inside = update.pow(2)[M].sum().item() / energy if energy > 0 else None
+    return {"iou": iou, "update_in_mask": inside}
+
+
+def layer_type(name):
+    """'model.layers.2.self_attn.q_proj.weight' -> 'self_attn.q_proj'; 'model.embed_tokens.weight' -> 'embed_tokens'."""
+    name = re.sub(r"\.weight$", "", name)
+    name = re.sub(r"^(model\.)?(layers|h|blocks)\.\d+\.", "", re.sub(r"^model\.", "", name))
+    return name
+
+
+def matrices(model_or_state):
+    """The 2-D weight matrices of a model or state dict, by name (a CPU fp32 copy, detached)."""
+    sd = model_or_state.state_dict() if hasattr(model_or_state, "state_dict") else model_or_state
+    out, seen = {}, set()
+    for k, v in sd.items():
+        if v.dim() == 2 and v.data_ptr() not in seen:   # tied embeddings: the one matrix, once
+            seen.add(v.data_ptr())
+            out[k] = v.detach().float().cpu().clone()
+    return out
+
+
+def parameter_drift(before, after, rank_frac=RANK_FRAC, q=MASK_Q, device="cpu"):
+    """(A4–A6) for every 2-D weight matrix; summary per layer type and over all matrices.
+
+    before, after: models or state dicts with the same names. Returns
+      {'by_type': {type: {nss_mean, nss_max, angle_mean, angle_max, iou_mean, iou_min, in_mask_mean}},
+       'all': the same over every matrix}
+    angle: the largest principal angle of the left and right subspaces, in degrees. One SVD per
+    matrix (float64, on `device`; use a GPU for billion-parameter models).
+    """
+    a, b = matrices(before), matrices(after)
+    per = {}
+    for name, W in a.items():
+        if name not in b:
+            continue
+        W, W2 = W.to(device, torch.float64), b[name].to(device, torch.float64)
+        r = max(1, math.ceil(rank_frac * min(W.shape)))
+        (U, S, Vh), (U2, S2, Vh2) = torch.linalg.svd(W, full_matrices=False), torch.linalg.svd(W2, full_matrices=False)
+        # (A4) from the two spectra
+        nss = (torch.linalg.vector_norm(S2 - S) / torch.linalg.vector_norm(S)).item()
+        # (A5) largest principal angle, left (U) and right (V) subspaces
+        cos_left = torch.linalg.svdvals(U[:, :r].T @ U2[:, :r]).clamp(0.0, 1.0)
+        cos_right = torch.linalg.svdvals(Vh[:r] @ Vh2[:r].T).clamp(0.0, 1.0)
+        angle = torch.rad2deg(torch.arccos(torch.cat([cos_left, cos_right]).min())).item()
+        # (A6) masks of the two rank-r reconstructions
+        M, M2 = _top_mask((U[:, :r] * S[:r]) @ Vh[:r], q), _top_mask((U2[:, :r] * S2[:r]) @ Vh2[:r], q)
+        update = (W2 - W).pow(2)
+        energy = update.sum().item()
+        per[name] = {"nss": nss, "angle": angle, "iou": ((M & M2).sum() / (M | M2).sum()).item(),
+                     "in_mask": update[M].sum().item() / energy if energy > 0 else None}
+
+    def summary(rows):
+        def agg(key, f):
+            vals = [r[key] for r in rows if r[key] is not None]
+            return f(vals) if vals else None
+        return {"nss_mean": agg("nss", lambda v: sum(v) / len(v)), "nss_max": agg("nss", max),
+                "angle_mean": agg("angle", lambda v: sum(v) / len(v)), "angle_max": agg("angle", max),
+                "iou_mean": agg("iou", lambda v: sum(v) / len(v)), "iou_min": agg("iou", min),
+                "in_mask_mean": agg("in_mask", lambda v: sum(v) / len(v)), "matrices": len(rows)}
+
+    types = {}
+    for name, row in per.items():
+        types.setdefault(layer_type(name), []).append(row)
+    return {"by_type": {t: summary(rows) for t, rows in types.items()}, "all": summary(list(per.values()))}
+
+
+# ----------------------------------------------------------------------------------------------
+# Response drift (A7)
+# ----------------------------------------------------------------------------------------------
+@torch.no_grad()
+def embed_texts(model, tok, texts, batch_size=128):
+    """Mean-pooled last hidden states of each text (BOS + its tokens, right-padded): [N, H], float32.
+
+    `model` is any HF model that returns hidden states: the base causal LM by default, or an
+    encoder loaded with AutoModel (--embed-model).
+    """
+    device = next(model.parameters()).device
+    out = []
+    for start in range(0, len(texts), batch_size):
+        chunk = texts[start:start + batch_size]
+        ids = [([tok.bos_token_id] if tok.bos_token_id is not None else []) +
+               tok(t, add_special_tokens=False)["input_ids"] for t in chunk]
+        ids = [s if s else [tok.pad_token_id] for s in ids]
+        L = max(len(s) for s in ids)
+        x = torch.full((len(ids), L), tok.pad_token_id, dtype=torch.long)
+        m = torch.zeros((len(ids), L), dtype=torch.long)
+        for i, s in enumerate(ids):
+            x[i, :len(s)], m[i, :len(s)] = torch.tensor(s), 1
+        x, m = x.to(device), m.to(device)
+        h = model(input_ids=x, attention_mask=m, output_hidden_states=True).hidden_states[-1].float()  # [b, L, H]
+        w = m.unsqueeze(-1).float()
+        out.append(((h * w).sum(1) / w.sum(1)).cpu())                                                # [b, H]
+    return torch.cat(out)
+
+
+def quantile(values, p):
+    """The p-quantile (0..1) by linear interpolation between order statistics."""
+    v = sorted(values)
+    pos = p * (len(v) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def response_drift(embedder, tok, texts_a, texts_b):
+    """(A7) cos(e(y_a), e(y_b)) for responses to the same prompts (paired by index):
+    {'mean', 'p5', 'p25', 'p50', 'n'}."""
+    if len(texts_a) != len(texts_b):
+        raise ValueError(f"response drift needs paired responses, got {len(texts_a)} and {len(texts_b)}")
+    if not texts_a:
+        return {"mean": None, "p5": None, "p25": None, "p50": None, "n": 0}
+    ea, eb = embed_texts(embedder, tok, texts_a), embed_texts(embedder, tok, texts_b)
+    # (A7) cosine similarity of the embeddings, one per pair
+    cos = torch.nn.functional.cosine_similarity(ea, eb, dim=-1).tolist()
+    return {"mean": sum(cos) / len(cos), "p5": quantile(cos, 0.05), "p25": quantile(cos, 0.25),
+            "p50": quantile(cos, 0.5), "n": len(cos)}
+
+
+# ----------------------------------------------------------------------------------------------
+# KL to the base (the quantity of the forgetting law, B4)
+# ----------------------------------------------------------------------------------------------
+@torch.no_grad()
+def kl_to_base(model, base, tok, records, samples=2, max_new_tokens=64, seed=0):
+    """Monte-Carlo sequence KL(π_θ ‖ π_0) on the records' prompts:
+
+        KL ≈ (1/N) Σ_i Σ_t [log π_θ(y_t | h_t) − log π_0(y_t | h_t)],   y_i ~ π_θ (temperature 1)
+
+    Returns {'kl', 'stderr', 'n'} in nats per response (responses cut at max_new_tokens, so it is
+    the KL of the length-limited policies). The sampling RNG is forked: training is not disturbed.
+    """
+    from rollout import chat_messages, encode_chat, response_logits, sample, token_logprobs
+    prompts = [encode_chat(tok, chat_messages(r)) for r in records]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        responses = sample(model, tok, prompts, samples, max_new_tokens, temperature=1.0, top_p=1.0)
+    expanded = [p for p in prompts for _ in range(samples)]
+    diffs = []
+    for s in range(0, len(expanded), 128):
+        p, r = expanded[s:s + 128], responses[s:s + 128]
+        lg, mask, targets = response_logits(model, p, r, tok.pad_token_id)           # [b, T, V]
+        lp = token_logprobs(lg, targets)                                             # [b, T]
+        lg0, _, _ = response_logits(base, p, r, tok.pad_token_id)
+        lp0 = token_logprobs(lg0, targets)
+        # log π_θ(y) − log π_0(y), summed over the response tokens (EOS included)
+        diffs += ((lp - lp0) * mask).sum(-1).tolist()
+    n = len(diffs)
+    mean = sum(diffs) / n
+    var = sum((d - mean) ** 2 for d in diffs) / max(1, n - 1)
+    return {"kl": mean, "stderr": math.sqrt(var / n), "n": n}
+
+
+# ----------------------------------------------------------------------------------------------
+# Collapse (A8)
+# ----------------------------------------------------------------------------------------------
+def repeated_pattern(text, min_repeats=4, max_period=12):
+    """The short pattern that the end of `text` repeats at least `min_repeats` times, else None.
+
+    Example: '...\\boxed\\boxed\\boxed\\boxed' -> '\\boxed'.
+    """
+    for period in range(1, max_period + 1):
+        tail = text[-period * min_repeats:]
+        if len(tail) == period * min_repeats and tail == tail[:period] * min_repeats:
+            return tail[:period]
+    return None
+
+
+def is_degenerate(text, hit_length_limit):
+    """(A8) A collapsed response: it runs to the length limit repeating one short pattern."""
+    return hit_length_limit and repeated_pattern(text) is not None
+
+
+def collapse(texts, hit_limit):
+    """(A8) {'share': fraction of degenerate responses, 'patterns': {pattern: count}, most common first}."""
+    counts = {}
+    for text, hit in zip(texts, hit_limit):
+        if is_degenerate(text, hit):
+            pat = repeated_pattern(text)
+            counts[pat] = counts.get(pat, 0) + 1
+    return {"share": sum(counts.values()) / max(1, len(texts)),
+            "patterns": dict(sorted(counts.items(), key=lambda kv: -kv[1]))}
+
+
+# ----------------------------------------------------------------------------------------------
+# One stage, as continual.py and the CLI use it
+# ----------------------------------------------------------------------------------------------
+def stage_drift(model, base, prev_state, responses, base_responses, prev_responses, embedder, embed_tok,
+                tok, kl_records, args):
+    """Every drift figure of one trained model θ_k.
+
+    base: θ_0 (a model); prev_state: θ_{k−1}'s 2-D matrices (None for k = 1: then "vs previous" = vs base).
+    responses / base_responses / prev_responses: {benchmark: {'texts': [...], 'hit_limit': [...]}}, the
+    evaluation samples of θ_k, θ_0, θ_{k−1} on the same prompts in the same order.
+    kl_records: {benchmark: records} for kl_to_base.
+    """
+    device = next(model.parameters()).device
+    out = {"params_vs_base": parameter_drift(base, model, args.rank_frac, args.mask_q, device),
+           "params_vs_prev": parameter_drift(prev_state if prev_state is not None else base, model,
+                                             args.rank_frac, args.mask_q, device)}
+    names = list(responses)
+    texts = [t for b in names for t in responses[b]["texts"]]
+    out["responses_vs_base"] = response_drift(embedder, embed_tok, [t for b in names for t in base_responses[b]["texts"]], texts)
+    prev = prev_responses if prev_responses is not None else base_responses
+    out["responses_vs_prev"] = response_drift(embedder, embed_tok, [t for b in names for t in prev[b]["texts"]], texts)
+    out["kl_to_base"] = {b: kl_to_base(model, base, tok, recs, args.kl_samples, args.max_new_tokens, args.seed)
+                         for b, recs in kl_records.items()}
+    out["kl_to_base_mean"] = sum(v["kl"] for v in out["kl_to_base"].values()) / max(1, len(out["kl_to_base"]))
+    out["collapse"] = collapse(texts, [h for b in names for h in responses[b]["hit_limit"]])
+    return out
+
+
+def add_drift_args(ap):
+    g = ap.add_argument_group("drift (A4–A8)")
+    g.add_argument("--rank-frac", type=float, default=RANK_FRAC, help="r = ceil(rank_frac · min(m, n)) (A5, A6)")
+    g.add_argument("--mask-q", type=float, default=MASK_Q, help="principal mask: top-q fraction of entries (A6)")
+    g.add_argument("--kl-samples", type=int, default=2, help="samples per prompt for KL(π_θ‖π_0)")
+    g.add_argument("--embed-model", default=None, help="HF encoder for response drift (default: the base model)")
+    return ap
+
+
+def validate_drift_args(ap, args):
+    if not 0 < args.rank_frac <= 1:
+        ap.error(f"--rank-frac must be in (0, 1], got {args.rank_frac}")
+    if not 0 < args.mask_q <= 1:
+        ap.error(f"--mask-q must be in (0, 1], got {args.mask_q}")
+    if args.kl_samples < 1:
+        ap.error(f"--kl-samples must be >= 1, got {args.kl_samples}")
+
+
+def load_embedder(name, base, tok, device):
+    """(model, tokenizer) that embeds responses: the base model itself, or an HF encoder by name."""
+    if not name:
+        return base, tok
+    from transformers import AutoModel, AutoTokenizer
+    etok = AutoTokenizer.from_pretrained(name)
+    if etok.pad_token_id is None:
+        etok.pad_token = etok.eos_token
+    return AutoModel.from_pretrained(name).to(device).eval(), etok
+
+
+def drift_table(drift_rows, stages):
+    """Markdown: one row per stage, the headline numbers of stage_drift."""
+    def f(v, spec):
+        return "—" if v is None else format(v, spec)
+    lines = ["| after | NSS vs base (mean / max) | max angle ° vs base | mask IoU vs base % | update in base mask % "
+             "| NSS vs prev | resp. cos vs base (mean / p5) | resp. cos vs prev (mean) | KL(π‖π0) nats | collapse % |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for k, d in enumerate(drift_rows):
+        pb, pp = d["params_vs_base"]["all"], d["params_vs_prev"]["all"]
+        rb, rp, col = d["responses_vs_base"], d["responses_vs_prev"], d["collapse"]
+        top = next(iter(col["patterns"]), None)
+        lines.append(
+            f"| {k + 1}: {os.path.basename(stages[k])} | {f(pb['nss_mean'], '.4f')} / {f(pb['nss_max'], '.4f')} "
+            f"| {f(pb['angle_max'], '.1f')} | {f(pb['iou_mean'] and 100 * pb['iou_mean'], '.1f')} "
+            f"| {f(pb['in_mask_mean'] and 100 * pb['in_mask_mean'], '.1f')} | {f(pp['nss_mean'], '.4f')} "
+            f"| {f(rb['mean'], '.3f')} / {f(rb['p5'], '.3f')} | {f(rp['mean'], '.3f')} "
+            f"| {f(d['kl_to_base_mean'], '.2f')} | {100 * col['share']:.1f}"
+            + (f" (`{top}`)" if top else "") + " |")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# CLI: recompute the drift of an existing continual.py run
+# ----------------------------------------------------------------------------------------------
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Recompute parameter/response drift, KL to base and collapse "
+                                             "for a finished continual.py run (SPEC A4–A8).")
+    ap.add_argument("run_dir", help="a runs/<name>/ directory written by continual.py")
+    ap.add_argument("--device", default="auto")
+    add_drift_args(ap)
+    args = ap.parse_args(argv)
+    validate_drift_args(ap, args)
+    cfg_path, prog_path = os.path.join(args.run_dir, "config.json"), os.path.join(args.run_dir, "progress.json")
+    if not os.path.isfile(cfg_path) or not os.path.isfile(prog_path):
+        ap.error(f"{args.run_dir} is not a continual.py run directory (no config.json / progress.json)")
+    config, progress = json.load(open(cfg_path)), json.load(open(prog_path))
+    import evaluate
+    from rollout import load_model, setup_torch
+    device = setup_torch(args.device)
+    args.max_new_tokens, args.seed = config["max_new_tokens"], config["seed"]
+    base, tok = load_model(config["model"], device, config.get("dtype"))
+    embedder, etok = load_embedder(args.embed_model, base, tok, device)
+    benchmarks = config["benchmarks"]
+    kl_records = {b: evaluate.benchmark_records(b, config["eval_n"], config["seed"], tok, config.get("max_prompt_len", 0))
+                  for b in benchmarks}
+    base_resp = load_responses(args.run_dir, "base")
+    out = {}
+    for run_name, run in progress.items():
+        if run_name == "base":
+            continue
+        rows, prev_state, prev_resp = [], None, None
+        for k, st in enumerate(run["stages"]):
+            model, _ = load_model(st["checkpoint"], device, config.get("dtype"))
+            resp = load_responses(args.run_dir, f"{run_name}-stage{k + 1}")
+            rows.append(stage_drift(model, base, prev_state, resp, base_resp, prev_resp, embedder, etok, tok,
+                                    kl_records, args))
+            prev_state, prev_resp = matrices(model), resp
+            print(f"{run_name} stage {k + 1}: NSS {rows[-1]['params_vs_base']['all']['nss_mean']:.4f}, "
+                  f"KL to base {rows[-1]['kl_to_base_mean']:.2f}", file=sys.stderr)
+        out[run_name] = rows
+        print(f"\n## {run_name}: drift after each stage\n\n" + drift_table(rows, config["stages"]))
+    path = os.path.join(args.run_dir, "drift.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(out, f, indent=1)
+    os.replace(path + ".tmp", path)
+    print(f"\nwrote {path}")
+    return out
+
+
+def responses_path(run_dir, tag):
+    return os.path.join(run_dir, "responses", f"{tag}.json")
+
+
+def save_responses(run_dir, tag, responses):
+    """The evaluation samples of one model ({benchmark: {'texts', 'hit_limit'}}), written atomically."""
+    path = responses_path(run_dir, tag)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(responses, f)
+    os.replace(path + ".tmp", path)
+
+
+def load_responses(run_dir, tag):
+    path = responses_path(run_dir, tag)
+    if not os.path.isfile(path):
+        sys.exit(f"error: {path} is missing (runs before drift tracking kept no responses; rerun continual.py)")
+    return json.load(open(path))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The large-model code path, exercised here without a network: hub ids, dtypes, gradient
+accumulation and checkpointing, prompt-length limits, the thinking switch."""
+import copy
+import os
+import shutil
+import subprocess
+import sys
+import types
+
+import pytest
+import torch
+
+import rollout
+import sdpo
+from test_grpo import fake_batch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def hub_cache_with_tiny(root, repo="local-org/tiny-llama", commit="0" * 40):
+    """The Hugging Face cache layout for `repo` holding the committed tiny model (what a download leaves)."""
+    base = os.path.join(root, "models--" + repo.replace("/", "--"))
+    snap = os.path.join(base, "snapshots", commit)
+    shutil.copytree(rollout.TINY_DIR, snap)
+    os.makedirs(os.path.join(base, "refs"))
+    with open(os.path.join(base, "refs", "main"), "w") as f:
+        f.write(commit)
+    return repo
+
+
+def test_hub_id_code_path_loads_from_the_cache_offline(tmp_path):
+    repo = hub_cache_with_tiny(str(tmp_path))
+    code = ("import torch, rollout; m, t = rollout.load_model(%r, 'cpu'); "
+            "ids = rollout.sample(m, t, [rollout.encode_chat(t, [{'role': 'user', 'content': 'hi'}])], 2, 5); "
+            "print('ok', type(m).__name__, m.dtype, len(ids))") % repo
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path), HF_HOME=str(tmp_path / "home"),
+               PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-1500:]
+    assert "ok LlamaForCausalLM torch.float32 2" in out.stdout
+
+
+def test_dtype_names():
+    assert rollout.resolve_dtype("auto", "cpu") == torch.float32
+    assert rollout.resolve_dtype("auto", "cuda") == torch.bfloat16
+    assert rollout.resolve_dtype("fp16", "cpu") == torch.float16
+    model, _ = rollout.load_model("tiny", "cpu", "bf16")
+    assert model.dtype == torch.bfloat16
+
+
+def sdpo_grads(model, tok, batch, micro_batch=0, grad_checkpointing=False):
+    m = copy.deepcopy(model)
+    if grad_checkpointing:
+        getattr(m, "activation_checkpointing_enable", m.gradient_checkpointing_enable)()
+        m.train()
+    teacher = sdpo.init_teacher(model)
+    opt = torch.optim.SGD(m.parameters(), lr=0.0)
+    args = types.SimpleNamespace(cot=False, micro_batch=micro_batch, beta=0.5, topk=None, max_grad_norm=1e9,
+                                 alpha=0.0, refresh_every=0, gamma=1.0)
+    sdpo.sdpo_update(m, teacher, opt, batch, args, tok, 1)
+    return torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])
+
+
+def test_sdpo_gradient_accumulation_equals_the_full_batch(tiny):
+    model, tok = tiny
+    batch = fake_batch(tok)
+    full = sdpo_grads(model, tok, batch)
+    assert full.abs().max().item() > 0
+    for size in (1, 3):
+        assert (sdpo_grads(model, tok, batch, micro_batch=size) - full).abs().max().item() < 1e-6
+
+
+def test_gradient_checkpointing_gives_the_same_gradient(tiny):
+    model, tok = tiny
+    batch = fake_batch(tok)
+    full = sdpo_grads(model, tok, batch)
+    assert (sdpo_grads(model, tok, batch, grad_checkpointing=True) - full).abs().max().item() < 1e-5
+
+
+def test_max_prompt_len_drops_long_prompts(tiny, capsys):
+    _, tok = tiny
+    recs = [{"prompt": "short", "kind": "math", "answer": "1"}, {"prompt": "x" * 300, "kind": "math", "answer": "1"}]
+    assert rollout.drop_long_prompts(tok, recs, 0) == recs
+    assert rollout.drop_long_prompts(tok, recs, 64, "prompts") == recs[:1]
+    assert "dropped 1 of 2 prompts" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="every prompt"):
+        rollout.drop_long_prompts(tok, recs, 3)
+
+
+def test_enable_thinking_reaches_templates_that_take_it(tiny):
+    """A Qwen3-style template switches on enable_thinking; the run-wide setting is used by default."""
+    _, tok = tiny
+    tok = copy.deepcopy(tok)
+    tok.chat_template = ("{% for m in messages %}{{ m['content'] }}{% endfor %}"
+                         "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}")
+    msgs = [{"role": "user", "content": "q"}]
+    plain = tok.decode(rollout.encode_chat(tok, msgs))
+    assert plain == "q"
+    assert tok.decode(rollout.encode_chat(tok, msgs, enable_thinking=False)) == "q<think></think>"
+    try:
+        rollout.configure_run(types.SimpleNamespace(enable_thinking=False))
+        assert tok.decode(rollout.encode_chat(tok, msgs)) == "q<think></think>"
+    finally:
+        rollout.configure_run(types.SimpleNamespace(enable_thinking=None))
