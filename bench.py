@@ -149,6 +149,20 @@ def bench_fixed(model, tok, device, args):
     # ≈ 6 · parameters · tokens: forward 2·P per token, backward 4·P per token
     out["grpo_update_flops"] = 6 * n_params * out["update_tokens"] / t
 
+    # where the GRPO update's time goes: one profiled update, the share spent in matrix multiplies
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        grpo.grpo_update(m, opt, batch, margs, None, tok.pad_token_id)
+    ops = prof.key_averages()
+    self_time = {e.key: e.self_cpu_time_total for e in ops} if device.type == "cpu" else \
+        {e.key: e.self_device_time_total for e in ops}
+    total = sum(self_time.values())
+    share = {k: v / total for k, v in sorted(self_time.items(), key=lambda kv: -kv[1])[:6]}
+    out["grpo_update_top_ops"] = share
+    out["grpo_update_matmul_share"] = sum(v for k, v in self_time.items()
+                                          if k in ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul")) / total
+
     # SDPO update on the same batch; the teacher's forward timed by wrapping sdpo.teacher_logprobs
     m = copy.deepcopy(model)
     opt = torch.optim.AdamW(m.parameters(), lr=margs.lr)
@@ -202,6 +216,8 @@ def bench_fixed(model, tok, device, args):
     out["grpo_flops_fraction"] = out["grpo_update_flops"] / out["matmul_flops_square"]
     # the same rate counting the padded slots the kernels really compute
     out["grpo_update_flops_padded"] = 6 * n_params * out["update_tokens_padded"] / out["grpo_update_s"]
+    # the matmuls' own rate inside the update: the same FLOPs over the time the profiler puts in them
+    out["grpo_update_matmul_flops"] = out["grpo_update_flops_padded"] / max(1e-9, out["grpo_update_matmul_share"])
     out.update(peak_memory_mib(device))
     return out
 
@@ -251,6 +267,17 @@ def linearity(rows):
     return [(r["step_s"] / t0) / (r["tokens"] / n0) for r in rows]
 
 
+def affine_fit(rows):
+    """Least squares step_s ≈ a + b·tokens: (a = fixed seconds per step, b = seconds per token, the
+    largest relative residual). Linear cost with a fixed part shows up as a small residual."""
+    n = [r["tokens"] for r in rows]
+    t = [r["step_s"] for r in rows]
+    mn, mt = sum(n) / len(n), sum(t) / len(t)
+    b = sum((x - mn) * (y - mt) for x, y in zip(n, t)) / sum((x - mn) ** 2 for x in n)
+    a = mt - b * mn
+    return {"fixed_s": a, "per_token_s": b, "max_rel_residual": max(abs(y - (a + b * x)) / y for x, y in zip(n, t))}
+
+
 def bench_sweep(model, tok, device, args):
     records = tasks.builtin_split("math", "train", 8, seed=args.seed)
     out = {"group_size": [], "length": [], "width": []}
@@ -274,6 +301,7 @@ def bench_sweep(model, tok, device, args):
     for key in ("group_size", "length"):
         for row, lin in zip(out[key], linearity(out[key])):
             row["vs_linear"] = lin
+        out[key + "_fit"] = affine_fit(out[key])
     return out
 
 
@@ -308,6 +336,10 @@ def report(res):
                  ("GRPO update / dense matmul", f"{100 * f['grpo_flops_fraction']:.1f}%"),
                  ("tokens in the update: real / computed with padding", f"{f['update_tokens']} / {f['update_tokens_padded']}"),
                  ("GRPO update GFLOP/s counting padded slots", f"{f['grpo_update_flops_padded'] / g:.1f}"),
+                 ("share of the GRPO update's time in matmuls (profiler)", f"{100 * f['grpo_update_matmul_share']:.0f}%"),
+                 ("matmul GFLOP/s inside the update (padded FLOPs / matmul time)", f"{f['grpo_update_matmul_flops'] / g:.1f}"),
+                 ("top ops of the GRPO update (self time)", ", ".join(f"{k.replace('aten::', '')} {100 * v:.0f}%"
+                                                                    for k, v in f["grpo_update_top_ops"].items())),
                  ("peak resident memory MiB", f"{f['rss_peak_mib']:.0f}"),
              ] + ([("peak CUDA memory MiB", f"{f['cuda_peak_mib']:.0f}")] if "cuda_peak_mib" in f else []))]
     if "sweep" in res:
@@ -319,6 +351,10 @@ def report(res):
             for r in s[key]:
                 lines.append(f"| {key} | {r[key]} | {r['tokens']} | {r['rollout_s']:.3f} | {r['update_s']:.3f} | "
                              f"{r['step_s']:.3f} | {r['vs_linear']:.2f} |")
+        for key in ("group_size", "length"):
+            fit = s[key + "_fit"]
+            lines.append(f"| {key}: fit a + b·tokens | a = {fit['fixed_s']:.3f} s | b = {1e6 * fit['per_token_s']:.0f} µs/token | "
+                         f"| | max residual {100 * fit['max_rel_residual']:.0f}% | |")
         for r in s["width"]:
             lines.append(f"| width | {r['width']} ({r['parameters'] / 1e6:.2f}M) | {r['tokens']} | {r['rollout_s']:.3f} | "
                          f"{r['update_s']:.3f} | {r['step_s']:.3f} | — |")
@@ -338,7 +374,7 @@ def main(argv=None):
     ap.add_argument("--eval-k", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=5, help="timed runs after one warm-up; medians are reported")
     ap.add_argument("--sweep", action="store_true", help="also the scaling sweeps (group size, length, width)")
-    ap.add_argument("--sweep-repeat", type=int, default=3)
+    ap.add_argument("--sweep-repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="bench.json", help="JSON output")
     args = ap.parse_args(argv)

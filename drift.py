@@ -333,8 +333,8 @@ def drift_table(drift_rows, stages):
             f"| {f(pb['angle_max'], '.1f')} | {f(pb['iou_mean'] and 100 * pb['iou_mean'], '.1f')} "
             f"| {f(pb['in_mask_mean'] and 100 * pb['in_mask_mean'], '.1f')} | {f(pp['nss_mean'], '.4f')} "
             f"| {f(rb['mean'], '.3f')} / {f(rb['p5'], '.3f')} | {f(rp['mean'], '.3f')} "
-            f"| {f(d['kl_to_base_mean'], '.2f')} | {100 * col['share']:.1f}"
-            + (f" (`{top}`)" if top else "") + " |")
+            f"| {f(d['kl_to_base_mean'], '.2f')} | {100 * col['share']:.2f}"
+            + (f" ({col['patterns'][top]}× `{top}`)" if top else "") + " |")
     return "\n".join(lines)
 
 

@@ -149,8 +149,11 @@ def main(argv=None):
             ap.error(f"{flag} must be >= 1, got {v}")
     try:
         names = resolve_benchmarks(args.benchmarks)
-    except ValueError as e:
-        ap.error(str(e))
+        for n in names:   # files and hub datasets are read once up front: a bad one stops here, in one line
+            if n not in tasks.GENERATORS:
+                tasks.task_records(n)
+    except Exception as e:
+        ap.error(tasks.one_line(e))
     device = init_distributed(args.device)   # torchrun: the prompts are shared out, the results gathered
     if args.model != "tiny" and not os.path.isdir(args.model) and os.path.sep in args.model:
         ap.error(f"--model: no such directory '{args.model}'")

@@ -1,7 +1,7 @@
 """tiny.py — the built-in tiny base model: a character tokenizer and a ~1.3M-parameter Llama,
 supervised-pretrained on the built-in world, committed in Hugging Face format under tiny_model/.
 
-    python tiny.py            # rebuilds tiny_model/ deterministically (seed 0), ~7 min on 2 CPU cores
+    python tiny.py            # rebuilds tiny_model/ deterministically (seed 0), ~10 min on 2 CPU cores
 
 Why it is built this way
 ------------------------

@@ -61,3 +61,13 @@ def test_bad_data_files_name_file_and_line(tmp_path):
             assert out.returncode == 2 and message in out.stderr, (script, out.stderr)
             assert "Traceback" not in out.stderr
             assert os.listdir(work) == []
+
+
+def test_unreachable_hub_dataset_is_one_line(tmp_path):
+    """No network (offline mode): a hub task stops the run before any work, in one line."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "grpo.py"), "--task", "hf:math500"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))
+    assert out.returncode == 2 and "--task:" in out.stderr and "MATH-500" in out.stderr, out.stderr[-800:]
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "runs").exists()       # nothing written
