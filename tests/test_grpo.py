@@ -134,7 +134,8 @@ def test_micro_batches_give_the_full_batch_gradient(tiny, mode):
     full = grads_after_update(model, tok, batch, loss_agg=mode)
     for size in (1, 3):
         micro = grads_after_update(model, tok, batch, loss_agg=mode, micro_batch=size)
-        assert (micro - full).abs().max().item() < 1e-6
+        # equal up to float32 summation order (a wrong normalisation would be off by O(1) relative)
+        assert (micro - full).abs().max().item() <= 1e-4 * full.abs().max().item()
     assert full.abs().max().item() > 0
 
 
