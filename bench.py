@@ -68,13 +68,9 @@ def matmul_flops(device, m, k, n, repeat=5, dtype=torch.float32):
 
 def machine():
     cpu = platform.processor() or "unknown"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:   # no /proc on macOS or Windows: keep platform.processor()'s answer
-        pass
+    if os.path.exists("/proc/cpuinfo"):   # Linux names the model there; elsewhere platform.processor()
+        names = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")]
+        cpu = names[0] if names else cpu
     return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             "torch_threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}

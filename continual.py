@@ -293,6 +293,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
         kl_records = {b: evaluate.benchmark_records(b, args.eval_n, args.seed, tok, args.max_prompt_len)
                       for b in benchmarks}
         base_resp = drift.load_responses(run_dir, "base")
+        embed_cache = {}   # response embeddings, kept across stages (the base's are reused every stage)
     for method, alpha, run_name in configs:
         done = progress.setdefault(run_name, {"stages": []})["stages"]
         if len(done) == len(stages):
@@ -336,7 +337,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
                 t1 = time.time()
                 prev_resp = drift.load_responses(run_dir, f"{run_name}-stage{k}") if k > 0 else None
                 stage_drift = drift.stage_drift(model, base_model, prev_state, resp, base_resp, prev_resp, embedder,
-                                                embed_tok, tok, kl_records, args)
+                                                embed_tok, tok, kl_records, args, embed_cache)
                 print(f"{run_name} stage {k + 1} drift: NSS vs base {stage_drift['params_vs_base']['all']['nss_mean']:.4f}, "
                       f"response cos vs base {stage_drift['responses_vs_base']['mean']:.3f}, "
                       f"KL to base {stage_drift['kl_to_base_mean']:.2f} nats ({time.time() - t1:.0f}s)")

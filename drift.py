@@ -182,14 +182,24 @@ def quantile(values, p):
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
-def response_drift(embedder, tok, texts_a, texts_b):
+def embed_cached(embedder, tok, texts, cache):
+    """embed_texts, remembered per list of texts (the base samples are compared at every stage)."""
+    if cache is None:
+        return embed_texts(embedder, tok, texts)
+    key = tuple(texts)   # the texts themselves: an exact key
+    if key not in cache:
+        cache[key] = embed_texts(embedder, tok, texts)
+    return cache[key]
+
+
+def response_drift(embedder, tok, texts_a, texts_b, cache=None):
     """(A7) cos(e(y_a), e(y_b)) for responses to the same prompts (paired by index):
-    {'mean', 'p5', 'p25', 'p50', 'n'}."""
+    {'mean', 'p5', 'p25', 'p50', 'n'}. cache: optional dict that keeps embeddings between calls."""
     if len(texts_a) != len(texts_b):
         raise ValueError(f"response drift needs paired responses, got {len(texts_a)} and {len(texts_b)}")
     if not texts_a:
         return {"mean": None, "p5": None, "p25": None, "p50": None, "n": 0}
-    ea, eb = embed_texts(embedder, tok, texts_a), embed_texts(embedder, tok, texts_b)
+    ea, eb = embed_cached(embedder, tok, texts_a, cache), embed_cached(embedder, tok, texts_b, cache)
     # (A7) cosine similarity of the embeddings, one per pair
     cos = torch.nn.functional.cosine_similarity(ea, eb, dim=-1).tolist()
     return {"mean": sum(cos) / len(cos), "p5": quantile(cos, 0.05), "p25": quantile(cos, 0.25),
@@ -264,7 +274,7 @@ def collapse(texts, hit_limit):
 # One stage, as continual.py and the CLI use it
 # ----------------------------------------------------------------------------------------------
 def stage_drift(model, base, prev_state, responses, base_responses, prev_responses, embedder, embed_tok,
-                tok, kl_records, args):
+                tok, kl_records, args, embed_cache=None):
     """Every drift figure of one trained model θ_k.
 
     base: θ_0 (a model); prev_state: θ_{k−1}'s 2-D matrices (None for k = 1: then "vs previous" = vs base).
@@ -278,9 +288,12 @@ def stage_drift(model, base, prev_state, responses, base_responses, prev_respons
                                              args.rank_frac, args.mask_q, device)}
     names = list(responses)
     texts = [t for b in names for t in responses[b]["texts"]]
-    out["responses_vs_base"] = response_drift(embedder, embed_tok, [t for b in names for t in base_responses[b]["texts"]], texts)
+    cache = {} if embed_cache is None else embed_cache   # this stage's samples are embedded once, the base's once per run
+    out["responses_vs_base"] = response_drift(embedder, embed_tok, [t for b in names for t in base_responses[b]["texts"]],
+                                              texts, cache)
     prev = prev_responses if prev_responses is not None else base_responses
-    out["responses_vs_prev"] = response_drift(embedder, embed_tok, [t for b in names for t in prev[b]["texts"]], texts)
+    out["responses_vs_prev"] = response_drift(embedder, embed_tok, [t for b in names for t in prev[b]["texts"]], texts,
+                                              cache)
     out["kl_to_base"] = {b: kl_to_base(model, base, tok, recs, args.kl_samples, args.max_new_tokens, args.seed)
                          for b, recs in kl_records.items()}
     out["kl_to_base_mean"] = sum(v["kl"] for v in out["kl_to_base"].values()) / max(1, len(out["kl_to_base"]))
@@ -363,7 +376,7 @@ def main(argv=None):
     kl_records = {b: evaluate.benchmark_records(b, config["eval_n"], config["seed"], tok, config.get("max_prompt_len", 0))
                   for b in benchmarks}
     base_resp = load_responses(args.run_dir, "base")
-    out = {}
+    out, embed_cache = {}, {}
     for run_name, run in progress.items():
         if run_name == "base":
             continue
@@ -372,7 +385,7 @@ def main(argv=None):
             model, _ = load_model(st["checkpoint"], device, config.get("dtype"))
             resp = load_responses(args.run_dir, f"{run_name}-stage{k + 1}")
             rows.append(stage_drift(model, base, prev_state, resp, base_resp, prev_resp, embedder, etok, tok,
-                                    kl_records, args))
+                                    kl_records, args, embed_cache))
             prev_state, prev_resp = matrices(model), resp
             print(f"{run_name} stage {k + 1}: NSS {rows[-1]['params_vs_base']['all']['nss_mean']:.4f}, "
                   f"KL to base {rows[-1]['kl_to_base_mean']:.2f}", file=sys.stderr)

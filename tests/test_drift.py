@@ -198,3 +198,12 @@ def test_matrices_are_a_copy_not_a_view(tiny):
         m.model.embed_tokens.weight.add_(1.0)
     assert not torch.equal(snap["model.embed_tokens.weight"], m.model.embed_tokens.weight)
     assert "lm_head.weight" not in snap        # tied to the embeddings: counted once
+
+
+def test_response_drift_cache_gives_the_same_numbers(tiny):
+    model, tok = tiny
+    a, b = ["\\boxed{1}", "<answer>A</answer>"], ["\\boxed{2}", "Action: add"]
+    cache = {}
+    first = drift.response_drift(model, tok, a, b, cache)
+    assert len(cache) == 2
+    assert drift.response_drift(model, tok, a, b, cache) == first == drift.response_drift(model, tok, a, b)
