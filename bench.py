@@ -31,7 +31,10 @@ import evaluate
 import grpo
 import sdpo
 import tasks
-from rollout import add_common_args, chat_messages, collect, encode_chat, load_model, setup_torch
+import tiny
+from infra import setup_torch
+from rollout import (add_common_args, chat_messages, collect, encode_chat, left_pad, load_model, micro_batches,
+                     round_up)
 
 
 def sync(device):
@@ -99,7 +102,6 @@ def update_tokens(batch):
 
 def padded_tokens(batch, micro_batch):
     """Token slots the forwards actually compute: per micro-batch, rows × (padded prompt + padded response)."""
-    from rollout import micro_batches, round_up
     lengths = [len(r) for r in batch["response_ids"]]
     total = 0
     for idx in micro_batches(lengths, micro_batch):
@@ -177,6 +179,7 @@ def bench_fixed(model, tok, device, args):
     def sdpo_step(i):
         spent.append(None)   # marks the start of run i
         sdpo.sdpo_update(m, teacher, opt, batch, margs, tok, i + 1)
+        sdpo.teacher_after_step(teacher, m, i + 1, margs.alpha)   # (T1) as train.run_steps does after it
     sdpo.teacher_logprobs = timed_teacher
     try:
         t, times = median_time(sdpo_step, args.repeat, device)
@@ -224,7 +227,6 @@ def bench_fixed(model, tok, device, args):
 @torch.no_grad()
 def forced_batch(model, tok, records, group_size, length, seed):
     """A batch of responses of exactly `length` tokens (EOS suppressed until then), random 0/1 rewards."""
-    from rollout import left_pad
     device = next(model.parameters()).device
     torch.manual_seed(seed)
     prompt_ids = [encode_chat(tok, chat_messages(r)) for r in records]
@@ -282,7 +284,6 @@ def bench_sweep(model, tok, device, args):
     for L in (16, 32, 64, 128):
         out["length"].append({"length": L, **step_time(model, tok, records, 8, L, device, args.sweep_repeat)})
     if args.model == "tiny":   # width: fresh tiny models at half, the same and double width
-        import tiny
         for h in (96, 192, 384):
             m = tiny.build_model(tok, 0)
             cfg = m.config

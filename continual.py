@@ -17,6 +17,7 @@ stage, results.json, report.md (and PNG plots when matplotlib is importable). Re
 command resumes after the last completed stage and ends with the same results.json.
 """
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -30,8 +31,10 @@ import evaluate
 import grpo
 import sdpo
 import tasks
-from rollout import (Interrupted, NonFiniteError, add_common_args, append_jsonl, barrier, drop_long_prompts,
-                     init_distributed, is_main, load_model, save_checkpoint, validate_common_args)
+import train
+from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, init_distributed, is_main,
+                   save_checkpoint)
+from rollout import add_common_args, drop_long_prompts, load_model, validate_common_args
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
 
@@ -100,13 +103,7 @@ def run_configs(args):
     return configs
 
 
-def atomic_json(path, obj):
-    if not is_main():   # data parallel: only rank 0 writes
-        return
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
+METHODS = {"grpo": grpo.make_grpo, "sdpo": sdpo.make_sdpo}   # name -> make_method(model, tok, opt, args)
 
 
 def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, run_name, partial_dir, resume=None):
@@ -115,20 +112,18 @@ def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, ru
     resume: the state a Ctrl-C saved in `partial_dir` (optimizer, teacher, step, rows so far); the
     stage then continues from that step boundary and ends exactly as an uninterrupted stage would.
     """
-    import copy
     stage_args = copy.copy(args)
     stage_args.alpha = alpha
     stage_args.seed = args.seed * 1000 + stage_idx  # a different prompt order per stage, same across methods
-    records = drop_long_prompts(tok, grpo.train_records(domain, seed=args.seed), args.max_prompt_len,
+    records = drop_long_prompts(tok, train.train_records(domain, seed=args.seed), args.max_prompt_len,
                                 f"{domain} training prompts")
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    update = grpo.make_update_fn(method, model, tok, opt, stage_args)  # sdpo: (T3) teacher = copy of θ_{k−1}
+    steps = METHODS[method](model, tok, opt, stage_args)  # sdpo: (T3) teacher = copy of θ_{k−1}
     curve, rows, start = [], [], 0
     if resume:
         opt.load_state_dict(torch.load(os.path.join(partial_dir, "optimizer.pt")))
-        if hasattr(update, "teacher"):
-            update.teacher.load_state_dict(torch.load(os.path.join(partial_dir, "teacher.pt")))
-            update.state["step"] = resume["step"]
+        if steps["teacher"] is not None:
+            steps["teacher"].load_state_dict(torch.load(os.path.join(partial_dir, "teacher.pt")))
         curve, rows, start = resume["curve"], resume["rows"], resume["step"]
     curve_test = evaluate.benchmark_records(domain, args.curve_n, args.seed) if args.curve_every > 0 else []
 
@@ -142,14 +137,14 @@ def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, ru
             append_jsonl(log_path, row)
 
     try:
-        grpo.run_steps(model, tok, records, stage_args, update, None, desc=f"{run_name} {stage_idx + 1}:{domain}",
-                       start_step=start, on_step=on_step)
+        train.run_steps(model, tok, records, stage_args, steps, None, desc=f"{run_name} {stage_idx + 1}:{domain}",
+                        start_step=start, on_step=on_step)
     except Interrupted as e:  # Ctrl-C at a step boundary: save everything needed to continue exactly
         extra = {"optimizer.pt": opt.state_dict(),
                  "partial.pt": {"run": run_name, "stage": stage_idx, "step": e.completed_steps,
                                 "rows": rows, "curve": curve}}
-        if hasattr(update, "teacher"):
-            extra["teacher.pt"] = update.teacher.state_dict()
+        if steps["teacher"] is not None:
+            extra["teacher.pt"] = steps["teacher"].state_dict()
         if is_main():
             save_checkpoint(model, tok, partial_dir, extra)
         raise
@@ -173,11 +168,8 @@ def main(argv=None):
     add_common_args(ap)
     drift.add_drift_args(ap)
     grpo.add_grpo_args(ap)
-    sdpo.add_sdpo_args(ap)
-    ap.set_defaults(steps=40, eval_n=32, alpha="0.05")
-    for a in ap._actions:  # --alpha takes a comma list here (the EMA sweep)
-        if a.dest == "alpha":
-            a.type, a.help = str, "teacher EMA rate α (T1), or a comma list for a sweep (0 = frozen)"
+    sdpo.add_sdpo_args(ap, sweep=True)   # here --alpha may be a comma list (the EMA sweep)
+    ap.set_defaults(steps=40, eval_n=32)
     args = ap.parse_args(argv)
 
     # ---- validate everything before any work starts ----
@@ -310,7 +302,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
             print(f"{run_name}: resuming stage {len(done) + 1} after step {resume['step']}")
         elif done:
             print(f"{run_name}: resuming after stage {len(done)} ({done[-1]['domain']})")
-        for k in range(len(done), len(stages)):
+        for k in range(len(done), len(stages)):   # (C1) θ_k = train(method, θ_{k−1}, D_k), in order
             domain = stages[k]
             kept_steps = resume["step"] if resume else 0
             if is_main() and os.path.exists(log_path):  # drop log lines of work that was lost (after the last saved state)
@@ -329,6 +321,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
             resume = None
             train_s = time.time() - t0
             deg, resp = {}, {}
+            # (C2) acc[stage][benchmark]: every training domain's test set and every OOD benchmark
             acc = evaluate.evaluate(model, tok, benchmarks, degenerate=deg, responses=resp, **ev)
             if is_main():
                 drift.save_responses(run_dir, f"{run_name}-stage{k + 1}", resp)

@@ -25,6 +25,11 @@ import sys
 
 import torch
 
+import evaluate
+from evaluate import collapse
+from infra import setup_torch
+from rollout import chat_messages, encode_chat, load_model, response_logits, sample, token_logprobs
+
 RANK_FRAC, MASK_Q = 0.1, 0.1
 
 
@@ -218,7 +223,6 @@ def kl_to_base(model, base, tok, records, samples=2, max_new_tokens=64, seed=0):
     Returns {'kl', 'stderr', 'n'} in nats per response (responses cut at max_new_tokens, so it is
     the KL of the length-limited policies). The sampling RNG is forked: training is not disturbed.
     """
-    from rollout import chat_messages, encode_chat, response_logits, sample, token_logprobs
     prompts = [encode_chat(tok, chat_messages(r)) for r in records]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -237,37 +241,6 @@ def kl_to_base(model, base, tok, records, samples=2, max_new_tokens=64, seed=0):
     mean = sum(diffs) / n
     var = sum((d - mean) ** 2 for d in diffs) / max(1, n - 1)
     return {"kl": mean, "stderr": math.sqrt(var / n), "n": n}
-
-
-# ----------------------------------------------------------------------------------------------
-# Collapse (A8)
-# ----------------------------------------------------------------------------------------------
-def repeated_pattern(text, min_repeats=4, max_period=12):
-    """The short pattern that the end of `text` repeats at least `min_repeats` times, else None.
-
-    Example: '...\\boxed\\boxed\\boxed\\boxed' -> '\\boxed'.
-    """
-    for period in range(1, max_period + 1):
-        tail = text[-period * min_repeats:]
-        if len(tail) == period * min_repeats and tail == tail[:period] * min_repeats:
-            return tail[:period]
-    return None
-
-
-def is_degenerate(text, hit_length_limit):
-    """(A8) A collapsed response: it runs to the length limit repeating one short pattern."""
-    return hit_length_limit and repeated_pattern(text) is not None
-
-
-def collapse(texts, hit_limit):
-    """(A8) {'share': fraction of degenerate responses, 'patterns': {pattern: count}, most common first}."""
-    counts = {}
-    for text, hit in zip(texts, hit_limit):
-        if is_degenerate(text, hit):
-            pat = repeated_pattern(text)
-            counts[pat] = counts.get(pat, 0) + 1
-    return {"share": sum(counts.values()) / max(1, len(texts)),
-            "patterns": dict(sorted(counts.items(), key=lambda kv: -kv[1]))}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -366,8 +339,6 @@ def main(argv=None):
     if not os.path.isfile(cfg_path) or not os.path.isfile(prog_path):
         ap.error(f"{args.run_dir} is not a continual.py run directory (no config.json / progress.json)")
     config, progress = json.load(open(cfg_path)), json.load(open(prog_path))
-    import evaluate
-    from rollout import load_model, setup_torch
     device = setup_torch(args.device)
     args.max_new_tokens, args.seed = config["max_new_tokens"], config["seed"]
     base, tok = load_model(config["model"], device, config.get("dtype"))

@@ -20,10 +20,12 @@ import time
 
 import torch
 
+from tqdm import tqdm
+
 import tasks
-from drift import collapse
-from rollout import (chat_messages, configure_run, decode, drop_long_prompts, encode_chat, gather_lists,
-                     init_distributed, is_main, load_model, my_share, sample)
+from infra import gather_lists, init_distributed, is_main, my_share
+from rollout import (chat_messages, configure_run, decode, drop_long_prompts, encode_chat, fill_reprompt, load_model,
+                     sample)
 
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
 
@@ -73,6 +75,7 @@ def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPE
     scores = tasks.grade_many([records[i] for i in mine for _ in range(k)], responses)
     hit_limit = [len(i) >= max_new_tokens for i in ids]
     responses, scores, hit_limit = gather_lists(responses), gather_lists(scores), gather_lists(hit_limit)
+    # (C3) the mean correctness of each prompt's k samples, then the mean over prompts
     per_prompt = [sum(scores[i * k:(i + 1) * k]) / k for i in range(len(records))]
     return sum(per_prompt) / max(1, len(per_prompt)), per_prompt, responses, scores, hit_limit
 
@@ -80,7 +83,6 @@ def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPE
 @torch.no_grad()
 def teacher_check(model, tok, records, k=8, max_new_tokens=64):
     """Success without vs with a correct demonstration (a successful own sample) in the prompt."""
-    from sdpo import fill_reprompt
     _, per_prompt, responses, scores, _ = acc_at_k(model, tok, records, k, max_new_tokens)
     shown, reprompts, before = [], [], []
     for i, rec in enumerate(records):
@@ -94,6 +96,37 @@ def teacher_check(model, tok, records, k=8, max_new_tokens=64):
     with_demo, _, _, _, _ = acc_at_k(model, tok, shown, k, max_new_tokens, prompts=reprompts)
     return {"prompts_with_demo": len(shown), "prompts": len(records),
             "without_demo": sum(before) / len(before), "with_demo": with_demo}
+
+
+# ----------------------------------------------------------------------------------------------
+# Collapse (A8): measured on every evaluation's samples; drift.py reports it per stage
+# ----------------------------------------------------------------------------------------------
+def repeated_pattern(text, min_repeats=4, max_period=12):
+    """The short pattern that the end of `text` repeats at least `min_repeats` times, else None.
+
+    Example: '...\\boxed\\boxed\\boxed\\boxed' -> '\\boxed'.
+    """
+    for period in range(1, max_period + 1):
+        tail = text[-period * min_repeats:]
+        if len(tail) == period * min_repeats and tail == tail[:period] * min_repeats:
+            return tail[:period]
+    return None
+
+
+def is_degenerate(text, hit_length_limit):
+    """(A8) A collapsed response: it runs to the length limit repeating one short pattern."""
+    return hit_length_limit and repeated_pattern(text) is not None
+
+
+def collapse(texts, hit_limit):
+    """(A8) {'share': fraction of degenerate responses, 'patterns': {pattern: count}, most common first}."""
+    counts = {}
+    for text, hit in zip(texts, hit_limit):
+        if is_degenerate(text, hit):   # (A8) repeats one short pattern up to the length limit
+            pat = repeated_pattern(text)
+            counts[pat] = counts.get(pat, 0) + 1
+    return {"share": sum(counts.values()) / max(1, len(texts)),
+            "patterns": dict(sorted(counts.items(), key=lambda kv: -kv[1]))}
 
 
 def markdown_table(headers, rows):
@@ -114,7 +147,6 @@ def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=T
     degenerate: optional dict filled with each benchmark's share of collapsed responses (A8);
     responses: optional dict filled with {'texts': [N*k], 'hit_limit': [N*k]} per benchmark (for drift.py).
     """
-    from tqdm import tqdm
     out = {}
     for name in tqdm(names, desc="evaluate", disable=not progress or not is_main(), leave=False):
         torch.manual_seed(seed)

@@ -28,6 +28,10 @@ import itertools
 import math
 import random
 
+import torch
+
+from sdpo import generalized_jsd
+
 VOCAB = ("a", "b", "#")
 LENGTH = 3
 DEMO = (2, 2, 0)   # the demonstration "##a": successful, with the artifact in its reasoning
@@ -170,8 +174,6 @@ def sdpo_population_minimiser(teacher_kernels, beta=0.5, steps=3000, lr=0.05, se
     Every term is ≥ 0 and vanishes at B(·|h) = T(·|h), so the minimiser is the teacher kernel.
     Uses the same generalized_jsd that sdpo.py trains with. Returns the learned kernels.
     """
-    import torch
-    from sdpo import generalized_jsd
     torch.manual_seed(seed)
     prefixes = list(teacher_kernels)
     V = len(teacher_kernels[()])

@@ -1,4 +1,4 @@
-"""rollout.py — the one tiny rollout loop that grpo.py, sdpo.py and evaluate.py share.
+"""rollout.py — sample a group, score its tokens: what grpo.py, sdpo.py, evaluate.py and train.py share.
 
     records --chat template--> prompt ids --left pad--> HF generate (G samples each)
             --cut at first EOS (EOS kept)--> response ids --one forward--> per-token log-probs
@@ -14,30 +14,19 @@ of lengths 3 and 1, `_` = pad):
     logits at columns P-1 .. P+T-2 predict the response tokens at columns P .. P+T-1 (the shift).
 """
 import os
+import re
 
 import torch
 
+import tasks
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY_DIR = os.path.join(HERE, "tiny_model")
-_THREADS_SET = False
 PAD_MULTIPLE = 16  # pad lengths up to a multiple of this: CPU kernels are slow on every *new* shape
 
 
 def round_up(n, m=PAD_MULTIPLE):
     return max(m, -(-n // m) * m)
-
-
-def setup_torch(device="auto"):
-    """Pick the device (CUDA when present for 'auto') and set torch's CPU threads once, to the cores."""
-    global _THREADS_SET
-    if not _THREADS_SET:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        # torchrun on CPU: the cores are shared by the ranks of this machine
-        torch.set_num_threads(max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
-        _THREADS_SET = True
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(device)
 
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -92,6 +81,37 @@ def encode_chat(tok, messages, enable_thinking=None):
     return tok(text, add_special_tokens=False)["input_ids"]
 
 
+# ----------------------------------------------------------------------------------------------
+# The teacher's prompt text (SDPO, S1 and S6). It lives here, beside the student's chat prompt,
+# because evaluate.py's teacher check builds it too; sdpo.py chooses *which* demonstration to show.
+# ----------------------------------------------------------------------------------------------
+# (S1) the release's reprompt templates. Filled by concatenation, in one pass, so braces survive.
+SOLUTION_TEMPLATE = "\nCorrect solution:\n\n{successful_previous_attempt}"
+REPROMPT_TEMPLATE = "{prompt}{solution}{feedback}\n\nCorrectly solve the original question."
+THINK_SPAN = re.compile(r"<think>.*?</think>\s*", flags=re.S)
+
+
+def strip_think(text):
+    """(S6) Remove <think>…</think> spans from a demonstration (SDPO); SDPO-CoT keeps them."""
+    # (S6) matched <think>…</think> spans
+    return THINK_SPAN.sub("", text).strip()
+
+
+def fill_reprompt(prompt, demonstration, feedback=""):
+    """(S1) reprompt = prompt + "\\nCorrect solution:\\n\\n" + demo + feedback + "\\n\\nCorrectly solve the original question."
+
+    A single pass over each template: a '{' or '}' inside the prompt or the demonstration is never
+    parsed as a placeholder (str.format on the filled text would break on `\\boxed{68}`).
+    """
+    # (S1) the solution section, then prompt + solution + feedback + the closing instruction
+    solution = SOLUTION_TEMPLATE.replace("{successful_previous_attempt}", demonstration)
+    head, tail = REPROMPT_TEMPLATE.split("{prompt}{solution}{feedback}")
+    return head + prompt + solution + feedback + tail
+
+
+# ----------------------------------------------------------------------------------------------
+# Batches of token ids (layout in the module docstring)
+# ----------------------------------------------------------------------------------------------
 def left_pad(seqs, pad_id, device):
     """List of id lists -> (ids [B, P], attention mask [B, P]) padded on the left."""
     P = round_up(max(len(s) for s in seqs))
@@ -196,53 +216,14 @@ def decode(tok, response_ids):
 
 
 # ----------------------------------------------------------------------------------------------
-# The shared training loop: sample prompts -> collect a group per prompt -> method's update -> log
+# One group per prompt: sample, decode, grade
 # ----------------------------------------------------------------------------------------------
-class NonFiniteError(RuntimeError):
-    """A loss or gradient was NaN/inf: the step was not applied."""
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during training, raised at a step boundary: `completed_steps` steps are fully applied."""
-
-    def __init__(self, completed_steps):
-        super().__init__(completed_steps)
-        self.completed_steps = completed_steps
-
-
-class StepBoundarySigint:
-    """While active, the first Ctrl-C (SIGINT) only sets `requested`; the loop stops at the end of the
-    current step, so a saved state is never half an optimizer step. A second Ctrl-C interrupts at once."""
-
-    def __enter__(self):
-        import signal
-        self.requested = False
-        self._old = signal.getsignal(signal.SIGINT)
-
-        def handler(signum, frame):
-            if self.requested:
-                raise KeyboardInterrupt
-            self.requested = True
-        try:
-            signal.signal(signal.SIGINT, handler)
-        except ValueError:  # not the main thread: leave Ctrl-C as it is
-            self._old = None
-        return self
-
-    def __exit__(self, *exc):
-        import signal
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-        return False
-
-
 def collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, top_p=1.0, enable_thinking=None):
     """Rollouts for one step: G responses per record, graded. Everything is grouped contiguously.
 
     Returns a dict: records [N*G], prompt_ids [N*G] (id lists), response_ids [N*G] (id lists, EOS
     included), texts [N*G], rewards tensor [N*G] (1.0 right, 0.0 wrong), group_size.
     """
-    import tasks
     prompt_ids = [encode_chat(tok, chat_messages(r), enable_thinking) for r in records]
     response_ids = sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p)
     texts = decode(tok, response_ids)
@@ -262,141 +243,6 @@ def micro_batches(lengths, size):
         return []
     size = len(order) if size <= 0 else size
     return [order[i:i + size] for i in range(0, len(order), size)]
-
-
-# ----------------------------------------------------------------------------------------------
-# Data parallelism (torchrun): every rank holds the whole model, samples and grades its own prompts,
-# and the gradients are summed across ranks before the optimizer step, so every rank applies the
-# same update and the weights stay bit-identical. Losses are normalised by *global* counts (tokens,
-# sequences), so the summed gradient is the full-batch gradient. One process = world size 1, and
-# every function below is then a no-op.
-# ----------------------------------------------------------------------------------------------
-def init_distributed(device_arg="auto"):
-    """Join the torchrun process group when WORLD_SIZE > 1 (NCCL on CUDA, gloo on CPU); returns the device."""
-    import torch.distributed as dist
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not dist.is_initialized():
-        use_cuda = device_arg != "cpu" and torch.cuda.is_available()
-        if use_cuda:
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if use_cuda else "gloo")
-    device = setup_torch(device_arg)
-    if world > 1 and device.type == "cuda":
-        device = torch.device("cuda", torch.cuda.current_device())
-    quiet_unless_main()
-    return device
-
-
-def quiet_unless_main():
-    """Non-zero ranks print nothing to stdout (their summaries would repeat rank 0's); errors still show."""
-    import sys
-    if not is_main():
-        sys.stdout = open(os.devnull, "w")
-
-
-def rank_and_world():
-    import torch.distributed as dist
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def is_main():
-    """Only rank 0 writes files and prints summaries."""
-    return rank_and_world()[0] == 0
-
-
-def global_sum(x):
-    """Σ over ranks of a Python number (identity in one process)."""
-    import torch.distributed as dist
-    rank, world = rank_and_world()
-    if world == 1:
-        return x
-    t = torch.tensor([float(x)], dtype=torch.float64)
-    dist.all_reduce(t)
-    return t.item()
-
-
-def sum_gradients(model):
-    """Σ over ranks of every parameter's gradient (a rank without data contributes zeros)."""
-    import torch.distributed as dist
-    if rank_and_world()[1] == 1:
-        return
-    for p in model.parameters():
-        if p.requires_grad:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            dist.all_reduce(p.grad)
-
-
-def gather_lists(local):
-    """Concatenate a Python list from every rank, in rank order (the same result on every rank)."""
-    import torch.distributed as dist
-    if rank_and_world()[1] == 1:
-        return local
-    parts = [None] * rank_and_world()[1]
-    dist.all_gather_object(parts, local)
-    return [x for part in parts for x in part]
-
-
-def my_share(n, rank=None, world=None):
-    """The contiguous range of n items that this rank owns (n divisible by the world size)."""
-    if rank is None:
-        rank, world = rank_and_world()
-    per = -(-n // world)
-    return range(min(n, rank * per), min(n, (rank + 1) * per))
-
-
-def weights_digest(model):
-    """sha1 of every parameter's bytes: equal digests = bit-identical weights."""
-    import hashlib
-    h = hashlib.sha1()
-    for p in model.parameters():
-        h.update(p.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
-def barrier():
-    import torch.distributed as dist
-    if rank_and_world()[1] > 1:
-        dist.barrier()
-
-
-def check_finite(loss, model):
-    """Raise NonFiniteError when the loss or any gradient is NaN/inf (the optimizer step is skipped)."""
-    if not torch.isfinite(loss).all():
-        raise NonFiniteError(f"non-finite loss ({loss.item()})")
-    for name, p in model.named_parameters():
-        if p.grad is not None and not torch.isfinite(p.grad).all():
-            raise NonFiniteError(f"non-finite gradient in {name}")
-
-
-def save_checkpoint(model, tok, out_dir, extra=None):
-    """save_pretrained into a temporary sibling directory, then rename it into place (atomic swap).
-
-    A crash at any moment leaves either the old checkpoint or the new one, never half of one.
-    `extra`: optional {filename: object} saved with torch.save beside the weights (optimizer, RNG...).
-    """
-    import shutil
-    out_dir = out_dir.rstrip("/")
-    tmp, old = out_dir + ".tmp", out_dir + ".old"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    for name, obj in (extra or {}).items():
-        torch.save(obj, os.path.join(tmp, name))
-    if os.path.exists(out_dir):
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(out_dir, old)
-    os.replace(tmp, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def append_jsonl(path, row):
-    """One JSON line per step (flushed, so a killed run keeps every finished step)."""
-    import json
-    with open(path, "a") as f:
-        f.write(json.dumps(row) + "\n")
 
 
 def add_common_args(ap):

@@ -20,34 +20,15 @@ Simplifications, on purpose:
 """
 import argparse
 import copy
-import re
 import sys
 
 import torch
 
-from rollout import (NonFiniteError, chat_messages, check_finite, encode_chat, global_sum, is_main, micro_batches,
-                     response_logits, sum_gradients)
-
-# (S1) the release's reprompt templates. Filled by concatenation, in one pass, so braces survive.
-SOLUTION_TEMPLATE = "\nCorrect solution:\n\n{successful_previous_attempt}"
-REPROMPT_TEMPLATE = "{prompt}{solution}{feedback}\n\nCorrectly solve the original question."
-THINK_SPAN = re.compile(r"<think>.*?</think>\s*", flags=re.S)
-
-
-def strip_think(text):
-    """(S6) Remove <think>…</think> spans from a demonstration (SDPO); SDPO-CoT keeps them."""
-    return THINK_SPAN.sub("", text).strip()
-
-
-def fill_reprompt(prompt, demonstration, feedback=""):
-    """(S1) reprompt = prompt + "\\nCorrect solution:\\n\\n" + demo + feedback + "\\n\\nCorrectly solve the original question."
-
-    A single pass over each template: a '{' or '}' inside the prompt or the demonstration is never
-    parsed as a placeholder (str.format on the filled text would break on `\\boxed{68}`).
-    """
-    solution = SOLUTION_TEMPLATE.replace("{successful_previous_attempt}", demonstration)
-    head, tail = REPROMPT_TEMPLATE.split("{prompt}{solution}{feedback}")
-    return head + prompt + solution + feedback + tail
+import tasks
+import train
+from infra import NonFiniteError, global_sum, is_main, optimizer_step
+from rollout import (add_common_args, chat_messages, encode_chat, fill_reprompt, micro_batches, response_logits,
+                     strip_think, validate_common_args)
 
 
 def build_teacher_prompts(records, texts, rewards, group_size, cot=False):
@@ -85,12 +66,14 @@ def teacher_logprobs(teacher, teacher_prompt_ids, response_ids, pad_id):
     re-tokenised text). rollout.pack left-pads prompts and puts every response at the same
     columns, so teacher and student positions line up on the last |y| tokens by construction.
     """
+    # (S2) the teacher's prompt + the student's own response ids, one forward
     logits, _, _ = response_logits(teacher, teacher_prompt_ids, response_ids, pad_id)  # [b, T, V]
     return torch.log_softmax(logits.float(), dim=-1)
 
 
 def kl_from_logp(p_logp, q_logp):
     """(A1) KL(P‖Q) = Σ_v P(v) (log P(v) − log Q(v)) over the last dimension. [..., V] -> [...]."""
+    # (A1) Σ_v P (log P − log Q)
     return (p_logp.exp() * (p_logp - q_logp)).sum(-1)
 
 
@@ -202,66 +185,74 @@ def teacher_after_step(teacher, student, step, alpha, refresh_every=0, gamma=1.0
 
 
 # ----------------------------------------------------------------------------------------------
-# One SDPO step on a collected batch
+# The SDPO update on one graded batch
 # ----------------------------------------------------------------------------------------------
 def sdpo_update(model, teacher, opt, batch, args, tok, step):
-    """Teacher prompts (S1), teacher scoring (S2), GJSD token-mean loss (S3–S5), step, teacher (T1/T2)."""
+    """Teacher prompts (S1), teacher scoring (S2), GJSD token-mean loss (S3–S5), one optimizer step.
+
+    The teacher schedule (T1/T2) runs after this, in train.run_steps. Returns the step's statistics.
+    """
     B = len(batch["response_ids"])
+    # (S1) the teacher's user turn for each response, and m_i = 1 where a sibling succeeded
     user_texts, m, _ = build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
                                              batch["group_size"], args.cot)
     signal = [i for i in range(B) if m[i] > 0]
     lengths = [len(r) for r in batch["response_ids"]]
     stats = {"reprompt_frac": len(signal) / B, "distilled_token_frac": sum(lengths[i] for i in signal) / max(1, sum(lengths))}
-    n_tok = global_sum(sum(lengths[i] for i in signal))   # (S5) Σ m_i over response tokens, over all ranks
+    # (S5) the denominator Σ_{i,t} m_i over response tokens, over all ranks
+    n_tok = global_sum(sum(lengths[i] for i in signal))
     if n_tok == 0:
         if is_main():
             print(f"warning: step {step}: no response had a successful sibling, so no teacher signal; "
                   f"no update this step", file=sys.stderr)
-        teacher_after_step(teacher, model, step, args.alpha, args.refresh_every, args.gamma)
         return {**stats, "loss": 0.0, "js": 0.0, "entropy": 0.0, "teacher_entropy": 0.0, "skipped": 1}
+
+    def loss_of(idx):
+        return sdpo_micro_batch(model, teacher, batch, idx, user_texts, tok, args, n_tok)
+    # only the responses with a signal are run (none on a rank without signal: zero gradient there)
+    micro = [[signal[j] for j in idx] for idx in micro_batches([lengths[i] for i in signal], args.micro_batch)]
+    loss, parts = optimizer_step(model, opt, micro, loss_of, args.max_grad_norm)
     local_tok = max(1, sum(lengths[i] for i in signal))
-    opt.zero_grad(set_to_none=True)
-    total, ent, t_ent = torch.zeros(()), 0.0, 0.0
-    for idx in micro_batches([lengths[i] for i in signal], args.micro_batch):  # (none on a rank without signal)
-        idx = [signal[j] for j in idx]
-        responses = [batch["response_ids"][i] for i in idx]
-        t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], user_texts[i])) for i in idx]
-        t_logp = teacher_logprobs(teacher, t_prompts, responses, tok.pad_token_id)        # [b, T, V] (S2)
-        logits, mask, _ = response_logits(model, [batch["prompt_ids"][i] for i in idx], responses,
-                                          tok.pad_token_id)                                  # [b, T, V]
-        s_logp = torch.log_softmax(logits, dim=-1)                                          # [b, T, V]
-        loss, per_token = sdpo_loss(s_logp, t_logp, mask, args.beta, args.topk, num_tokens=n_tok)
-        loss.backward()
-        total = total + loss.detach().cpu()
-        with torch.no_grad():
-            fm = mask.float()
-            ent += (-(s_logp.exp() * s_logp).sum(-1) * fm).sum().item()
-            t_ent += (-(t_logp.exp() * t_logp).sum(-1) * fm).sum().item()
-    sum_gradients(model)                     # data parallel: Σ_ranks ∇ = the full-batch gradient
-    total = torch.tensor(global_sum(total.item()))
-    check_finite(total, model)  # raises before the step: the weights and the teacher stay as they were
-    torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-    opt.step()
-    teacher_after_step(teacher, model, step, args.alpha, args.refresh_every, args.gamma)  # same on every rank
-    return {**stats, "loss": total.item(), "js": total.item(), "entropy": ent / local_tok,
-            "teacher_entropy": t_ent / local_tok, "skipped": 0}
+    return {**stats, "loss": loss, "js": loss, "entropy": sum(p["entropy_sum"] for p in parts) / local_tok,
+            "teacher_entropy": sum(p["teacher_entropy_sum"] for p in parts) / local_tok, "skipped": 0}
 
 
-def make_sdpo_update(model, tok, opt, args, teacher=None):
-    """A closure batch -> stats that keeps the teacher and the step count (teacher: (T3) if not given)."""
+def sdpo_micro_batch(model, teacher, batch, idx, user_texts, tok, args, n_tok):
+    """The SDPO loss of the responses `idx` (all with a teacher signal): (S2)–(S5). Returns (loss, stats)."""
+    responses = [batch["response_ids"][i] for i in idx]
+    t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], user_texts[i])) for i in idx]
+    t_logp = teacher_logprobs(teacher, t_prompts, responses, tok.pad_token_id)             # [b, T, V] (S2)
+    logits, mask, _ = response_logits(model, [batch["prompt_ids"][i] for i in idx], responses,
+                                      tok.pad_token_id)                                       # [b, T, V]
+    s_logp = torch.log_softmax(logits, dim=-1)                                               # [b, T, V]
+    loss, _ = sdpo_loss(s_logp, t_logp, mask, args.beta, args.topk, num_tokens=n_tok)      # (S3)–(S5)
+    with torch.no_grad():
+        fm = mask.float()                                                                    # [b, T]
+        stats = {"entropy_sum": (-(s_logp.exp() * s_logp).sum(-1) * fm).sum().item(),
+                 "teacher_entropy_sum": (-(t_logp.exp() * t_logp).sum(-1) * fm).sum().item()}
+    return loss, stats
+
+
+def make_sdpo(model, tok, opt, args, teacher=None):
+    """SDPO as a method for train.run_steps: the update, and the teacher schedule after each step.
+
+    teacher: the stage's teacher; by default a fresh copy of the student (T3).
+    """
     teacher = init_teacher(model) if teacher is None else teacher
-    state = {"step": 0}
-
-    def update(batch):
-        state["step"] += 1
-        return sdpo_update(model, teacher, opt, batch, args, tok, state["step"])
-    update.teacher, update.state = teacher, state  # kept so that a Ctrl-C can save them mid-stage
-    return update
+    return {"update": lambda batch, step: sdpo_update(model, teacher, opt, batch, args, tok, step),
+            "after_step": lambda step: teacher_after_step(teacher, model, step, args.alpha, args.refresh_every,
+                                                          args.gamma),
+            "teacher": teacher}
 
 
-def add_sdpo_args(ap):
+def add_sdpo_args(ap, sweep=False):
+    """SDPO's flags. sweep=True (continual.py): --alpha takes a comma list, one run per value."""
     g = ap.add_argument_group("SDPO (S1–S6, T1–T3)")
-    g.add_argument("--alpha", type=float, default=0.05, help="teacher EMA rate α (T1); 0 = frozen teacher")
+    if sweep:
+        g.add_argument("--alpha", type=str, default="0.05",
+                       help="teacher EMA rate α (T1), or a comma list for a sweep (0 = frozen)")
+    else:
+        g.add_argument("--alpha", type=float, default=0.05, help="teacher EMA rate α (T1); 0 = frozen teacher")
     g.add_argument("--beta", type=float, default=0.5, help="GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
     g.add_argument("--topk", type=int, default=None, help="distil on the student's top-k ids + a tail (S4); default: full vocabulary")
     g.add_argument("--cot", action="store_true", help="SDPO-CoT: keep <think> spans in the demonstration (S6)")
@@ -282,10 +273,8 @@ def validate_sdpo_args(ap, args):
 
 
 def main(argv=None):
-    import grpo
-    import tasks
-    from rollout import add_common_args, validate_common_args
-    ap = argparse.ArgumentParser(description="SDPO on one task (SPEC S1–S6, T1–T3).")
+    ap = argparse.ArgumentParser(description="SDPO on one task (SPEC S1–S6, T1–T3).",
+                                 usage="python sdpo.py [--task TASK] [--steps N] [--alpha A] [--seed S] ... (--help lists all)")
     ap.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.GENERATORS)}) or a JSON(-lines) file")
     ap.add_argument("--out", default=None, help="output directory (default runs/sdpo-<task>-s<seed>)")
     add_common_args(ap)
@@ -293,7 +282,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     validate_common_args(ap, args)
     validate_sdpo_args(ap, args)
-    return grpo.train_one_task(ap, args, "sdpo")
+    return train.train_one_task(ap, args, "sdpo", make_sdpo)
 
 
 if __name__ == "__main__":

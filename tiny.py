@@ -14,7 +14,7 @@ Why it is built this way
   mistake (off-by-one, wrong letter, wrong tool...), so the base model is right only part of the
   time: that leaves room for RL to sharpen it (Acc@8 between 20% and 80% per training domain).
 * A share `DEMO` of the training-domain examples are demonstration-in-context examples in the
-  exact SDPO reprompt format (SPEC S1, `sdpo.fill_reprompt`) with a correct demonstration and the
+  exact SDPO reprompt format (SPEC S1, `rollout.fill_reprompt`) with a correct demonstration and the
   correct answer as target. Without them the model cannot use a solution placed in its prompt, and
   SDPO's self-teacher would have nothing to say (NOTES: success *fell* when a demo was shown).
 * Only train-split prompts are used (tasks.split_of), so every test split is unseen.
@@ -27,8 +27,8 @@ import time
 import torch
 
 import tasks
-from rollout import TINY_DIR, chat_messages, encode_chat, save_checkpoint, setup_torch
-from sdpo import fill_reprompt
+from infra import save_checkpoint, setup_torch
+from rollout import TINY_DIR, chat_messages, encode_chat, fill_reprompt, round_up
 
 SPECIALS = ["<|pad|>", "<|bos|>", "<|im_start|>", "<|im_end|>", "<|unk|>"]
 CHARS = ["\n"] + [chr(c) for c in range(32, 127)]
@@ -107,7 +107,6 @@ def sft_loss(model, batch, pad_id):
     Each example is laid out contiguously, prompt then response, right-padded to a multiple of 16
     (tighter than the RL layout of rollout.pack, which pads prompts and responses separately).
     """
-    from rollout import round_up
     L = round_up(max(len(p) + len(r) for p, r in batch))
     ids = torch.full((len(batch), L), pad_id, dtype=torch.long)
     loss_mask = torch.zeros((len(batch), L))

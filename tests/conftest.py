@@ -11,7 +11,8 @@ sys.path.insert(0, ROOT)
 @pytest.fixture(scope="session")
 def tiny():
     """The committed tiny model and its tokenizer (fp32, CPU)."""
-    from rollout import load_model, setup_torch
+    from infra import setup_torch
+    from rollout import load_model
     setup_torch("cpu")
     return load_model("tiny", "cpu")
 

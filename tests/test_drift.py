@@ -165,16 +165,16 @@ def test_kl_to_base_zero_for_same_model_and_positive_after_a_change(tiny):
 
 # ---------------------------------------------------------------- (A8)
 def test_repeated_pattern_and_collapse():
-    assert drift.repeated_pattern("x = 3 \\boxed\\boxed\\boxed\\boxed") == "\\boxed"
-    assert drift.repeated_pattern("aaaa") == "a"
-    assert drift.repeated_pattern("\\boxed{12}") is None
-    assert drift.repeated_pattern("abab") is None             # only 2 repeats of 'ab'
+    assert evaluate.repeated_pattern("x = 3 \\boxed\\boxed\\boxed\\boxed") == "\\boxed"
+    assert evaluate.repeated_pattern("aaaa") == "a"
+    assert evaluate.repeated_pattern("\\boxed{12}") is None
+    assert evaluate.repeated_pattern("abab") is None             # only 2 repeats of 'ab'
     texts = ["\\boxed\\boxed\\boxed\\boxed", "####", "\\boxed{3}", "####"]
     hit = [True, True, True, False]                          # the last one ended with an EOS
-    c = drift.collapse(texts, hit)
+    c = evaluate.collapse(texts, hit)
     assert c["share"] == pytest.approx(0.5)
     assert c["patterns"] == {"\\boxed": 1, "#": 1}
-    assert drift.collapse([], []) == {"share": 0.0, "patterns": {}}
+    assert evaluate.collapse([], []) == {"share": 0.0, "patterns": {}}
 
 
 @pytest.mark.parametrize("seed", [0, 1])

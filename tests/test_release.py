@@ -9,6 +9,7 @@ import os
 import pytest
 
 import tasks
+import train
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "release")
 TOOLUSE = os.path.join(DATA, "tooluse_test.json")
@@ -95,9 +96,8 @@ def test_every_mcq_reference_grades_one_and_perturbations_zero():
 
 @pytest.mark.parametrize("path", [TOOLUSE, CHEM])
 def test_release_files_as_a_training_task(path):
-    """A release file is a task: grpo.train_records reads it as it is."""
-    import grpo
-    assert grpo.train_records(path) == tasks.load_records(path)
+    """A release file is a task: train.train_records reads it as it is."""
+    assert train.train_records(path) == tasks.load_records(path)
 
 
 # ---------------------------------------------------------------- hub datasets (adapters, no network)

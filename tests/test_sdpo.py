@@ -7,7 +7,7 @@ import torch
 
 import sdpo
 from conftest import random_logp
-from rollout import chat_messages, encode_chat, response_logits
+from rollout import chat_messages, encode_chat, fill_reprompt, response_logits
 
 
 def brute_kl(p, q):
@@ -113,7 +113,7 @@ def test_nonidentity_gives_gradient_only_to_student(tiny):
     student = copy.deepcopy(model)
     teacher = sdpo.init_teacher(student)
     prompt = [encode_chat(tok, chat_messages({"prompt": "What is 2+3?"}))]
-    t_prompt = [encode_chat(tok, chat_messages({"prompt": sdpo.fill_reprompt("What is 2+3?", "\\boxed{5}")}))]
+    t_prompt = [encode_chat(tok, chat_messages({"prompt": fill_reprompt("What is 2+3?", "\\boxed{5}")}))]
     resp = [tok("\\boxed{6}", add_special_tokens=False)["input_ids"]]
     t_logp = sdpo.teacher_logprobs(teacher, t_prompt, resp, tok.pad_token_id)
     logits, mask, _ = response_logits(student, prompt, resp, tok.pad_token_id)

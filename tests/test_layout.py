@@ -1,0 +1,127 @@
+"""The reader's path: imports run one way, and every equation tag of the key is computed where it says.
+
+    python tests/test_layout.py        # prints the import graph of the top-level modules, layer by layer
+"""
+import ast
+import glob
+import os
+import re
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Lowest first. A module may import only modules listed before it (and never from inside a function).
+LAYERS = ["tasks", "infra", "rollout", "evaluate", "train", "grpo", "sdpo", "drift", "razor", "continual",
+          "tiny", "bench"]
+
+ALL_TAGS = ([f"G{i}" for i in range(1, 6)] + [f"S{i}" for i in range(1, 9)] + [f"T{i}" for i in range(1, 4)]
+            + [f"C{i}" for i in range(1, 4)] + [f"A{i}" for i in range(1, 9)] + [f"B{i}" for i in range(1, 5)])
+
+
+def modules():
+    return {os.path.basename(f)[:-3]: f for f in sorted(glob.glob(os.path.join(ROOT, "*.py")))}
+
+
+def import_graph():
+    """{module: {imported project modules}} and a list of imports that are not at the top of a file."""
+    mods = modules()
+    edges, hidden = {m: set() for m in mods}, []
+    for m, path in mods.items():
+        tree = ast.parse(open(path).read())
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module.split(".")[0]]
+            else:
+                continue
+            for n in names:
+                if n in mods and n != m:
+                    edges[m].add(n)
+                    if id(node) not in top:
+                        hidden.append(f"{m}.py:{node.lineno} imports {n} below the top of the file")
+    return edges, hidden
+
+
+def test_every_module_has_a_layer():
+    assert sorted(modules()) == sorted(LAYERS), "add a new module to LAYERS (and to the README's file table)"
+
+
+def test_imports_run_one_way():
+    edges, hidden = import_graph()
+    assert not hidden, hidden
+    upward = [f"{m} -> {n}" for m, ns in edges.items() for n in ns if LAYERS.index(n) >= LAYERS.index(m)]
+    assert not upward, f"imports against the layer order {LAYERS}: {upward}"
+
+
+def test_the_graph_has_no_cycle():
+    edges, _ = import_graph()
+    state = {}
+
+    def visit(m, path):
+        state[m] = "open"
+        for n in sorted(edges[m]):
+            assert state.get(n) != "open", "cycle: " + " -> ".join(path + [n])
+            if n not in state:
+                visit(n, path + [n])
+        state[m] = "done"
+    for m in edges:
+        if m not in state:
+            visit(m, [m])
+
+
+# ----------------------------------------------------------------------------------------------
+# The equation key (EQUATIONS.md)
+# ----------------------------------------------------------------------------------------------
+def key_rows():
+    """(tag, file, function) for every place the key's "computed in" column names (`file.py:function`)."""
+    rows = []
+    for line in open(os.path.join(ROOT, "EQUATIONS.md")):
+        m = re.match(r"\|\s*\*?\*?([GSTCAB]\d)\*?\*?\s*\|", line)
+        if not m:
+            continue
+        cells = re.split(r"(?<!\\)\|", line)   # (an escaped \| inside a formula is not a column)
+        for f, fn in re.findall(r"`(\w+\.py):(\w+)`", cells[4]):
+            rows.append((m.group(1), f, fn))
+    return rows
+
+
+def function_source(path, name):
+    tree = ast.parse(open(path).read())
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return ast.get_source_segment(open(path).read(), node)
+    return None
+
+
+def test_the_key_lists_every_tag():
+    tags = {t for t, _, _ in key_rows()}
+    assert tags == set(ALL_TAGS), f"missing {sorted(set(ALL_TAGS) - tags)}, unknown {sorted(tags - set(ALL_TAGS))}"
+
+
+def test_every_tag_is_computed_where_the_key_says():
+    """Each named function exists and carries a `# (TAG)` comment on a line of its body."""
+    missing = []
+    for tag, f, fn in key_rows():
+        src = function_source(os.path.join(ROOT, f), fn)
+        if src is None:
+            missing.append(f"{tag}: no function {f}:{fn}")
+        elif not re.search(r"#[^\n]*\(" + tag + r"[,)\s–-]", src):
+            missing.append(f"{tag}: no '# ({tag})' comment in {f}:{fn}")
+    assert not missing, missing
+
+
+def test_the_key_matches_the_spec_when_it_is_beside_the_repository():
+    spec = os.path.join(ROOT, "..", "shared", "SPEC.md")
+    if not os.path.isfile(spec):
+        pytest.skip("../shared/SPEC.md is not beside this checkout")
+    spec_tags = set(re.findall(r"\(([GSTCAB]\d)\)", open(spec).read()))
+    assert spec_tags <= set(ALL_TAGS), sorted(spec_tags - set(ALL_TAGS))
+
+
+if __name__ == "__main__":
+    graph, _ = import_graph()
+    for mod in LAYERS:
+        print(f"{mod:10s} imports {', '.join(sorted(graph[mod], key=LAYERS.index)) or '(nothing of ours)'}")

@@ -1,0 +1,164 @@
+"""train.py — the training loop, in one place: sample a group → grade → the method's update → teacher → log.
+
+grpo.py and sdpo.py hold the equations; each hands this loop a *method*, a plain dict:
+
+    {"update":     update(batch, step) -> stats    one or more optimizer steps on the graded batch
+                                                     (grpo.grpo_update, or sdpo.sdpo_update)
+     "after_step": after_step(step) or None        SDPO's teacher schedule (T1 EMA / T2 refresh)
+     "teacher":    the teacher model or None}      kept so that a Ctrl-C can save it
+
+`run_steps` is the loop, read it top to bottom. `train_one_task` is what `python grpo.py` and
+`python sdpo.py` run: evaluate, train one task, evaluate, save. continual.py calls `run_steps` once
+per stage (C1).
+"""
+import json
+import os
+import random
+import sys
+import time
+
+import torch
+from tqdm import tqdm
+
+import evaluate
+import tasks
+from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, gather_lists, global_sum,
+                   init_distributed, is_main, my_share, rank_and_world, save_checkpoint, weights_digest)
+from rollout import collect, drop_long_prompts, load_model
+
+
+def train_records(task, n=4000, seed=0):
+    """The training prompts of a task: a built-in domain's train split, a JSON(-lines) file, or hf:NAME."""
+    if task in tasks.GENERATORS:
+        return tasks.builtin_split(task, "train", n, seed, allow_fewer=True)
+    return tasks.task_records(task)
+
+
+def prompt_order(n_records, args):
+    """Indices of the prompts of every step, in a fixed order from `args.seed` (an epoch-wise shuffle):
+    two methods run with the same seed see the same prompts in the same order."""
+    order_rng = random.Random(args.seed)
+    order, per_epoch = [], list(range(n_records))
+    while len(order) < args.steps * args.prompts_per_step:
+        order_rng.shuffle(per_epoch)
+        order += per_epoch
+    return order
+
+
+def sample_and_grade(model, tok, chosen, args, step):
+    """G responses for each of this rank's share of the step's prompts, graded (rollout.collect).
+
+    The step's prompts are cut into `--sample-blocks` blocks of whole prompts (default: one per rank),
+    each sampled under its own seed, so a step's samples do not depend on how many ranks share it
+    (a group never straddles two ranks). Block 0's seed is the single-process seed.
+    """
+    rank, world = rank_and_world()
+    blocks = args.sample_blocks or world
+    per = len(chosen) // blocks
+    parts = []
+    for b in my_share(blocks, rank, world):
+        torch.manual_seed(args.seed * 100_003 + step + 1_000_003 * b)  # reproducible per step and block
+        parts.append(collect(model, tok, chosen[b * per:(b + 1) * per], args.group_size, args.max_new_tokens,
+                             args.temperature, args.top_p))
+    batch = {k: [x for p in parts for x in p[k]] for k in ("records", "prompt_ids", "response_ids", "texts")}
+    batch["rewards"] = torch.cat([p["rewards"] for p in parts])    # [N*G] (this rank's prompts)
+    batch["group_size"] = args.group_size
+    return batch
+
+
+def run_steps(model, tok, records, args, method, log_path=None, desc="train", start_step=0, on_step=None):
+    """Steps `start_step+1 .. args.steps` of one task. Any step can be resumed: it has its own seed.
+
+    on_step(step, row) runs after each logged step (continual.py: in-stage curve, its own log).
+    """
+    order = prompt_order(len(records), args)
+    bar = tqdm(range(start_step, args.steps), desc=desc, dynamic_ncols=True, leave=False, disable=not is_main())
+    with StepBoundarySigint() as sigint:          # Ctrl-C stops at the end of a step (infra.py)
+        for step in bar:
+            n = args.prompts_per_step
+            chosen = [records[i] for i in order[step * n:(step + 1) * n]]
+            t0 = time.time()
+            # ---- 1. sample a group of G responses per prompt and grade them (rollout.py, tasks.py) ----
+            batch = sample_and_grade(model, tok, chosen, args, step)
+            t1 = time.time()
+            # ---- 2. the method's update: GRPO (G1–G5) or SDPO (S1–S5) ----
+            torch.manual_seed(args.seed * 100_003 + step + 7)   # the update's own RNG, the same on every rank
+            stats = method["update"](batch, step + 1)
+            # ---- 3. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----
+            if method.get("after_step"):
+                method["after_step"](step + 1)
+            # ---- 4. log ----
+            total = global_sum(len(batch["response_ids"]))
+            row = {"step": step + 1, "reward": global_sum(batch["rewards"].sum().item()) / total,
+                   "response_len": global_sum(sum(len(r) for r in batch["response_ids"])) / total,
+                   **stats, "rollout_s": round(t1 - t0, 3), "update_s": round(time.time() - t1, 3)}
+            if log_path and is_main():
+                append_jsonl(log_path, row)
+            bar.set_postfix(reward=f"{row['reward']:.2f}", loss=f"{row['loss']:.3f}")
+            if on_step:
+                on_step(step + 1, row)
+            if sigint.requested:
+                raise Interrupted(step + 1)
+    return model
+
+
+def train_one_task(ap, args, method_name, make_method):
+    """What `python grpo.py` / `python sdpo.py` run: evaluate, train one task, evaluate, save a HF
+    checkpoint, log.jsonl and summary.json. make_method(model, tok, opt, args) -> the method dict."""
+    try:
+        tasks.check_task(args.task)
+        records = train_records(args.task, seed=args.seed)
+        test = evaluate.benchmark_records(args.task, args.eval_n, args.seed) if args.task in tasks.GENERATORS \
+            else records[:args.eval_n]
+    except Exception as e:  # a bad file names file:line; a hub task that cannot be fetched says why
+        ap.error(f"--task: {tasks.one_line(e)}")
+    out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")
+    device = init_distributed(args.device)   # torchrun: data parallel over the ranks (infra.py)
+    log_path = os.path.join(out, "log.jsonl")
+    if is_main():
+        os.makedirs(out, exist_ok=True)
+        if os.path.exists(log_path):
+            os.remove(log_path)
+    torch.manual_seed(args.seed)
+    model, tok = load_model(args.model, device, args.dtype, args.grad_checkpointing)
+    try:
+        records = drop_long_prompts(tok, records, args.max_prompt_len, "training prompts")
+        test = drop_long_prompts(tok, test, args.max_prompt_len, "test prompts")
+    except ValueError as e:
+        ap.error(str(e))
+
+    def acc():
+        torch.manual_seed(args.seed)
+        return evaluate.acc_at_k(model, tok, test, args.eval_k, args.max_new_tokens)[0]
+
+    before = acc()
+    print(f"{method_name} on {args.task}: Acc@{args.eval_k} before = {100 * before:.1f}% ({len(test)} test prompts)")
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    method = make_method(model, tok, opt, args)
+    t0 = time.time()
+    try:
+        run_steps(model, tok, records, args, method, log_path, desc=f"{method_name}:{args.task}")
+    except NonFiniteError as e:
+        print(f"error: stopped at a non-finite step ({e}); nothing saved from this run", file=sys.stderr)
+        sys.exit(1)
+    train_s = time.time() - t0
+    after = acc()
+    # data parallel: every rank applied the same summed gradient, so the weights must be bit-identical
+    world = rank_and_world()[1]
+    identical = len(set(gather_lists([weights_digest(model)]))) == 1
+    if not is_main():
+        return before, after
+    rows = [json.loads(line) for line in open(log_path)]
+    first, last = rows[:10], rows[-10:]
+    print(f"{method_name} on {args.task}: Acc@{args.eval_k} {100 * before:.1f}% -> {100 * after:.1f}% "
+          f"in {args.steps} steps ({train_s:.0f}s training); mean reward first/last 10 steps "
+          f"{sum(r['reward'] for r in first) / len(first):.2f} / {sum(r['reward'] for r in last) / len(last):.2f}")
+    if world > 1:
+        print(f"{world} ranks; weights bit-identical across ranks: {identical}")
+    save_checkpoint(model, tok, os.path.join(out, "model"))
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump({"method": method_name, "task": args.task, "acc_before": before, "acc_after": after,
+                   "train_seconds": train_s, "world_size": world, "weights_identical_across_ranks": identical,
+                   "args": vars(args)}, f, indent=1)
+    print(f"saved {out}/model, {out}/log.jsonl, {out}/summary.json")
+    return before, after
