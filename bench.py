@@ -87,12 +87,14 @@ def peak_memory_mib(device):
 
 
 def method_args(extra=()):
-    """The default GRPO/SDPO settings, exactly as the training scripts parse them."""
+    """The default GRPO/SDPO settings, as the training scripts parse them, except one GRPO optimizer step
+    per batch (`--mini-batches 1`): the FLOP counts below assume one forward and backward per token
+    (the release's four steps per batch add a scoring forward of π_old and split the same tokens)."""
     ap = argparse.ArgumentParser()
     add_common_args(ap)
     grpo.add_grpo_args(ap)
     sdpo.add_sdpo_args(ap)
-    return ap.parse_args(list(extra))
+    return ap.parse_args(["--mini-batches", "1", *extra])
 
 
 def update_tokens(batch):
@@ -359,7 +361,8 @@ def report(res):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Cost of one RL step: rollout, GRPO and SDPO updates, evaluation, FLOP/s.")
+    ap = argparse.ArgumentParser(description="Cost of one RL step: rollout, GRPO and SDPO updates, evaluation, FLOP/s.",
+                                 usage="python bench.py [--sweep] [--repeat N] [--model M] ... (--help lists all)")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--task", default="math", help="built-in domain or a JSON(-lines) file of records")

@@ -18,6 +18,7 @@ command resumes after the last completed stage and ends with the same results.js
 """
 import argparse
 import copy
+import hashlib
 import json
 import os
 import shutil
@@ -91,34 +92,69 @@ def summarize(acc_rows, stages, benchmarks):
 # ----------------------------------------------------------------------------------------------
 # The experiment
 # ----------------------------------------------------------------------------------------------
-def run_configs(args):
-    """(method, alpha) pairs and their display names: grpo; sdpo once per α of the sweep."""
+# The paper's continual configurations (Table D.6), by name. Plain `sdpo` takes --alpha (a comma list:
+# one run per value) and the other SDPO flags as given; `grpo` the GRPO flags.
+S_SDPO_REFRESH = 10   # S-SDPO_0's refresh period K here (a quarter of a 40-step stage); the paper gives no K
+PRESETS = {"sdpo_0": {"alpha": 0.0},                                      # SDPO_0: frozen teacher
+           "sdpo_5": {"alpha": 0.05},                                     # SDPO_5%: EMA 5%
+           "sdpo_cot_5": {"alpha": 0.05, "cot": True},                    # SDPO-CoT_5%
+           "s_sdpo_0": {"refresh_every": S_SDPO_REFRESH, "gamma": 1.0}}   # S-SDPO_0: restart-and-freeze (T2, γ = 1)
+GRPO_KEYS = ("mini_batches", "epochs", "clip_ratio_c")
+SDPO_KEYS = ("alpha", "cot", "refresh_every", "gamma", "mask_ratio", "feedback", "teacher_init", "teacher_mix")
+
+
+def config_name(method, s, defaults):
+    """A run's name from every method setting that differs from the defaults, e.g. grpo, grpo_mb1,
+    sdpo_a0.05, sdpo_a0_cot, sdpo_r10_g1 (refresh-and-freeze), sdpo_a0.05_mask0.3_fb_carry."""
+    if method == "grpo":
+        return "grpo" + "".join(f"_{tag}{s[k]:g}" for k, tag in (("mini_batches", "mb"), ("epochs", "ep"),
+                                                                   ("clip_ratio_c", "c")) if s[k] != defaults[k])
+    name = "sdpo" + (f"_r{s['refresh_every']}_g{s['gamma']:g}" if s["refresh_every"] else f"_a{s['alpha']:g}")
+    name += "_cot" if s["cot"] else ""
+    name += f"_mask{s['mask_ratio']:g}" if s["mask_ratio"] else ""
+    name += "_fb" if s["feedback"] else ""
+    if s["teacher_init"] == "carry":
+        name += "_carry" + ("" if s["teacher_mix"] == 1 else f"{s['teacher_mix']:g}")
+    return name
+
+
+def run_configs(args, defaults):
+    """[(method, settings, run name)] for every configuration of --method, in order."""
     configs = []
-    for method in args.method:
-        if method == "grpo":
-            configs.append(("grpo", None, "grpo"))
-        else:
+    for item in args.method:
+        if item == "grpo":
+            s = {k: getattr(args, k) for k in GRPO_KEYS}
+            configs.append(("grpo", s, config_name("grpo", s, defaults)))
+        elif item == "sdpo":
             for a in args.alpha:
-                configs.append(("sdpo", a, f"sdpo_a{a:g}"))
+                s = {**{k: getattr(args, k) for k in SDPO_KEYS}, "alpha": a}
+                configs.append(("sdpo", s, config_name("sdpo", s, defaults)))
+        else:
+            s = {**{k: getattr(args, k) for k in SDPO_KEYS}, "alpha": 0.0, **PRESETS[item]}
+            configs.append(("sdpo", s, config_name("sdpo", s, defaults)))
     return configs
 
 
-METHODS = {"grpo": grpo.make_grpo, "sdpo": sdpo.make_sdpo}   # name -> make_method(model, tok, opt, args)
+def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path, run_name, partial_dir, resume=None,
+                prev_teacher=None):
+    """One stage: fresh optimizer, (T3) the stage's teacher, `args.steps` steps. Returns (curve, rows, teacher).
 
-
-def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, run_name, partial_dir, resume=None):
-    """One stage: fresh optimizer, (T3) fresh teacher from the current student, `args.steps` steps.
-
+    prev_teacher: the previous stage's final teacher (SDPO with --teacher-init carry), else None.
     resume: the state a Ctrl-C saved in `partial_dir` (optimizer, teacher, step, rows so far); the
     stage then continues from that step boundary and ends exactly as an uninterrupted stage would.
     """
     stage_args = copy.copy(args)
-    stage_args.alpha = alpha
+    vars(stage_args).update(settings)
     stage_args.seed = args.seed * 1000 + stage_idx  # a different prompt order per stage, same across methods
     records = drop_long_prompts(tok, train.train_records(domain, seed=args.seed), args.max_prompt_len,
                                 f"{domain} training prompts")
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    steps = METHODS[method](model, tok, opt, stage_args)  # sdpo: (T3) teacher = copy of θ_{k−1}
+    if method == "sdpo":   # (T3) restart from θ_{k−1}, or carry (a mix of) the previous stage's teacher
+        teacher = sdpo.stage_teacher(model, prev_teacher if settings["teacher_init"] == "carry" else None,
+                                     settings["teacher_mix"])
+        steps = sdpo.make_sdpo(model, tok, opt, stage_args, teacher)
+    else:
+        steps = grpo.make_grpo(model, tok, opt, stage_args)
     curve, rows, start = [], [], 0
     if resume:
         opt.load_state_dict(torch.load(os.path.join(partial_dir, "optimizer.pt")))
@@ -148,16 +184,25 @@ def train_stage(model, tok, domain, stage_idx, method, alpha, args, log_path, ru
         if is_main():
             save_checkpoint(model, tok, partial_dir, extra)
         raise
-    return curve, rows
+    return curve, rows, steps["teacher"]
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The flags, validated before any work starts: (parser, args, stages, benchmarks, configs, defaults)."""
     ap = argparse.ArgumentParser(description="Continual post-training: GRPO vs SDPO through stages (SPEC C1–C3).",
+                                 usage="python continual.py [--method grpo,sdpo,...] [--alpha A[,A...]] [--stages S,...] "
+                                       "[--seed S] ... (--help lists all)",
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     g = ap.add_argument_group("experiment")
-    g.add_argument("--method", default="sdpo", help="grpo, sdpo, or a comma list (grpo,sdpo)")
+    g.add_argument("--method", default="sdpo", help="comma list of grpo, sdpo (with --alpha and the SDPO flags), "
+                   f"or the paper's named configurations {', '.join(PRESETS)}")
     g.add_argument("--stages", default=DEFAULT_STAGES, help="training domains in order (C1)")
     g.add_argument("--benchmarks", default="all", help="evaluated after every stage: all | train | ood | list")
+    g.add_argument("--teacher-init", default="restart", choices=["restart", "carry"],
+                   help="SDPO's teacher at a stage boundary (T3): restart from the stage's starting student (the "
+                        "release's continual script), or carry the previous stage's teacher")
+    g.add_argument("--teacher-mix", type=float, default=1.0,
+                   help="a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry")
     g.add_argument("--name", default=None, help="run directory name under runs/ (default from the flags)")
     g.add_argument("--runs-dir", default="runs")
     g.add_argument("--overwrite", action="store_true", help="replace a run directory that holds a different run")
@@ -170,19 +215,21 @@ def main(argv=None):
     grpo.add_grpo_args(ap)
     sdpo.add_sdpo_args(ap, sweep=True)   # here --alpha may be a comma list (the EMA sweep)
     ap.set_defaults(steps=40, eval_n=32)
+    defaults = vars(ap.parse_args([]))
     args = ap.parse_args(argv)
 
-    # ---- validate everything before any work starts ----
     args.method = [m.strip() for m in args.method.split(",") if m.strip()]
-    bad = [m for m in args.method if m not in ("grpo", "sdpo")]
+    bad = [m for m in args.method if m not in ("grpo", "sdpo", *PRESETS)]
     if bad or not args.method:
-        ap.error(f"--method: unknown method '{','.join(bad)}'; known: grpo, sdpo")
+        ap.error(f"--method: unknown '{','.join(bad)}'; known: grpo, sdpo, {', '.join(PRESETS)}")
     try:
         args.alpha = [float(a) for a in str(args.alpha).split(",") if a.strip()]
     except ValueError:
         ap.error(f"--alpha must be a number in [0, 1] or a comma list of them, got '{args.alpha}'")
     if not args.alpha:
         ap.error("--alpha must be a number in [0, 1] or a comma list of them")
+    if not 0 <= args.teacher_mix <= 1:
+        ap.error(f"--teacher-mix must be in [0, 1], got {args.teacher_mix}")
     validate_common_args(ap, args)
     grpo.validate_grpo_args(ap, args)
     sdpo.validate_sdpo_args(ap, args)
@@ -210,9 +257,25 @@ def main(argv=None):
     for flag in ("curve_every", "curve_n", "curve_k"):
         if getattr(args, flag) < (0 if flag == "curve_every" else 1):
             ap.error(f"--{flag.replace('_', '-')} must be >= {0 if flag == 'curve_every' else 1}")
-    configs = run_configs(args)
-    name = args.name or f"{'+'.join(c[2] for c in configs)}-s{args.seed}"
-    run_dir = os.path.join(args.runs_dir, name)
+    configs = run_configs(args, defaults)
+    names = [c[2] for c in configs]
+    if len(set(names)) < len(names):
+        ap.error(f"--method: the same configuration twice ({', '.join(names)})")
+    return ap, args, stages, benchmarks, configs, defaults
+
+
+def run_dir_name(args, configs, defaults):
+    """runs/<configurations>-s<seed>[-<hash>]: the hash of every other flag that differs from its default,
+    so two different experiments never share a directory (the same command always finds its own)."""
+    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "seed", *GRPO_KEYS, *SDPO_KEYS}
+    changed = {k: v for k, v in sorted(vars(args).items()) if k not in per_config and v != defaults.get(k)}
+    suffix = "-" + hashlib.sha1(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:6] if changed else ""
+    return f"{'+'.join(c[2] for c in configs)}-s{args.seed}{suffix}"
+
+
+def main(argv=None):
+    ap, args, stages, benchmarks, configs, defaults = parse_args(argv)
+    run_dir = os.path.join(args.runs_dir, args.name or run_dir_name(args, configs, defaults))
     fingerprint = {k: v for k, v in vars(args).items() if k not in ("overwrite", "name", "runs_dir")}
     fingerprint.update(stages=stages, benchmarks=benchmarks)
     config_path = os.path.join(run_dir, "config.json")
@@ -286,7 +349,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
                       for b in benchmarks}
         base_resp = drift.load_responses(run_dir, "base")
         embed_cache = {}   # response embeddings, kept across stages (the base's are reused every stage)
-    for method, alpha, run_name in configs:
+    for method, settings, run_name in configs:
         done = progress.setdefault(run_name, {"stages": []})["stages"]
         if len(done) == len(stages):
             continue
@@ -302,6 +365,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
             print(f"{run_name}: resuming stage {len(done) + 1} after step {resume['step']}")
         elif done:
             print(f"{run_name}: resuming after stage {len(done)} ({done[-1]['domain']})")
+        prev_teacher = None
         for k in range(len(done), len(stages)):   # (C1) θ_k = train(method, θ_{k−1}, D_k), in order
             domain = stages[k]
             kept_steps = resume["step"] if resume else 0
@@ -317,7 +381,13 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
             prev_state = None if not measure_drift else drift.matrices(
                 model if not resume else load_model(done[-1]["checkpoint"] if done else args.model, "cpu")[0])
             t0 = time.time()
-            curve, rows = train_stage(model, tok, domain, k, method, alpha, args, log_path, run_name, partial_dir, resume)
+            carry = method == "sdpo" and settings["teacher_init"] == "carry"
+            if carry and prev_teacher is None and k > 0:   # (T3) resuming: the previous stage's teacher, from disk
+                prev_teacher = sdpo.init_teacher(model)
+                prev_teacher.load_state_dict(torch.load(os.path.join(done[-1]["checkpoint"], "teacher.pt")))
+            curve, rows, teacher = train_stage(model, tok, domain, k, method, settings, args, log_path, run_name,
+                                               partial_dir, resume, prev_teacher)
+            prev_teacher = teacher if carry else None
             resume = None
             train_s = time.time() - t0
             deg, resp = {}, {}
@@ -335,8 +405,8 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
                       f"response cos vs base {stage_drift['responses_vs_base']['mean']:.3f}, "
                       f"KL to base {stage_drift['kl_to_base_mean']:.2f} nats ({time.time() - t1:.0f}s)")
             ckpt = os.path.join(run_dir, "checkpoints", run_name, f"stage{k + 1}-{os.path.basename(domain)}")
-            if is_main():
-                save_checkpoint(model, tok, ckpt)
+            if is_main():   # (with --teacher-init carry, the stage's final teacher too)
+                save_checkpoint(model, tok, ckpt, {"teacher.pt": teacher.state_dict()} if carry else None)
             done.append({"domain": domain, "acc": acc, "degenerate": deg, "drift": stage_drift, "curve": curve,
                          "checkpoint": ckpt,
                          "train_seconds": round(train_s, 1),
@@ -360,11 +430,11 @@ def build_results(configs, stages, benchmarks, progress, args):
     base = progress["base"]
     out = {"stages": stages, "benchmarks": benchmarks, "eval": {"n": args.eval_n, "k": args.eval_k},
            "base": base, "runs": {}}
-    for method, alpha, run_name in configs:
+    for method, settings, run_name in configs:
         done = progress[run_name]["stages"]
         rows = [[base["acc"][b] for b in benchmarks]] + [[s["acc"][b] for b in benchmarks] for s in done]
         out["runs"][run_name] = {
-            "method": method, "alpha": alpha,
+            "method": method, "settings": settings,
             "acc": rows,
             **summarize(rows, stages, benchmarks),
             "degenerate": [sum(s["degenerate"].values()) / len(s["degenerate"]) for s in done],

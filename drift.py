@@ -328,7 +328,8 @@ def drift_table(drift_rows, stages):
 # CLI: recompute the drift of an existing continual.py run
 # ----------------------------------------------------------------------------------------------
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Recompute parameter/response drift, KL to base and collapse "
+    ap = argparse.ArgumentParser(usage="python drift.py RUN_DIR [--embed-model M] ... (--help lists all)",
+                                 description="Recompute parameter/response drift, KL to base and collapse "
                                              "for a finished continual.py run (SPEC A4–A8).")
     ap.add_argument("run_dir", help="a runs/<name>/ directory written by continual.py")
     ap.add_argument("--device", default="auto")

@@ -161,7 +161,9 @@ def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=T
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Acc@k of a model on benchmarks (SPEC C3) and the teacher check.")
+    ap = argparse.ArgumentParser(description="Acc@k of a model on benchmarks (SPEC C3) and the teacher check.",
+                                 usage="python evaluate.py [--model M] [--benchmarks all|train|ood|LIST] [--k K] [--n N] "
+                                       "... (--help lists all)")
     ap.add_argument("--model", default="tiny", help="'tiny', a local HF directory, or a hub id")
     ap.add_argument("--benchmarks", default="all", help="all | train | ood | comma list of names or files")
     ap.add_argument("--k", type=int, default=8, help="samples per prompt (Acc@k)")

@@ -1,28 +1,34 @@
 """grpo.py — Group Relative Policy Optimization, SPEC (G1)–(G5): the paper's sequence-level baseline.
 
-    python grpo.py --task coding --steps 100 --seed 0
+    python grpo.py --task coding --steps 100 --seed 0                    # as the paper ran it
+    python grpo.py --task coding --steps 100 --seed 0 --mini-batches 1   # the on-policy variant
 
-One step: take `--prompts-per-step` prompts, sample G responses each (rollout.collect), grade them
-(binary reward), turn rewards into group-relative advantages (G1), and minimise the clipped
-surrogate (G2, G3) — optionally plus a k3 KL to the starting model (G4) — aggregated over tokens
-(G5). AdamW, gradient clipping at 1.0.
+One step: take `--prompts-per-step` prompts, sample G responses each, grade them (binary reward),
+turn rewards into group-relative advantages (G1), and minimise the clipped surrogate (G2, G3) —
+optionally plus a k3 KL to the starting model (G4) — aggregated over tokens (G5). AdamW, gradient
+clipping at 1.0. train.py runs the loop; this file holds the equations and the update.
+
+Which GRPO the paper compared (the release's `baseline_grpo.yaml`, docs/PROTOCOL.md): **four optimizer
+steps per rollout batch** (`--mini-batches 4`, the default here), each on a contiguous quarter of the
+groups. From the second step on π_old ≠ π_θ, so the ratio ρ and the clip (with the dual clip c = 3
+for negative advantages) act. `--mini-batches 1` is the on-policy variant: π_old = sg[π_θ], every
+ratio is 1, the clip never binds, and the gradient is exactly A_i ∇log π_θ (REINFORCE with a group
+baseline). SDPO takes one step per batch in both the release and here.
 
 Simplifications, on purpose (and what the release does instead):
-* By default one optimizer step per batch (on-policy). Then π_old = sg[π_θ], every ratio ρ is 1,
-  the clip never binds, and the gradient is exactly A_i ∇log π_θ (REINFORCE with a group baseline).
-  `--epochs`/`--mini-batches` > 1 make the ratio and clip matter; π_old is then the policy that
-  sampled the batch, scored once under no-grad before the first update.
 * No critic, no value head, no reward model: rewards come from the graders in tasks.py.
-* Log-probs are those of the untempered policy (the release divides logits by the rollout temperature).
+* Log-probs are those of the untempered policy (the release divides logits by the rollout temperature;
+  with the default rollout temperature 1 the two agree).
 """
 import argparse
 import copy
+import os
 
 import torch
 
 import tasks
 import train
-from infra import global_sum, optimizer_step
+from infra import global_sum, my_share, optimizer_step, rank_and_world
 from rollout import (add_common_args, micro_batches, response_logits, token_entropy, token_logprobs,
                      validate_common_args)
 
@@ -46,12 +52,15 @@ def group_advantages(rewards, group_size, scale_std=False):
     return adv.view(-1)                                    # [N * G]
 
 
-def clipped_surrogate(logp, old_logp, advantages, eps_low=0.2, eps_high=0.28):
+def clipped_surrogate(logp, old_logp, advantages, eps_low=0.2, eps_high=0.28, clip_c=0.0):
     """(G2) ρ = π_θ/π_old = exp(logp − old_logp);  (G3) ℓ = −min(ρ A, clip(ρ, 1−ε_low, 1+ε_high) A).
 
+    Dual clip (the release, c = 3; clip_c = 0 turns it off): where A < 0, ℓ ← min(ℓ, −c·A), so a token
+    whose ratio has run far above 1 on a bad response cannot push the loss past c·|A|.
     logp, old_logp: [B, T] log-probs of the sampled tokens; advantages: [B] (one per sequence).
-    Returns (per-token loss [B, T], clipped [B, T] bool: where the clipped term is the active one).
+    Returns (per-token loss [B, T], clipped [B, T] bool: where a clip, either one, is the active term).
     With one update per batch old_logp = logp.detach(): ρ = 1, ℓ = −A, and ∇ℓ = −A ∇log π_θ.
+    Example: A = −1, ρ = 5, ε = 0.2/0.28, c = 3: −min(−5, −1.28) = 5, then min(5, 3) = 3.
     """
     A = advantages.unsqueeze(-1)                           # [B, 1]
     # (G2) ρ_{i,t} = π_θ(y_t|h_t) / π_old(y_t|h_t)
@@ -61,7 +70,13 @@ def clipped_surrogate(logp, old_logp, advantages, eps_low=0.2, eps_high=0.28):
     clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * A  # [B, T]
     # (G3) ℓ_{i,t} = −min(ρ A, clip(ρ) A)
     loss = -torch.minimum(unclipped, clipped)              # [B, T]
-    return loss, clipped < unclipped
+    was_clipped = clipped < unclipped                      # [B, T]
+    if clip_c > 0:
+        # (G3, dual clip) for A < 0: ℓ ← min(ℓ, −c·A)
+        capped = torch.minimum(loss, -clip_c * A)          # [B, T]
+        was_clipped = was_clipped | ((A < 0) & (capped < loss))
+        loss = torch.where(A < 0, capped, loss)
+    return loss, was_clipped
 
 
 def k3_kl(logp, ref_logp):
@@ -92,9 +107,9 @@ def aggregate(per_token_loss, mask, mode="token-mean", num_tokens=None, num_seqs
 
 
 def grpo_loss(logp, old_logp, advantages, mask, ref_logp=None, kl_coef=0.0, eps_low=0.2, eps_high=0.28,
-              mode="token-mean", num_tokens=None, num_seqs=None):
+              mode="token-mean", num_tokens=None, num_seqs=None, clip_c=0.0):
     """(G3)+(G4)+(G5): aggregate(ℓ_clip + β_KL · k3). Returns (loss, stats of this micro-batch)."""
-    per_token, clipped = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high)  # [B, T]
+    per_token, clipped = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high, clip_c)  # [B, T]
     stats = {"clip_frac": (clipped.float() * mask).sum().item() / max(1.0, mask.sum().item())}
     if kl_coef > 0 and ref_logp is not None:
         kl = k3_kl(logp, ref_logp)                         # [B, T]
@@ -120,7 +135,7 @@ def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
     lengths = [len(r) for r in batch["response_ids"]]
     totals = {"loss": 0.0, "clip_frac": 0.0, "entropy": 0.0, "kl": 0.0}
     n_updates = 0
-    for mini in mini_batch_split(len(adv), args):
+    for mini in mini_batch_split(len(adv), batch["group_size"], args):
         # (G5) the whole mini-batch's token and sequence counts, over all ranks: every micro-batch
         # divides by them, so summing micro-batch gradients gives the mini-batch gradient
         n_tok, n_seq = global_sum(sum(lengths[i] for i in mini)), global_sum(len(mini))
@@ -156,7 +171,8 @@ def grpo_micro_batch(model, batch, idx, adv, old, ref_model, args, pad_id, n_tok
             ref_logits, _, _ = response_logits(ref_model, prompts, responses, pad_id)     # [b, T, V]
             ref_logp = token_logprobs(ref_logits, targets)                                 # [b, T]
     loss, stats = grpo_loss(logp, old_logp, adv[idx].to(logp.device), mask, ref_logp, args.kl_coef,
-                            args.epsilon, args.epsilon_high, args.loss_agg, num_tokens=n_tok, num_seqs=n_seq)
+                            args.epsilon, args.epsilon_high, args.loss_agg, num_tokens=n_tok, num_seqs=n_seq,
+                            clip_c=args.clip_ratio_c)
     with torch.no_grad():
         stats["entropy_sum"] = (token_entropy(logits.detach()) * mask).sum().item()
     stats["tokens"] = mask.sum().item()
@@ -170,15 +186,22 @@ def several_steps(args):
     return args.epochs > 1 or args.mini_batches > 1
 
 
-def mini_batch_split(n, args):
+def mini_batch_split(n, group_size, args):
     """Index lists of the optimizer steps on one batch: `epochs` passes of `mini_batches` parts each.
 
-    Mini-batches are shuffled by torch's RNG, which train.run_steps seeds per step (reproducible).
+    As the release does (verl's `data.split(ppo_mini_batch_size)`): whole groups, in order, no shuffle.
+    The prompts were drawn in a random order already. Example: 8 prompts × G = 8, 4 mini-batches ->
+    responses 0–15, 16–31, 32–47, 48–63, each two whole groups. With several sample blocks on this
+    rank (`--sample-blocks`), each block is split the same way, so one process with N blocks takes
+    the same steps as N ranks.
     """
+    blocks = max(1, len(my_share(args.sample_blocks or rank_and_world()[1])))   # sample blocks on this rank
+    per_block = n // blocks                                                    # responses per block
+    groups = per_block // group_size                                           # groups per block
     for _ in range(args.epochs):
-        order = torch.randperm(n).tolist() if args.mini_batches > 1 else list(range(n))
         for mb in range(args.mini_batches):
-            yield order[mb * n // args.mini_batches:(mb + 1) * n // args.mini_batches]
+            lo, hi = mb * groups // args.mini_batches, (mb + 1) * groups // args.mini_batches
+            yield [b * per_block + i for b in range(blocks) for i in range(lo * group_size, hi * group_size)]
 
 
 def micro_batches_of(mini, lengths, size):
@@ -219,21 +242,29 @@ def add_grpo_args(ap):
     g = ap.add_argument_group("GRPO (G1–G5)")
     g.add_argument("--epsilon", type=float, default=0.2, help="ε_low of the clip (G3)")
     g.add_argument("--epsilon-high", type=float, default=0.28, help="ε_high of the clip (G3)")
+    g.add_argument("--clip-ratio-c", type=float, default=3.0,
+                   help="dual clip c for negative advantages (G3, the release's 3); 0 = off")
     g.add_argument("--kl-coef", type=float, default=0.0, help="β_KL of the k3 KL to the start model (G4); 0 = off")
-    g.add_argument("--loss-agg", default="token-mean", choices=["token-mean", "seq-mean-token-mean"], help="(G5)")
     g.add_argument("--adv-std", action="store_true", help="divide advantages by the group std (G1)")
-    g.add_argument("--epochs", type=int, default=1, help="passes over each batch (1 = on-policy)")
-    g.add_argument("--mini-batches", type=int, default=1, help="optimizer steps per pass")
+    g.add_argument("--epochs", type=int, default=1, help="passes over each batch")
+    g.add_argument("--mini-batches", type=int, default=4,
+                   help="optimizer steps per pass, each on a contiguous quarter of the groups (the release: 4); "
+                        "1 = on-policy")
     return ap
 
 
 def validate_grpo_args(ap, args):
     for flag, ok, allowed in [("--epsilon", 0 <= args.epsilon < 1, "in [0, 1)"),
                               ("--epsilon-high", args.epsilon_high >= 0, ">= 0"),
+                              ("--clip-ratio-c", args.clip_ratio_c == 0 or args.clip_ratio_c > 1, "0 (off) or > 1"),
                               ("--kl-coef", args.kl_coef >= 0, ">= 0"), ("--epochs", args.epochs >= 1, ">= 1"),
                               ("--mini-batches", args.mini_batches >= 1, ">= 1")]:
         if not ok:
             ap.error(f"{flag} must be {allowed}")
+    per_block = args.prompts_per_step // (args.sample_blocks or int(os.environ.get("WORLD_SIZE", "1")))
+    if per_block % args.mini_batches:
+        ap.error(f"--mini-batches {args.mini_batches}: each mini-batch takes whole groups, so the {per_block} "
+                 f"prompts per sample block (--prompts-per-step / blocks) must be divisible by it")
 
 
 def main(argv=None):

@@ -152,6 +152,9 @@ def optimizer_step(model, opt, micro_batch_indices, loss_of, max_grad_norm):
         loss.backward()
         total = total + loss.detach().cpu()
         stats.append(st)
+    for p in model.parameters():   # no data here (or no signal): zero gradients, and AdamW still steps
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
     sum_gradients(model)                                # data parallel: Σ_ranks ∇ = the full-batch gradient
     total = torch.tensor(global_sum(total.item()))
     check_finite(total, model)

@@ -226,7 +226,8 @@ def fmt(p):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 usage="python razor.py [--a A] [--beta B] [--strength S] ... (--help lists all)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the base kernels")
     ap.add_argument("--a", type=float, default=0.9, help="target success level of the Razor policy (B1)")
     ap.add_argument("--strength", type=float, default=2.0, help="λ: how strongly the teacher copies the demonstration")

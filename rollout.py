@@ -88,25 +88,39 @@ def encode_chat(tok, messages, enable_thinking=None):
 # (S1) the release's reprompt templates. Filled by concatenation, in one pass, so braces survive.
 SOLUTION_TEMPLATE = "\nCorrect solution:\n\n{successful_previous_attempt}"
 REPROMPT_TEMPLATE = "{prompt}{solution}{feedback}\n\nCorrectly solve the original question."
+# (S8) the release's feedback section (`feedback_template`), used when no sibling succeeded (--feedback)
+FEEDBACK_TEMPLATE = "\nThe following is feedback from your unsuccessful earlier attempt:\n\n{feedback_raw}\n\n"
 THINK_SPAN = re.compile(r"<think>.*?</think>\s*", flags=re.S)
 
 
 def strip_think(text):
-    """(S6) Remove <think>…</think> spans from a demonstration (SDPO); SDPO-CoT keeps them."""
-    # (S6) matched <think>…</think> spans
-    return THINK_SPAN.sub("", text).strip()
+    """(S6) Remove <think>…</think> spans from a demonstration (SDPO), then everything up to a lone
+    `</think>` (thinking templates pre-fill the opening tag, so the response starts inside the trace),
+    as the release's `_remove_thinking_trace` does. SDPO-CoT keeps them.
 
-
-def fill_reprompt(prompt, demonstration, feedback=""):
-    """(S1) reprompt = prompt + "\\nCorrect solution:\\n\\n" + demo + feedback + "\\n\\nCorrectly solve the original question."
-
-    A single pass over each template: a '{' or '}' inside the prompt or the demonstration is never
-    parsed as a placeholder (str.format on the filled text would break on `\\boxed{68}`).
+    Example: "I think 3+4=7</think>\\boxed{7}" -> "\\boxed{7}".
     """
-    # (S1) the solution section, then prompt + solution + feedback + the closing instruction
-    solution = SOLUTION_TEMPLATE.replace("{successful_previous_attempt}", demonstration)
+    # (S6) matched <think>…</think> spans
+    text = THINK_SPAN.sub("", text)
+    # (S6) then everything up to (and including) a lone </think>
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    return text.strip()
+
+
+def fill_reprompt(prompt, demonstration=None, feedback=None):
+    """(S1) reprompt = prompt + "\\nCorrect solution:\\n\\n" + demo + "\\n\\nCorrectly solve the original question."
+    (S8) with `feedback` (and no demonstration): prompt + FEEDBACK_TEMPLATE(feedback) + the same closing line.
+
+    A single pass over each template: a '{' or '}' inside the prompt, the demonstration or the feedback
+    is never parsed as a placeholder (str.format on the filled text would break on `\\boxed{68}`).
+    """
+    # (S1) the solution section (empty without a demonstration)
+    solution = "" if demonstration is None else SOLUTION_TEMPLATE.replace("{successful_previous_attempt}", demonstration)
+    # (S8) the feedback section (empty without feedback)
+    feedback_part = "" if feedback is None else FEEDBACK_TEMPLATE.replace("{feedback_raw}", feedback)
     head, tail = REPROMPT_TEMPLATE.split("{prompt}{solution}{feedback}")
-    return head + prompt + solution + feedback + tail
+    return head + prompt + solution + feedback_part + tail
 
 
 # ----------------------------------------------------------------------------------------------
@@ -269,6 +283,9 @@ def add_common_args(ap):
     g.add_argument("--weight-decay", type=float, default=0.0)
     g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping")
     g.add_argument("--micro-batch", type=int, default=0, help="sequences per forward (0 = all); same update")
+    g.add_argument("--loss-agg", default="seq-mean-token-mean", choices=["seq-mean-token-mean", "token-mean"],
+                   help="(G5, S5) seq-mean-token-mean: the mean over responses of each response's token-mean, what "
+                        "the release computes (one response per micro-batch); token-mean: over all tokens")
     g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in the backward (big models)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--sample-blocks", type=int, default=0,

@@ -26,17 +26,20 @@ import torch
 
 import tasks
 import train
-from infra import NonFiniteError, global_sum, is_main, optimizer_step
+from infra import NonFiniteError, gather_lists, global_sum, is_main, optimizer_step, rank_and_world
 from rollout import (add_common_args, chat_messages, encode_chat, fill_reprompt, micro_batches, response_logits,
                      strip_think, validate_common_args)
 
 
-def build_teacher_prompts(records, texts, rewards, group_size, cot=False):
-    """(S1) The teacher's user turn for every response, and the signal mask m.
+def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedback=False):
+    """(S1) The teacher's user turn for every response, and the signal mask m; (S8) with feedback.
 
     records, texts: [N*G] (grouped contiguously); rewards: [N*G] (1.0 = success).
     For response i: j* = the first j ≠ i in i's group with r_j = 1. If there is none, m_i = 0 and the
     teacher text is None. The demonstration is y_{j*} with <think> spans stripped unless `cot` (S6).
+    feedback=True (S8, the release's environment feedback, only where no sibling succeeded): a response
+    without j* whose grader has something to say about it (tasks.feedback) gets a teacher prompt with
+    that feedback instead of a demonstration, and m_i = 1.
     Returns (teacher user texts [N*G], m [N*G] float tensor, j* per response or None).
 
     Example, G = 3, rewards [0, 1, 1]: response 0 -> j*=1; response 1 -> j*=2 (itself excluded);
@@ -48,13 +51,15 @@ def build_teacher_prompts(records, texts, rewards, group_size, cot=False):
         # (S1) the first successful *other* response of the same group
         j_star = next((j for j in range(g0, g0 + group_size) if j != i and float(rewards[j]) == 1.0), None)
         demo_of.append(j_star)
-        if j_star is None:
-            user_texts.append(None)
-            mask.append(0.0)  # (S1) no success to show -> no distillation signal for this response
+        if j_star is not None:
+            demo = texts[j_star] if cot else strip_think(texts[j_star])  # (S6)
+            user_texts.append(fill_reprompt(rec["prompt"], demo))
+            mask.append(1.0)
             continue
-        demo = texts[j_star] if cot else strip_think(texts[j_star])  # (S6)
-        user_texts.append(fill_reprompt(rec["prompt"], demo))
-        mask.append(1.0)
+        # (S8) no successful sibling: the grader's feedback on this response's own failed attempt
+        note = tasks.feedback(rec, texts[i]) if feedback and float(rewards[i]) != 1.0 else None
+        user_texts.append(None if note is None else fill_reprompt(rec["prompt"], feedback=note))
+        mask.append(0.0 if note is None else 1.0)  # (S1) nothing to show -> no distillation signal
     return user_texts, torch.tensor(mask), demo_of
 
 
@@ -129,29 +134,73 @@ def topk_with_tail(student_logp, teacher_logp, k):
     return torch.cat([s_k, s_tail], -1), torch.cat([t_k, t_tail], -1)
 
 
-def sdpo_loss(student_logp, teacher_logp, token_mask, beta=0.5, topk=None, num_tokens=None):
-    """(S5) L = Σ_{i,t} m_i · GJSD_β(S_{i,t}, sg[T_{i,t}]) / Σ_{i,t} m_i  over response tokens (token-mean).
+def sdpo_loss(student_logp, teacher_logp, token_mask, beta=0.5, topk=None, num_tokens=None,
+              mode="token-mean", num_seqs=None):
+    """(S5) The SDPO loss over the distilled tokens (token_mask [b, T] = m_i × kept × is-a-response-token):
 
-    student_logp, teacher_logp: [b, T, V]; token_mask: [b, T] = m_i × (t is a response token).
-    num_tokens: the whole batch's distilled-token count when this is one micro-batch of it.
-    Returns (loss, per-token GJSD [b, T]).
+    token-mean:          L = Σ_{i,t} mask · GJSD_β(S_{i,t}, sg[T_{i,t}]) / Σ_{i,t} mask          (SPEC S5)
+    seq-mean-token-mean: L = (1/B) Σ_i (Σ_t mask · GJSD / Σ_t mask)   over *all* B responses, a response
+                         without signal counting 0: what the release computes (docs/PROTOCOL.md)
+    student_logp, teacher_logp: [b, T, V]. num_tokens / num_seqs: the whole batch's counts (distilled
+    tokens / all responses) when this is one micro-batch of it. Returns (loss, per-token GJSD [b, T]).
+    Example (seq-mean-token-mean): 4 responses, one with signal and mean GJSD 0.2 -> L = 0.2 / 4 = 0.05.
     """
     teacher_logp = teacher_logp.detach()  # sg[T]: no gradient ever reaches the teacher
     if topk:
         student_logp, teacher_logp = topk_with_tail(student_logp, teacher_logp, topk)  # (S4)
     per_token = generalized_jsd(student_logp, teacher_logp, beta)    # [b, T]
-    mask = token_mask.float()
+    mask = token_mask.float()                                        # [b, T]
+    if mode == "seq-mean-token-mean":
+        per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)   # [b] each response's token-mean
+        # (S5, release) mean over all responses of each response's token-mean
+        return per_seq.sum() / (per_seq.shape[0] if num_seqs is None else num_seqs), per_token
+    if mode != "token-mean":
+        raise ValueError(f"unknown aggregation '{mode}' (token-mean, seq-mean-token-mean)")
     denom = mask.sum().clamp(min=1) if num_tokens is None else num_tokens
     # (S5) token-mean over distilled tokens
     return (per_token * mask).sum() / denom, per_token
+
+
+def token_keep_masks(lengths, mask_ratio, offset=0):
+    """(S7) Token masking: each distilled token is kept with probability 1 − r (the release's `mask_ratio`).
+
+    lengths: |y_i| of this rank's responses; offset: the global index of its first response. Returns one
+    bool tensor [|y_i|] per response. Response j's draw has its own generator, seeded from the step's
+    RNG (train.run_steps seeds it per step, the same on every rank) and j, so the masks are
+    reproducible and do not depend on the micro-batch split or on how many ranks share the batch.
+    mask_ratio = 0 keeps every token.
+    """
+    if mask_ratio <= 0:
+        return [torch.ones(n, dtype=torch.bool) for n in lengths]
+    base = int(torch.randint(0, 2**31 - 1, ()))
+    gens = [torch.Generator().manual_seed(base * 1_000_003 + offset + i) for i in range(len(lengths))]
+    # (S7) keep_{i,t} = [u_{i,t} ≥ r],  u ~ U(0, 1)
+    return [torch.rand(n, generator=g) >= mask_ratio for n, g in zip(lengths, gens)]
 
 
 # ----------------------------------------------------------------------------------------------
 # Teacher schedules
 # ----------------------------------------------------------------------------------------------
 def init_teacher(student):
-    """(T3) A separate copy of the student's weights: the teacher at the start of every stage."""
+    """A separate, frozen-for-autograd copy of the student's weights."""
     return copy.deepcopy(student).eval().requires_grad_(False)
+
+
+@torch.no_grad()
+def stage_teacher(student, ckpt_teacher=None, mix=1.0):
+    """(T3) The teacher at the start of a stage: θ_T ← a·θ_ckpt + (1−a)·θ_student (the release's
+    `teacher_init_alpha` = a = mix, `teacher_path` = θ_ckpt).
+
+    ckpt_teacher None: θ_ckpt = the stage's starting student, so the teacher restarts from it (whatever a).
+    ckpt_teacher = the previous stage's final teacher: a = 1 carries it over, 0 < a < 1 mixes the two.
+    """
+    teacher = init_teacher(student)
+    if ckpt_teacher is None or mix == 0:
+        return teacher
+    for p_t, p_c in zip(teacher.parameters(), ckpt_teacher.parameters()):
+        # (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student   (p_t holds θ_student here)
+        p_t.mul_(1 - mix).add_(p_c.to(p_t.dtype), alpha=mix)
+    return teacher
 
 
 @torch.no_grad()
@@ -188,36 +237,41 @@ def teacher_after_step(teacher, student, step, alpha, refresh_every=0, gamma=1.0
 # The SDPO update on one graded batch
 # ----------------------------------------------------------------------------------------------
 def sdpo_update(model, teacher, opt, batch, args, tok, step):
-    """Teacher prompts (S1), teacher scoring (S2), GJSD token-mean loss (S3–S5), one optimizer step.
+    """Teacher prompts (S1, S8), token masking (S7), teacher scoring (S2), GJSD loss (S3–S5), one step.
 
     The teacher schedule (T1/T2) runs after this, in train.run_steps. Returns the step's statistics.
+    A step in which no response has a signal still calls the optimizer, with zero gradients, as the
+    release does: AdamW's moments decay and its step count moves, so the weights still move a little.
     """
     B = len(batch["response_ids"])
-    # (S1) the teacher's user turn for each response, and m_i = 1 where a sibling succeeded
+    # (S1, S8) the teacher's user turn for each response, and m_i = 1 where it has something to show
     user_texts, m, _ = build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
-                                             batch["group_size"], args.cot)
-    signal = [i for i in range(B) if m[i] > 0]
+                                             batch["group_size"], args.cot, args.feedback)
     lengths = [len(r) for r in batch["response_ids"]]
-    stats = {"reprompt_frac": len(signal) / B, "distilled_token_frac": sum(lengths[i] for i in signal) / max(1, sum(lengths))}
-    # (S5) the denominator Σ_{i,t} m_i over response tokens, over all ranks
-    n_tok = global_sum(sum(lengths[i] for i in signal))
-    if n_tok == 0:
-        if is_main():
-            print(f"warning: step {step}: no response had a successful sibling, so no teacher signal; "
-                  f"no update this step", file=sys.stderr)
-        return {**stats, "loss": 0.0, "js": 0.0, "entropy": 0.0, "teacher_entropy": 0.0, "skipped": 1}
+    # (S7) the tokens distilled this step (every token unless --mask-ratio)
+    offset = sum(gather_lists([B])[:rank_and_world()[0]])     # this rank's first response, globally
+    keep = token_keep_masks(lengths, args.mask_ratio, offset)
+    kept = [int(k.sum()) for k in keep]
+    signal = [i for i in range(B) if m[i] > 0 and kept[i] > 0]
+    stats = {"reprompt_frac": float((m > 0).float().mean()), "distilled_token_frac": sum(kept[i] for i in signal) / max(1, sum(lengths))}
+    # (S5) the whole batch's counts, over all ranks: distilled tokens (token-mean), responses (seq-mean)
+    n_tok, n_seq = global_sum(sum(kept[i] for i in signal)), global_sum(B)
+    if n_tok == 0 and is_main():
+        print(f"warning: step {step}: no response had a successful sibling, so no teacher signal; zero "
+              f"gradient (AdamW still takes its step, as the release does)", file=sys.stderr)
 
     def loss_of(idx):
-        return sdpo_micro_batch(model, teacher, batch, idx, user_texts, tok, args, n_tok)
+        return sdpo_micro_batch(model, teacher, batch, idx, user_texts, keep, tok, args, n_tok, n_seq)
     # only the responses with a signal are run (none on a rank without signal: zero gradient there)
     micro = [[signal[j] for j in idx] for idx in micro_batches([lengths[i] for i in signal], args.micro_batch)]
     loss, parts = optimizer_step(model, opt, micro, loss_of, args.max_grad_norm)
-    local_tok = max(1, sum(lengths[i] for i in signal))
-    return {**stats, "loss": loss, "js": loss, "entropy": sum(p["entropy_sum"] for p in parts) / local_tok,
-            "teacher_entropy": sum(p["teacher_entropy_sum"] for p in parts) / local_tok, "skipped": 0}
+    local_tok = max(1, sum(kept[i] for i in signal))
+    return {**stats, "loss": loss, "js": sum(p["js_sum"] for p in parts) / local_tok,
+            "entropy": sum(p["entropy_sum"] for p in parts) / local_tok,
+            "teacher_entropy": sum(p["teacher_entropy_sum"] for p in parts) / local_tok, "skipped": int(n_tok == 0)}
 
 
-def sdpo_micro_batch(model, teacher, batch, idx, user_texts, tok, args, n_tok):
+def sdpo_micro_batch(model, teacher, batch, idx, user_texts, keep, tok, args, n_tok, n_seq):
     """The SDPO loss of the responses `idx` (all with a teacher signal): (S2)–(S5). Returns (loss, stats)."""
     responses = [batch["response_ids"][i] for i in idx]
     t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], user_texts[i])) for i in idx]
@@ -225,10 +279,14 @@ def sdpo_micro_batch(model, teacher, batch, idx, user_texts, tok, args, n_tok):
     logits, mask, _ = response_logits(model, [batch["prompt_ids"][i] for i in idx], responses,
                                       tok.pad_token_id)                                       # [b, T, V]
     s_logp = torch.log_softmax(logits, dim=-1)                                               # [b, T, V]
-    loss, _ = sdpo_loss(s_logp, t_logp, mask, args.beta, args.topk, num_tokens=n_tok)      # (S3)–(S5)
+    for j, i in enumerate(idx):   # (S7) masked tokens leave the loss
+        mask[j, :len(keep[i])] *= keep[i].to(mask.device, mask.dtype)
+    loss, per_token = sdpo_loss(s_logp, t_logp, mask, args.beta, args.topk, num_tokens=n_tok,
+                                mode=args.loss_agg, num_seqs=n_seq)                          # (S3)–(S5)
     with torch.no_grad():
         fm = mask.float()                                                                    # [b, T]
-        stats = {"entropy_sum": (-(s_logp.exp() * s_logp).sum(-1) * fm).sum().item(),
+        stats = {"js_sum": (per_token * fm).sum().item(),
+                 "entropy_sum": (-(s_logp.exp() * s_logp).sum(-1) * fm).sum().item(),
                  "teacher_entropy_sum": (-(t_logp.exp() * t_logp).sum(-1) * fm).sum().item()}
     return loss, stats
 
@@ -236,9 +294,9 @@ def sdpo_micro_batch(model, teacher, batch, idx, user_texts, tok, args, n_tok):
 def make_sdpo(model, tok, opt, args, teacher=None):
     """SDPO as a method for train.run_steps: the update, and the teacher schedule after each step.
 
-    teacher: the stage's teacher; by default a fresh copy of the student (T3).
+    teacher: the stage's teacher (continual.py builds it by T3); by default a fresh copy of the student.
     """
-    teacher = init_teacher(model) if teacher is None else teacher
+    teacher = stage_teacher(model) if teacher is None else teacher
     return {"update": lambda batch, step: sdpo_update(model, teacher, opt, batch, args, tok, step),
             "after_step": lambda step: teacher_after_step(teacher, model, step, args.alpha, args.refresh_every,
                                                           args.gamma),
@@ -256,6 +314,10 @@ def add_sdpo_args(ap, sweep=False):
     g.add_argument("--beta", type=float, default=0.5, help="GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
     g.add_argument("--topk", type=int, default=None, help="distil on the student's top-k ids + a tail (S4); default: full vocabulary")
     g.add_argument("--cot", action="store_true", help="SDPO-CoT: keep <think> spans in the demonstration (S6)")
+    g.add_argument("--mask-ratio", type=float, default=0.0, help="token masking (S7): drop each distilled token "
+                   "with this probability, drawn per step; 0 = off")
+    g.add_argument("--feedback", action="store_true", help="environment feedback (S8): a response with no successful "
+                   "sibling is distilled towards the teacher shown its grader's feedback")
     g.add_argument("--refresh-every", type=int, default=0, help="StableSDPO: refresh the teacher every K steps (T2); 0 = off")
     g.add_argument("--gamma", type=float, default=1.0, help="refresh rate γ (T2); 1 = hard restart")
     return ap
@@ -267,6 +329,7 @@ def validate_sdpo_args(ap, args):
                               ("--beta", 0 <= args.beta <= 1, "in [0, 1]"),
                               ("--gamma", 0 < args.gamma <= 1, "in (0, 1]"),
                               ("--refresh-every", args.refresh_every >= 0, ">= 0"),
+                              ("--mask-ratio", 0 <= args.mask_ratio < 1, "in [0, 1)"),
                               ("--topk", args.topk is None or args.topk >= 1, ">= 1")]:
         if not ok:
             ap.error(f"{flag} must be {allowed}")

@@ -535,6 +535,41 @@ def grade(record, response):
         return 0.0
 
 
+def _reference_actions(record):
+    ref = json.loads(record["answer"]) if isinstance(record["answer"], str) else record["answer"]
+    return [a["Action"] for a in ref]
+
+
+def feedback(record, response):
+    """(S8) What the environment says about a *failed* response, as the release's graders return it
+    beside the score: why it failed, without giving the answer away (TOOLUSE names the expected
+    actions, as the release's does). None when there is nothing to say. Never raises.
+
+    Example (math): "\\boxed{12}" for answer 14 -> "Your final answer 12 is incorrect."
+    """
+    try:
+        kind = record["kind"]
+        if kind == "math":
+            got = last_boxed(response)
+            return ("Your response did not contain a final answer in \\boxed{}." if got is None
+                    else f"Your final answer {got.strip()} is incorrect.")
+        if kind == "mcq":
+            start = response.rfind("<answer>")
+            end = response.find("</answer>", start) if start >= 0 else -1
+            return ("Your response did not contain an answer between <answer> and </answer>." if end < 0
+                    else f"Your answer {response[start + len('<answer>'):end].strip()} is incorrect.")
+        if kind == "tooluse":
+            names = [n for n, _ in parse_actions(response)]
+            said = ", ".join(names) if names else "no action"
+            return (f"Your tool calls were incorrect (you called: {said}). "
+                    f"The expected actions were: {', '.join(_reference_actions(record))}.")
+        if kind == "code":
+            return "Your program did not pass all of the tests."
+    except Exception:  # a malformed record or reference: no feedback, as if the grader had none
+        return None
+    return None
+
+
 def grade_many(records, responses):
     """Grade a batch; programs run in one sandbox worker (much cheaper than a process each)."""
     scores = [None] * len(records)

@@ -145,7 +145,8 @@ def pretrain(model, tok, steps, batch_size=28, lr=3e-3, seed=0, log_every=100):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 usage="python tiny.py [--out DIR] [--seed S] ... (--help lists all)")
     ap.add_argument("--steps", type=int, default=1800, help="pretraining steps (batch 28)")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)

@@ -14,7 +14,13 @@ CASES = [
     ("continual.py", ["--steps", "0"], "--steps must be >= 1"),
     ("continual.py", ["--group-size", "1"], "--group-size must be >= 2"),
     ("continual.py", ["--eval-k", "0"], "--eval-k must be >= 1"),
-    ("continual.py", ["--method", "ppo"], "unknown method 'ppo'; known: grpo, sdpo"),
+    ("continual.py", ["--method", "ppo"], "unknown 'ppo'; known: grpo, sdpo, sdpo_0"),
+    ("continual.py", ["--method", "sdpo,sdpo_5"], "the same configuration twice"),
+    ("continual.py", ["--mini-batches", "3"], "must be divisible by it"),
+    ("continual.py", ["--clip-ratio-c", "0.5"], "--clip-ratio-c must be 0 (off) or > 1"),
+    ("continual.py", ["--mask-ratio", "1"], "--mask-ratio must be in [0, 1)"),
+    ("continual.py", ["--teacher-mix", "2"], "--teacher-mix must be in [0, 1]"),
+    ("grpo.py", ["--loss-agg", "sum"], "invalid choice"),
     ("continual.py", ["--stages", "math,poetry"], "unknown task 'poetry'"),
     ("continual.py", ["--benchmarks", "mmlu"], "unknown task 'mmlu'"),
     ("continual.py", ["--model", "./no/such/dir"], "is not a model directory"),
@@ -39,6 +45,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, script, args,
     assert out.returncode == 2, out.stderr
     assert message in out.stderr
     assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) <= 3, out.stderr   # a short usage line and the error, no flag list
     assert os.listdir(tmp_path) == []
 
 

@@ -21,10 +21,15 @@ def run(cmd, cwd):
     return out
 
 
+# GRPO with two optimizer steps per batch (each on one group of every rank): the π_old and mini-batch
+# paths run under torchrun too; SDPO with token masking drawn per step
+EXTRA = {"grpo.py": ["--mini-batches", "2"], "sdpo.py": ["--mask-ratio", "0.2"]}
+
+
 @pytest.mark.parametrize("script", ["grpo.py", "sdpo.py"])
 def test_torchrun_two_ranks_equal_one_process(tmp_path, script):
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-              os.path.join(ROOT, script), *COMMON, "--out", "dp"]
+              os.path.join(ROOT, script), *COMMON, *EXTRA[script], "--out", "dp"]
     # torchrun's agent picks its ports by bind-and-release, which can race with other processes: a
     # failed *launch* is retried once (a real failure fails twice; the numbers below are deterministic)
     first = subprocess.run(launch, cwd=tmp_path, capture_output=True, text=True, timeout=600,
@@ -32,12 +37,15 @@ def test_torchrun_two_ranks_equal_one_process(tmp_path, script):
     if first.returncode != 0:
         print("first torchrun launch failed, retrying once:\n" + first.stderr[-2000:])
         run(launch, tmp_path)
-    run([sys.executable, os.path.join(ROOT, script), *COMMON, "--sample-blocks", "2", "--out", "single"], tmp_path)
+    run([sys.executable, os.path.join(ROOT, script), *COMMON, *EXTRA[script], "--sample-blocks", "2", "--out", "single"],
+        tmp_path)
     summary = json.loads((tmp_path / "dp" / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["weights_identical_across_ranks"] is True
     # the same samples: identical rewards and response lengths, step by step
     logs = {d: [json.loads(l) for l in (tmp_path / d / "log.jsonl").read_text().splitlines()] for d in ("dp", "single")}
     assert len(logs["dp"]) == 2
+    if script == "sdpo.py":   # not vacuous: at least one step distilled something
+        assert any(r["skipped"] == 0 for r in logs["single"])
     for a, b in zip(logs["dp"], logs["single"]):
         assert a["reward"] == b["reward"] and a["response_len"] == b["response_len"]
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)

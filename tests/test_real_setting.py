@@ -48,7 +48,7 @@ def test_dtype_names():
     assert model.dtype == torch.bfloat16
 
 
-def sdpo_grads(model, tok, batch, micro_batch=0, grad_checkpointing=False):
+def sdpo_grads(model, tok, batch, micro_batch=0, grad_checkpointing=False, loss_agg="token-mean", mask_ratio=0.0):
     m = copy.deepcopy(model)
     if grad_checkpointing:
         getattr(m, "activation_checkpointing_enable", m.gradient_checkpointing_enable)()
@@ -56,18 +56,23 @@ def sdpo_grads(model, tok, batch, micro_batch=0, grad_checkpointing=False):
     teacher = sdpo.init_teacher(model)
     opt = torch.optim.SGD(m.parameters(), lr=0.0)
     args = types.SimpleNamespace(cot=False, micro_batch=micro_batch, beta=0.5, topk=None, max_grad_norm=1e9,
-                                 alpha=0.0, refresh_every=0, gamma=1.0)
+                                 alpha=0.0, refresh_every=0, gamma=1.0, loss_agg=loss_agg, mask_ratio=mask_ratio,
+                                 feedback=False)
+    torch.manual_seed(3)   # (S7) the step's masking draw, as train.run_steps seeds it
     sdpo.sdpo_update(m, teacher, opt, batch, args, tok, 1)
     return torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])
 
 
-def test_sdpo_gradient_accumulation_equals_the_full_batch(tiny):
+@pytest.mark.parametrize("loss_agg,mask_ratio", [("token-mean", 0.0), ("seq-mean-token-mean", 0.0),
+                                                 ("seq-mean-token-mean", 0.4)])
+def test_sdpo_gradient_accumulation_equals_the_full_batch(tiny, loss_agg, mask_ratio):
     model, tok = tiny
     batch = fake_batch(tok)
-    full = sdpo_grads(model, tok, batch)
+    full = sdpo_grads(model, tok, batch, loss_agg=loss_agg, mask_ratio=mask_ratio)
     assert full.abs().max().item() > 0
     for size in (1, 3):
-        assert (sdpo_grads(model, tok, batch, micro_batch=size) - full).abs().max().item() < 1e-6
+        micro = sdpo_grads(model, tok, batch, micro_batch=size, loss_agg=loss_agg, mask_ratio=mask_ratio)
+        assert (micro - full).abs().max().item() < 1e-6
 
 
 def test_gradient_checkpointing_gives_the_same_gradient(tiny):

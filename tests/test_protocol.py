@@ -1,0 +1,274 @@
+"""The release's protocol (docs/PROTOCOL.md), each rule against a hand-computed or brute-force case:
+GRPO's four steps per batch and dual clip, the release's aggregation, a step without signal, the
+stage-boundary teacher (T3), token masking (S7), environment feedback (S8), a lone </think> (S6),
+and the named continual configurations."""
+import copy
+import types
+
+import pytest
+import torch
+
+import continual
+import grpo
+import sdpo
+import tasks
+from rollout import fill_reprompt, strip_think
+from test_grpo import args_for, fake_batch
+
+
+# ---- (G3) dual clip --------------------------------------------------------------------------
+def brute_dual_clip(rho, A, eps_low=0.2, eps_high=0.28, c=3.0):
+    """verl's vanilla policy loss, written out for one token."""
+    l1 = -A * rho
+    l2 = -A * min(max(rho, 1 - eps_low), 1 + eps_high)
+    clip1 = max(l1, l2)
+    if A < 0 and c > 0:
+        return min(-A * c, clip1)
+    return clip1
+
+
+@pytest.mark.parametrize("c", [0.0, 3.0])
+def test_dual_clip_matches_the_release_formula(c):
+    rhos = [0.1, 0.79, 0.8, 1.0, 1.2, 1.28, 1.5, 2.9, 3.0, 5.0, 40.0]
+    for A in (-1.5, -0.5, 0.0, 0.25, 2.0):
+        logp = torch.log(torch.tensor([rhos], dtype=torch.float64))
+        loss, _ = grpo.clipped_surrogate(logp, torch.zeros_like(logp), torch.tensor([A], dtype=torch.float64),
+                                         clip_c=c)
+        want = [brute_dual_clip(r, A, c=c) for r in rhos]
+        assert loss[0].tolist() == pytest.approx(want, abs=1e-12), (A, c)
+
+
+def test_dual_clip_worked_example():
+    # A = −1, ρ = 5: the PPO clip alone gives ℓ = −min(−5, −1.28) = 5; the dual clip caps it at 3
+    logp = torch.log(torch.tensor([[5.0]]))
+    loss, clipped = grpo.clipped_surrogate(logp, torch.zeros_like(logp), torch.tensor([-1.0]), clip_c=3.0)
+    assert loss.item() == pytest.approx(3.0) and clipped.item()
+    loss, _ = grpo.clipped_surrogate(logp, torch.zeros_like(logp), torch.tensor([-1.0]), clip_c=0.0)
+    assert loss.item() == pytest.approx(5.0)
+
+
+# ---- GRPO: four optimizer steps per batch, contiguous whole groups ------------------------------
+def test_mini_batches_are_contiguous_whole_groups():
+    args = types.SimpleNamespace(epochs=1, mini_batches=4, sample_blocks=0)
+    parts = list(grpo.mini_batch_split(64, 8, args))
+    assert parts == [list(range(16 * k, 16 * (k + 1))) for k in range(4)]
+    # two sample blocks (as two ranks would): each block is split the same way
+    two = list(grpo.mini_batch_split(64, 8, types.SimpleNamespace(epochs=2, mini_batches=2, sample_blocks=2)))
+    assert len(two) == 4 and two[0] == two[2]
+    assert two[0] == list(range(0, 16)) + list(range(32, 48))
+
+
+def test_grpo_takes_mini_batches_steps_and_the_ratio_moves(tiny):
+    model, tok = tiny
+    m = copy.deepcopy(model)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    stats = grpo.grpo_update(m, opt, fake_batch(tok), args_for(mini_batches=2, loss_agg="seq-mean-token-mean"),
+                             None, tok.pad_token_id)
+    assert next(iter(opt.state.values()))["step"].item() == 2      # two optimizer steps on one batch
+    assert stats["clip_frac"] >= 0.0
+    # the second mini-batch is scored off-policy: its ratio is no longer exactly 1
+    m2 = copy.deepcopy(model)
+    opt2 = torch.optim.AdamW(m2.parameters(), lr=1e-3)
+    old = grpo.old_policy_logprobs(m2, fake_batch(tok), 0, tok.pad_token_id)
+    grpo.grpo_update(m2, opt2, fake_batch(tok), args_for(mini_batches=2), None, tok.pad_token_id)
+    new = grpo.old_policy_logprobs(m2, fake_batch(tok), 0, tok.pad_token_id)
+    assert max((a - b).abs().max().item() for a, b in zip(old, new)) > 1e-4
+
+
+# ---- (S5) the release's aggregation ------------------------------------------------------------
+def test_seq_mean_token_mean_with_0_1_and_all_responses_signalled():
+    g = torch.Generator().manual_seed(0)
+    S = torch.log_softmax(torch.randn(4, 5, 7, generator=g), -1)
+    T = torch.log_softmax(torch.randn(4, 5, 7, generator=g), -1)
+    lengths = [5, 3, 4, 2]
+    resp = torch.zeros(4, 5)
+    for i, n in enumerate(lengths):
+        resp[i, :n] = 1
+    per_token = sdpo.generalized_jsd(S, T, 0.5)                             # [4, 5]
+
+    def brute(signalled):   # mean over all 4 responses of each response's token-mean, 0 without signal
+        total = 0.0
+        for i in signalled:
+            total += sum(per_token[i, t].item() for t in range(lengths[i])) / lengths[i]
+        return total / 4
+    for signalled in ([], [2], [0, 1, 2, 3]):
+        m = torch.zeros(4, 1)
+        m[signalled] = 1
+        loss, _ = sdpo.sdpo_loss(S, T, resp * m, mode="seq-mean-token-mean")
+        assert loss.item() == pytest.approx(brute(signalled), abs=1e-6)
+    # the worked example of the docstring: one response with signal among four
+    loss, _ = sdpo.sdpo_loss(S, T, resp * torch.tensor([[0.], [0], [1], [0]]), mode="seq-mean-token-mean")
+    assert loss.item() == pytest.approx(per_token[2, :4].mean().item() / 4, abs=1e-6)
+
+
+def test_a_step_without_signal_still_moves_adam(tiny):
+    """All rewards 0: no teacher signal, zero gradient, but AdamW steps (as in the release)."""
+    model, tok = tiny
+    m = copy.deepcopy(model)
+    teacher = sdpo.stage_teacher(m)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.0)
+    args = types.SimpleNamespace(cot=False, feedback=False, mask_ratio=0.0, micro_batch=0, beta=0.5, topk=None,
+                                 max_grad_norm=1.0, loss_agg="seq-mean-token-mean")
+    batch = fake_batch(tok)
+    sdpo.sdpo_update(m, teacher, opt, batch, args, tok, 1)           # a step with signal: Adam has momentum
+    before = torch.cat([p.detach().flatten() for p in m.parameters()]).clone()
+    batch["rewards"] = torch.zeros(8)
+    stats = sdpo.sdpo_update(m, teacher, opt, batch, args, tok, 2)
+    after = torch.cat([p.detach().flatten() for p in m.parameters()])
+    assert stats["skipped"] == 1 and stats["loss"] == 0.0
+    assert next(iter(opt.state.values()))["step"].item() == 2
+    assert (after - before).abs().max().item() > 0                    # the momentum still moves the weights
+
+
+# ---- (T3) the teacher at a stage boundary -------------------------------------------------------
+def test_stage_teacher_rule_at_a_0_1_and_half(tiny):
+    model, _ = tiny
+    student = copy.deepcopy(model)
+    old_teacher = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in old_teacher.parameters():
+            p.add_(torch.randn_like(p))
+    flat = lambda m: torch.cat([p.detach().flatten() for p in m.parameters()])   # noqa: E731
+    s, t = flat(student), flat(old_teacher)
+    assert torch.equal(flat(sdpo.stage_teacher(student)), s)                       # restart
+    assert torch.equal(flat(sdpo.stage_teacher(student, old_teacher, 0.0)), s)     # a = 0: the student
+    assert torch.allclose(flat(sdpo.stage_teacher(student, old_teacher, 1.0)), t, atol=0)   # a = 1: carried
+    half = flat(sdpo.stage_teacher(student, old_teacher, 0.5))
+    assert torch.allclose(half, 0.5 * s + 0.5 * t, atol=1e-6)                       # a = 0.5: the mix
+    assert all(not p.requires_grad for p in sdpo.stage_teacher(student, old_teacher, 0.5).parameters())
+
+
+# ---- (S7) token masking -------------------------------------------------------------------------
+def test_token_masking_rate_over_many_draws():
+    torch.manual_seed(0)
+    for r in (0.1, 0.5, 0.9):
+        keep = sdpo.token_keep_masks([1000] * 200, r)
+        rate = torch.cat(keep).float().mean().item()
+        assert abs(rate - (1 - r)) < 0.005, (r, rate)       # 200k draws: 3.5 standard errors ≈ 0.004
+    assert all(k.all() for k in sdpo.token_keep_masks([5, 3], 0.0))
+    torch.manual_seed(7)
+    a = sdpo.token_keep_masks([9, 4], 0.3)
+    torch.manual_seed(7)
+    b = sdpo.token_keep_masks([9, 4], 0.3)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))   # the same step seed draws the same mask
+
+
+# ---- (S8) environment feedback ------------------------------------------------------------------
+def test_feedback_prompt_text():
+    assert fill_reprompt("Q?", feedback="Your final answer 3 is incorrect.") == (
+        "Q?\nThe following is feedback from your unsuccessful earlier attempt:\n\n"
+        "Your final answer 3 is incorrect.\n\n\n\nCorrectly solve the original question.")
+    # a demonstration alone is exactly S1's text (what the tiny model was pretrained on)
+    assert fill_reprompt("Q?", "\\boxed{5}") == "Q?\nCorrect solution:\n\n\\boxed{5}\n\nCorrectly solve the original question."
+
+
+def test_feedback_only_where_no_sibling_succeeded():
+    recs = [{"prompt": "What is 2+3?", "kind": "math", "answer": "5"}] * 4
+    texts = ["\\boxed{4}", "\\boxed{5}", "\\boxed{6}", "no box"]
+    rewards = torch.tensor([0., 1, 0, 0])
+    users, m, _ = sdpo.build_teacher_prompts(recs[:2] + recs[2:], texts, rewards, 2, feedback=True)
+    assert m.tolist() == [1, 0, 1, 1]
+    assert "Correct solution" in users[0] and users[1] is None        # the success itself gets nothing
+    assert users[2] == fill_reprompt("What is 2+3?", feedback="Your final answer 6 is incorrect.")
+    assert users[3] == fill_reprompt("What is 2+3?", feedback="Your response did not contain a final answer in \\boxed{}.")
+    off, m_off, _ = sdpo.build_teacher_prompts(recs, texts, rewards, 2, feedback=False)
+    assert m_off.tolist() == [1, 0, 0, 0] and off[2] is None
+
+
+def test_every_built_in_grader_gives_feedback():
+    for name in tasks.TRAIN_DOMAINS:
+        rec = tasks.builtin_split(name, "test", 1)[0]
+        note = tasks.feedback(rec, "a wrong answer")
+        assert isinstance(note, str) and note, name
+        assert str(rec["answer"]) not in note or name == "tooluse", name   # never the answer (TOOLUSE: the names)
+    tool = tasks.builtin_split("tooluse", "test", 1)[0]
+    assert "The expected actions were:" in tasks.feedback(tool, "Action: nope")
+    assert tasks.feedback({"kind": "tooluse", "answer": "not json"}, "x") is None
+
+
+# ---- (S6) thinking traces ----------------------------------------------------------------------
+def test_lone_closing_think_tag_is_stripped_too():
+    assert strip_think("I add 3 and 4</think>\n\\boxed{7}") == "\\boxed{7}"
+    assert strip_think("<think>a</think>mid <think>b</think>end") == "mid end"
+    assert strip_think("pre-filled</think><think>x</think>\\boxed{1}") == "\\boxed{1}"
+    assert strip_think("no trace \\boxed{2}") == "no trace \\boxed{2}"
+
+
+# ---- the named configurations -------------------------------------------------------------------
+def test_table_d6_configurations_have_distinct_names():
+    _, args, _, _, configs, _ = continual.parse_args(
+        ["--method", "grpo,sdpo_0,sdpo_5,sdpo_cot_5,s_sdpo_0", "--mask-ratio", "0"])
+    names = [c[2] for c in configs]
+    assert names == ["grpo", "sdpo_a0", "sdpo_a0.05", "sdpo_a0.05_cot", "sdpo_r10_g1"]
+    assert configs[4][1]["refresh_every"] == 10 and configs[4][1]["gamma"] == 1.0
+    _, args, _, _, configs, _ = continual.parse_args(["--method", "grpo,sdpo", "--mini-batches", "1", "--alpha",
+                                                      "0.05", "--mask-ratio", "0.3", "--feedback",
+                                                      "--teacher-init", "carry", "--teacher-mix", "0.5"])
+    assert [c[2] for c in configs] == ["grpo_mb1", "sdpo_a0.05_mask0.3_fb_carry0.5"]
+
+
+def test_run_directories_differ_when_any_setting_differs():
+    def dir_of(argv):
+        _, args, _, _, configs, defaults = continual.parse_args(argv)
+        return continual.run_dir_name(args, configs, defaults)
+    assert dir_of([]) == "sdpo_a0.05-s0"
+    assert dir_of(["--method", "grpo,sdpo"]) == "grpo+sdpo_a0.05-s0"
+    assert dir_of(["--lr", "3e-4"]) != dir_of([]) and dir_of(["--lr", "3e-4"]).startswith("sdpo_a0.05-s0-")
+    assert dir_of(["--lr", "3e-4"]) != dir_of(["--steps", "10"])
+    assert dir_of(["--refresh-every", "5", "--gamma", "0.5"]) == "sdpo_r5_g0.5-s0"
+    assert dir_of(["--cot"]) == "sdpo_a0.05_cot-s0"
+
+
+def test_the_same_configuration_twice_is_refused(capsys):
+    with pytest.raises(SystemExit) as e:
+        continual.parse_args(["--method", "sdpo,sdpo_5"])
+    assert e.value.code == 2 and "the same configuration twice" in capsys.readouterr().err
+
+
+def test_carried_teacher_is_saved_and_a_resume_reloads_it(tmp_path):
+    """--teacher-init carry: each stage checkpoint keeps its final teacher, and a run resumed after stage 1
+    (a new process) takes the carried teacher from disk and ends with the same results."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    argv = ["--method", "sdpo", "--teacher-init", "carry", "--teacher-mix", "0.5", "--stages", "math,coding",
+            "--benchmarks", "math,coding", "--steps", "3", "--prompts-per-step", "4", "--group-size", "4",
+            "--eval-n", "4", "--eval-k", "2", "--max-new-tokens", "40", "--curve-every", "0", "--no-drift",
+            "--seed", "2"]
+
+    def cli(name):
+        out = subprocess.run([sys.executable, os.path.join(root, "continual.py"), *argv, "--name", name],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out
+    cli("full")
+    run = tmp_path / "runs" / "full"
+    results = json.loads((run / "results.json").read_text())
+    assert list(results["runs"]) == ["sdpo_a0.05_carry0.5"]
+    ckpt = run / "checkpoints" / "sdpo_a0.05_carry0.5" / "stage1-math"
+    assert (ckpt / "teacher.pt").is_file()
+    part = tmp_path / "runs" / "part"
+    shutil.copytree(run, part)
+    progress = json.loads((part / "progress.json").read_text())
+    progress["sdpo_a0.05_carry0.5"]["stages"] = progress["sdpo_a0.05_carry0.5"]["stages"][:1]
+    for s in progress["sdpo_a0.05_carry0.5"]["stages"]:
+        s["checkpoint"] = s["checkpoint"].replace("runs/full", "runs/part")
+    (part / "progress.json").write_text(json.dumps(progress))
+    (part / "results.json").unlink()
+    assert "resuming after stage 1" in cli("part").stdout
+    logs = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert any(r["stage"] == 2 and r["skipped"] == 0 for r in logs)   # stage 2 distilled: its teacher mattered
+    again = json.loads((part / "results.json").read_text())
+    for r in again["runs"].values():
+        r["checkpoints"] = [c.replace("runs/part", "runs/full") for c in r["checkpoints"]]
+    assert again == results
+    # and the weights after stage 2 are bit-identical: the resumed stage saw the same teacher
+    from safetensors.torch import load_file
+    w = [load_file(str(d / "checkpoints" / "sdpo_a0.05_carry0.5" / "stage2-coding" / "model.safetensors"))
+         for d in (run, part)]
+    assert all(torch.equal(w[0][k], w[1][k]) for k in w[0])
+    base = load_file(os.path.join(root, "tiny_model", "model.safetensors"))
+    assert any(not torch.equal(w[0][k], base[k]) for k in base)     # training moved the weights
