@@ -97,19 +97,24 @@ def method_args(extra=()):
     return ap.parse_args(["--mini-batches", "1", *extra])
 
 
-def update_tokens(batch):
-    """Tokens a training forward processes: every prompt and response token (padding excluded)."""
-    return sum(len(p) + len(r) for p, r in zip(batch["prompt_ids"], batch["response_ids"]))
+def update_tokens(batch, unique=True):
+    """Tokens a training forward processes, padding excluded: each distinct prompt once (the shared
+    prefix, rollout.shared_prefix_logits) plus every response token; unique=False counts every
+    prompt copy (a packed forward without sharing)."""
+    prompts = {tuple(p) for p in batch["prompt_ids"]} if unique else [tuple(p) for p in batch["prompt_ids"]]
+    return sum(len(p) for p in prompts) + sum(len(r) for r in batch["response_ids"])
 
 
 def padded_tokens(batch, micro_batch):
-    """Token slots the forwards actually compute: per micro-batch, rows × (padded prompt + padded response)."""
+    """Token slots the forwards actually compute, per micro-batch: distinct prompts × padded prompt
+    length + rows × padded response length (with the shared prefix)."""
     lengths = [len(r) for r in batch["response_ids"]]
     total = 0
     for idx in micro_batches(lengths, micro_batch):
-        P = round_up(max(len(batch["prompt_ids"][i]) for i in idx))
+        distinct = {tuple(batch["prompt_ids"][i]) for i in idx}
+        P = round_up(max(len(p) for p in distinct))
         T = round_up(max(lengths[i] for i in idx))
-        total += len(idx) * (P + T)
+        total += len(distinct) * P + len(idx) * T
     return total
 
 
@@ -137,7 +142,8 @@ def bench_fixed(model, tok, device, args):
     batch = batches[1]   # the first timed rollout (seed + 1): the same batch whatever --repeat is
     n_params = sum(p.numel() for p in model.parameters())
     out["parameters"] = n_params
-    out["update_tokens"] = update_tokens(batch)
+    out["update_tokens"] = update_tokens(batch)                  # distinct prompts once + responses
+    out["update_tokens_unshared"] = update_tokens(batch, unique=False)
     out["update_tokens_padded"] = padded_tokens(batch, args.micro_batch)
     out["reward_mean"] = batch["rewards"].mean().item()
 
@@ -329,11 +335,12 @@ def report(res):
                  ("teacher forward share of the SDPO update", f"{100 * f['sdpo_teacher_share']:.0f}%"),
                  ("responses with a teacher signal", f"{100 * f['sdpo_signal_share']:.0f}%"),
                  ("evaluation sequences/s", f"{f['eval_seqs_per_s']:.0f}"),
-                 ("GRPO update GFLOP/s (6·P·tokens/t)", f"{f['grpo_update_flops'] / g:.1f}"),
+                 ("GRPO update GFLOP/s (6·P·unique tokens/t)", f"{f['grpo_update_flops'] / g:.1f}"),
                  ("dense matmul GFLOP/s, 1024³", f"{f['matmul_flops_square'] / g:.1f}"),
                  ("dense matmul GFLOP/s, model shape", f"{f['matmul_flops_model_shape'] / g:.1f}"),
                  ("GRPO update / dense matmul", f"{100 * f['grpo_flops_fraction']:.1f}%"),
-                 ("tokens in the update: real / computed with padding", f"{f['update_tokens']} / {f['update_tokens_padded']}"),
+                 ("tokens in the update: unique (each prompt once) / every prompt copy / computed with padding",
+                  f"{f['update_tokens']} / {f['update_tokens_unshared']} / {f['update_tokens_padded']}"),
                  ("GRPO update GFLOP/s counting padded slots", f"{f['grpo_update_flops_padded'] / g:.1f}"),
                  ("share of the GRPO update's time in matmuls (profiler)", f"{100 * f['grpo_update_matmul_share']:.0f}%"),
                  ("matmul GFLOP/s inside the update (padded FLOPs / matmul time)", f"{f['grpo_update_matmul_flops'] / g:.1f}"),
@@ -365,6 +372,7 @@ def main(argv=None):
                                  usage="python bench.py [--sweep] [--repeat N] [--model M] ... (--help lists all)")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = all cores)")
     ap.add_argument("--task", default="math", help="built-in domain or a JSON(-lines) file of records")
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--group-size", type=int, default=8)
@@ -376,14 +384,17 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true", help="also the scaling sweeps (group size, length, width)")
     ap.add_argument("--sweep-repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="bench.json", help="JSON output")
+    ap.add_argument("--out", default=os.path.join("runs", "bench.json"), help="JSON output")
     args = ap.parse_args(argv)
     for flag in ("prompts", "group_size", "max_new_tokens", "eval_prompts", "eval_k", "repeat", "sweep_repeat"):
         if getattr(args, flag) < (2 if flag == "group_size" else 1):
             ap.error(f"--{flag.replace('_', '-')} must be >= {2 if flag == 'group_size' else 1}")
     if args.task not in tasks.GENERATORS and not os.path.isfile(args.task):
         ap.error(f"--task: unknown task '{args.task}'")
-    device = setup_torch(args.device)
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if os.path.exists(args.out) and not os.path.isfile(args.out) or os.path.isfile(out_dir):
+        ap.error(f"--out: '{args.out}' is not a file path that can be written")
+    device = setup_torch(args.device, args.threads)
     model, tok = load_model(args.model, device)
     t0 = time.time()
     res = {"model": args.model, "machine": machine(), "fixed": bench_fixed(model, tok, device, args)}
@@ -392,6 +403,7 @@ def main(argv=None):
     res["seconds"] = time.time() - t0
     print(report(res))
     print(f"\n{res['seconds']:.0f}s; wrote {args.out}")
+    os.makedirs(out_dir, exist_ok=True)
     with open(args.out + ".tmp", "w") as f:
         json.dump(res, f, indent=1)
     os.replace(args.out + ".tmp", args.out)

@@ -30,6 +30,7 @@ import torch
 import drift
 import evaluate
 import grpo
+import plots
 import sdpo
 import tasks
 import train
@@ -103,35 +104,21 @@ GRPO_KEYS = ("mini_batches", "epochs", "clip_ratio_c")
 SDPO_KEYS = ("alpha", "cot", "refresh_every", "gamma", "mask_ratio", "feedback", "teacher_init", "teacher_mix")
 
 
-def config_name(method, s, defaults):
-    """A run's name from every method setting that differs from the defaults, e.g. grpo, grpo_mb1,
-    sdpo_a0.05, sdpo_a0_cot, sdpo_r10_g1 (refresh-and-freeze), sdpo_a0.05_mask0.3_fb_carry."""
-    if method == "grpo":
-        return "grpo" + "".join(f"_{tag}{s[k]:g}" for k, tag in (("mini_batches", "mb"), ("epochs", "ep"),
-                                                                   ("clip_ratio_c", "c")) if s[k] != defaults[k])
-    name = "sdpo" + (f"_r{s['refresh_every']}_g{s['gamma']:g}" if s["refresh_every"] else f"_a{s['alpha']:g}")
-    name += "_cot" if s["cot"] else ""
-    name += f"_mask{s['mask_ratio']:g}" if s["mask_ratio"] else ""
-    name += "_fb" if s["feedback"] else ""
-    if s["teacher_init"] == "carry":
-        name += "_carry" + ("" if s["teacher_mix"] == 1 else f"{s['teacher_mix']:g}")
-    return name
-
-
-def run_configs(args, defaults):
-    """[(method, settings, run name)] for every configuration of --method, in order."""
+def run_configs(args):
+    """[(method, settings, run name)] for every configuration of --method, in order. A run name carries
+    every method setting that differs from its default (grpo.run_name, sdpo.run_name)."""
     configs = []
     for item in args.method:
         if item == "grpo":
             s = {k: getattr(args, k) for k in GRPO_KEYS}
-            configs.append(("grpo", s, config_name("grpo", s, defaults)))
+            configs.append(("grpo", s, grpo.run_name(s)))
         elif item == "sdpo":
             for a in args.alpha:
                 s = {**{k: getattr(args, k) for k in SDPO_KEYS}, "alpha": a}
-                configs.append(("sdpo", s, config_name("sdpo", s, defaults)))
+                configs.append(("sdpo", s, sdpo.run_name(s)))
         else:
             s = {**{k: getattr(args, k) for k in SDPO_KEYS}, "alpha": 0.0, **PRESETS[item]}
-            configs.append(("sdpo", s, config_name("sdpo", s, defaults)))
+            configs.append(("sdpo", s, sdpo.run_name(s)))
     return configs
 
 
@@ -257,7 +244,7 @@ def parse_args(argv=None):
     for flag in ("curve_every", "curve_n", "curve_k"):
         if getattr(args, flag) < (0 if flag == "curve_every" else 1):
             ap.error(f"--{flag.replace('_', '-')} must be >= {0 if flag == 'curve_every' else 1}")
-    configs = run_configs(args, defaults)
+    configs = run_configs(args)
     names = [c[2] for c in configs]
     if len(set(names)) < len(names):
         ap.error(f"--method: the same configuration twice ({', '.join(names)})")
@@ -279,7 +266,7 @@ def main(argv=None):
     fingerprint = {k: v for k, v in vars(args).items() if k not in ("overwrite", "name", "runs_dir")}
     fingerprint.update(stages=stages, benchmarks=benchmarks)
     config_path = os.path.join(run_dir, "config.json")
-    device = init_distributed(args.device)   # torchrun: data parallel; rank 0 alone writes the run directory
+    device = init_distributed(args.device, args.threads)   # torchrun: data parallel; rank 0 alone writes the run directory
     if is_main() and os.path.exists(config_path):
         with open(config_path) as f:
             old = json.load(f)
@@ -447,9 +434,11 @@ def build_results(configs, stages, benchmarks, progress, args):
 
 
 def pct(v, signed=False):
+    """A fraction as a percentage with one decimal; None as "—"; never "-0.0" (a tiny negative rounds to 0.0)."""
     if v is None:
         return "—"
-    return f"{100 * v:+.1f}" if signed else f"{100 * v:.1f}"
+    v = 0.0 if round(100 * v, 1) == 0 else v
+    return f"{100 * v:+.1f}" if signed and v != 0 else f"{100 * v:.1f}"
 
 
 def write_report(results, run_dir):
@@ -459,7 +448,7 @@ def write_report(results, run_dir):
     ood = [b for b in benches if b not in stages]
     lines = ["# Continual post-training report", "",
              f"Stages: {' → '.join(stages)}. Acc@{results['eval']['k']} in % on {results['eval']['n']} test prompts "
-             f"per benchmark (T=0.6, top-p 0.95). OOD: {', '.join(ood)}.", ""]
+             f"per benchmark (T=0.6, top-p 0.95). OOD: {', '.join(ood) if ood else 'none'}.", ""]
     for name, run in results["runs"].items():
         lines += [f"## {name}: accuracy after each stage", "",
                   "| after | " + " | ".join(short[b] for b in benches) + " | degenerate % |",
@@ -490,47 +479,22 @@ def write_report(results, run_dir):
         lines += ["", "NSS: normalised spectral shift (A4), mean over all weight matrices; max angle: largest principal "
                   "angle of the top-10% singular subspaces (A5); mask IoU / update in base mask: principal-mask overlap "
                   "(A6); resp. cos: cosine similarity of base-model embeddings of the responses to the same prompts (A7); "
-                  "KL(π‖π0): Monte-Carlo sequence KL to the base, mean over benchmarks; collapse: responses repeating one "
+                  "KL(π‖π0): Monte-Carlo sequence KL to the base, mean over benchmarks (an estimate from the trained "
+                  "model's samples: a true KL near 0 can come out slightly negative, within its standard error, which "
+                  "results.json keeps per benchmark); collapse: responses repeating one "
                   "short pattern to the length limit (A8), with the most common pattern."]
-    plot = make_plot(results, run_dir)
-    if plot:
-        lines += ["", f"![accuracy per benchmark across stages]({os.path.basename(plot)})"]
+    log_path = os.path.join(run_dir, "log.jsonl")
+    rows = [json.loads(line) for line in open(log_path)] if os.path.exists(log_path) else []
+    figures = [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png")), "accuracy per benchmark across stages"),
+               (plots.plot_gain_forgetting(results, os.path.join(run_dir, "gain.png")), "gain and forgetting"),
+               (plots.plot_drift(results, os.path.join(run_dir, "drift.png")), "drift after every stage"),
+               (plots.plot_curves(rows, os.path.join(run_dir, "curves.png"), stages), "reward, JS and entropies per step")]
+    lines += [""] + [f"![{alt}]({os.path.basename(p)})" for p, alt in figures if p]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(run_dir, "report.md.tmp"), "w") as f:
         f.write(text)
     os.replace(os.path.join(run_dir, "report.md.tmp"), os.path.join(run_dir, "report.md"))
     return text
-
-
-def make_plot(results, run_dir):
-    """accuracy.png: one panel per benchmark, accuracy across stages, one line per run (if matplotlib)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    benches, stages = results["benchmarks"], results["stages"]
-    cols = 4
-    rows = -(-len(benches) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
-    x = list(range(len(stages) + 1))
-    for i, b in enumerate(benches):
-        ax = axes[i // cols][i % cols]
-        for name, run in results["runs"].items():
-            ax.plot(x, [100 * row[i] for row in run["acc"]], marker="o", label=name)
-        ax.set_title(b + (" (trained)" if b in stages else " (OOD)"), fontsize=9)
-        ax.set_xticks(x, ["base"] + [os.path.basename(s)[:8] for s in stages], fontsize=6)
-        ax.set_ylim(0, 100)
-    for j in range(len(benches), rows * cols):
-        axes[j // cols][j % cols].axis("off")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(run_dir, "accuracy.png")
-    fig.savefig(path + ".tmp.png", dpi=90)
-    os.replace(path + ".tmp.png", path)
-    plt.close(fig)
-    return path
 
 
 if __name__ == "__main__":

@@ -214,7 +214,7 @@ def main(argv=None):
         print(markdown_table(["domain", "prompts with a success", "without demo %", "with demo %"],
                              [[n, f"{c['prompts_with_demo']}/{args.n}", c["without_demo"], c["with_demo"]]
                               for n, c in checks.items()]))
-    print(f"\n{time.time() - t0:.0f}s")
+    print(f"\nevaluation took {time.time() - t0:.0f} s")
     if args.out and is_main():
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:

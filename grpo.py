@@ -238,16 +238,28 @@ def make_grpo(model, tok, opt, args):
             "after_step": None, "teacher": None}
 
 
+def run_name(s):
+    """The run's name from every GRPO setting that differs from its default: grpo, grpo_mb1, grpo_mb2_ep2_c0.
+    s: a dict (or namespace) with mini_batches, epochs, clip_ratio_c."""
+    s = s if isinstance(s, dict) else vars(s)
+    parts = [f"_{tag}{s[k]:g}" for k, tag in (("mini_batches", "mb"), ("epochs", "ep"), ("clip_ratio_c", "c"))
+             if s[k] != DEFAULTS[k]]
+    return "grpo" + "".join(parts)
+
+
+DEFAULTS = {"mini_batches": 4, "epochs": 1, "clip_ratio_c": 3.0}
+
+
 def add_grpo_args(ap):
     g = ap.add_argument_group("GRPO (G1–G5)")
     g.add_argument("--epsilon", type=float, default=0.2, help="ε_low of the clip (G3)")
     g.add_argument("--epsilon-high", type=float, default=0.28, help="ε_high of the clip (G3)")
-    g.add_argument("--clip-ratio-c", type=float, default=3.0,
+    g.add_argument("--clip-ratio-c", type=float, default=DEFAULTS["clip_ratio_c"],
                    help="dual clip c for negative advantages (G3, the release's 3); 0 = off")
     g.add_argument("--kl-coef", type=float, default=0.0, help="β_KL of the k3 KL to the start model (G4); 0 = off")
     g.add_argument("--adv-std", action="store_true", help="divide advantages by the group std (G1)")
-    g.add_argument("--epochs", type=int, default=1, help="passes over each batch")
-    g.add_argument("--mini-batches", type=int, default=4,
+    g.add_argument("--epochs", type=int, default=DEFAULTS["epochs"], help="passes over each batch")
+    g.add_argument("--mini-batches", type=int, default=DEFAULTS["mini_batches"],
                    help="optimizer steps per pass, each on a contiguous quarter of the groups (the release: 4); "
                         "1 = on-policy")
     return ap
@@ -277,7 +289,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     validate_common_args(ap, args)
     validate_grpo_args(ap, args)
-    return train.train_one_task(ap, args, "grpo", make_grpo)
+    return train.train_one_task(ap, args, run_name(args), make_grpo)
 
 
 if __name__ == "__main__":

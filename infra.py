@@ -27,9 +27,18 @@ import torch.distributed as dist
 _THREADS_SET = False
 
 
-def setup_torch(device="auto"):
-    """Pick the device (CUDA when present for 'auto') and set torch's CPU threads once, to the cores."""
+def setup_torch(device="auto", threads=0):
+    """Pick the device (CUDA when present for 'auto') and set torch's CPU threads.
+
+    threads 0 (the default): every core this process may use, divided among the torchrun ranks of the
+    machine: the fastest choice on an otherwise idle machine. On cores that something else is using,
+    torch's threads wait for each other at every operation and a step can take 10-20× longer
+    (docs/RESULTS.md): pass --threads 1 there, or run one job at a time.
+    """
     global _THREADS_SET
+    if threads > 0:
+        torch.set_num_threads(threads)
+        _THREADS_SET = True
     if not _THREADS_SET:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         # torchrun on CPU: the cores are shared by the ranks of this machine
@@ -43,7 +52,7 @@ def setup_torch(device="auto"):
 # ----------------------------------------------------------------------------------------------
 # Ranks (torchrun)
 # ----------------------------------------------------------------------------------------------
-def init_distributed(device_arg="auto"):
+def init_distributed(device_arg="auto", threads=0):
     """Join the torchrun process group when WORLD_SIZE > 1 (NCCL on CUDA, gloo on CPU); returns the device."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
@@ -51,7 +60,7 @@ def init_distributed(device_arg="auto"):
         if use_cuda:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group("nccl" if use_cuda else "gloo")
-    device = setup_torch(device_arg)
+    device = setup_torch(device_arg, threads)
     if world > 1 and device.type == "cuda":
         device = torch.device("cuda", torch.cuda.current_device())
     if not is_main():   # non-zero ranks print nothing to stdout (their summaries would repeat rank 0's)

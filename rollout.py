@@ -180,28 +180,40 @@ def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=
     return out
 
 
+def right_pad(seqs, pad_id, device):
+    """List of id lists -> (ids [B, T], mask [B, T]) padded on the right (responses)."""
+    T = round_up(max(len(s) for s in seqs))
+    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), T), dtype=torch.long)
+    for b, s in enumerate(seqs):
+        ids[b, :len(s)] = torch.tensor(s, dtype=torch.long)
+        mask[b, :len(s)] = 1
+    return ids.to(device), mask.to(device)
+
+
 def pack(prompt_ids, response_ids, pad_id, device):
     """Left-padded prompts then right-padded responses in one batch (layout in the module docstring).
 
     Returns input_ids [B, P+T], attention_mask [B, P+T], position_ids [B, P+T],
     response_mask [B, T] (1 on response tokens, the EOS included), and P.
     """
-    p_ids, p_mask = left_pad(prompt_ids, pad_id, device)  # [B, P]
-    T = round_up(max(len(r) for r in response_ids))
-    r_ids = torch.full((len(response_ids), T), pad_id, dtype=torch.long)
-    r_mask = torch.zeros((len(response_ids), T), dtype=torch.long)
-    for b, r in enumerate(response_ids):
-        r_ids[b, :len(r)] = torch.tensor(r, dtype=torch.long)
-        r_mask[b, :len(r)] = 1
-    r_ids, r_mask = r_ids.to(device), r_mask.to(device)
+    p_ids, p_mask = left_pad(prompt_ids, pad_id, device)   # [B, P]
+    r_ids, r_mask = right_pad(response_ids, pad_id, device)  # [B, T]
     input_ids = torch.cat([p_ids, r_ids], dim=1)        # [B, P+T]
     attention = torch.cat([p_mask, r_mask], dim=1)      # [B, P+T]
     positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [B, P+T] real tokens count 0, 1, 2, ...
     return input_ids, attention, positions, r_mask, p_ids.shape[1]
 
 
-def response_logits(model, prompt_ids, response_ids, pad_id):
-    """Logits that predict each response token: [B, T, V], with the response mask [B, T] and ids [B, T]."""
+def response_logits(model, prompt_ids, response_ids, pad_id, share_prefix=True):
+    """Logits that predict each response token: [B, T, V], with the response mask [B, T] and ids [B, T].
+
+    When prompts repeat (a group's G responses share one prompt), each distinct prompt is computed
+    once (`shared_prefix_logits`): the same numbers up to float rounding, far fewer tokens.
+    """
+    if share_prefix and len(set(map(tuple, prompt_ids))) < len(prompt_ids) \
+            and not getattr(model, "is_activation_checkpointing", False):   # (checkpointing drops the cache)
+        return shared_prefix_logits(model, prompt_ids, response_ids, pad_id)
     device = next(model.parameters()).device
     input_ids, attention, positions, r_mask, P = pack(prompt_ids, response_ids, pad_id, device)
     T = r_mask.shape[1]
@@ -211,6 +223,43 @@ def response_logits(model, prompt_ids, response_ids, pad_id):
                    logits_to_keep=T + 1).logits                                          # [B, T+1, V]
     # the shift: the logit at column c predicts the token at column c+1 (kept column 0 = column P-1)
     return logits[:, :T].float(), r_mask, input_ids[:, P:]  # [B, T, V], [B, T], [B, T]
+
+
+def shared_prefix_logits(model, prompt_ids, response_ids, pad_id):
+    """response_logits with every distinct prompt computed once (a group's G responses share it).
+
+    1. The U distinct prompts, left-padded, run once with the cache on: per layer, keys and values
+       [U, H, P, D], and the logit at each prompt's last position (it predicts the first response token).
+    2. Each response row takes its prompt's keys/values (index_select, so the gradient of all G rows
+       flows back into the one prompt forward) and the responses run on top of them, their positions
+       continuing after the prompt's real length, the prompt's padding masked out.
+    3. The logits: [the prompt's last logit, response columns 0 .. T-2]. The same shift as the packed
+       layout, so the result equals `response_logits` up to float summation order.
+
+    Worked example: 8 prompts of 94 tokens × 8 responses of 19 tokens. Packed: 64 × (94 + 19) = 7,232
+    token positions; shared: 8 × 94 + 64 × 19 = 1,968, about 3.7× fewer.
+    """
+    from transformers import DynamicCache   # (transformers is imported where a model is used: quick CLI errors)
+    device = next(model.parameters()).device
+    distinct, row_of = {}, []
+    for p in prompt_ids:
+        row_of.append(distinct.setdefault(tuple(p), len(distinct)))
+    rows = torch.tensor(row_of, device=device)                                          # [B] -> prompt row
+    p_ids, p_mask = left_pad([list(p) for p in distinct], pad_id, device)              # [U, P]
+    p_pos = (p_mask.cumsum(-1) - 1).clamp(min=0)                                       # [U, P]
+    prefix = model(input_ids=p_ids, attention_mask=p_mask, position_ids=p_pos, use_cache=True,
+                   logits_to_keep=1)                                                     # logits [U, 1, V]
+    cache = DynamicCache()
+    for layer, kv in enumerate(prefix.cache.layers):                                    # keys [U, H, P, D]
+        cache.update(kv.keys.index_select(0, rows), kv.values.index_select(0, rows), layer)   # -> [B, H, P, D]
+    r_ids, r_mask = right_pad(response_ids, pad_id, device)                             # [B, T]
+    T = r_ids.shape[1]
+    attention = torch.cat([p_mask.index_select(0, rows), r_mask], dim=1)                # [B, P+T]
+    positions = p_mask.sum(-1).index_select(0, rows)[:, None] + torch.arange(T, device=device)  # [B, T]
+    out = model(input_ids=r_ids, attention_mask=attention, position_ids=positions, cache=cache,
+                use_cache=True).logits                                                   # [B, T, V]
+    logits = torch.cat([prefix.logits.index_select(0, rows), out[:, :T - 1]], dim=1)    # [B, T, V] the shift
+    return logits.float(), r_mask, r_ids
 
 
 def token_logprobs(logits, targets):
@@ -264,6 +313,8 @@ def add_common_args(ap):
     g = ap.add_argument_group("model and rollouts")
     g.add_argument("--model", default="tiny", help="'tiny' (built in), a local HF directory, or a hub id")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = all cores of this process; "
+                   "use 1 when other jobs share the cores)")
     g.add_argument("--steps", type=int, default=100, help="optimizer steps (per stage in continual.py)")
     g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step")
     g.add_argument("--group-size", "--num-generations", type=int, default=8, dest="group_size",
@@ -324,7 +375,8 @@ def validate_common_args(ap, args):
               ("--temperature", args.temperature > 0, "> 0"), ("--top-p", 0 < args.top_p <= 1, "in (0, 1]"),
               ("--eval-n", args.eval_n >= 1, ">= 1"), ("--eval-k", args.eval_k >= 1, ">= 1"),
               ("--micro-batch", args.micro_batch >= 0, ">= 0"), ("--max-grad-norm", args.max_grad_norm > 0, "> 0"),
-              ("--max-prompt-len", args.max_prompt_len >= 0, ">= 0"), ("--sample-blocks", args.sample_blocks >= 0, ">= 0")]
+              ("--max-prompt-len", args.max_prompt_len >= 0, ">= 0"), ("--sample-blocks", args.sample_blocks >= 0, ">= 0"),
+              ("--threads", args.threads >= 0, ">= 0")]
     for flag, ok, allowed in checks:
         if not ok:
             ap.error(f"{flag} must be {allowed}")

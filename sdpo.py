@@ -303,6 +303,19 @@ def make_sdpo(model, tok, opt, args, teacher=None):
             "teacher": teacher}
 
 
+def run_name(s):
+    """The run's name from its SDPO settings: sdpo_a0.05, sdpo_a0_cot, sdpo_r10_g1 (refresh-and-freeze),
+    sdpo_a0.05_mask0.3_fb_carry. s: a dict (or namespace); teacher_init/teacher_mix only in continual.py."""
+    s = s if isinstance(s, dict) else vars(s)
+    name = "sdpo" + (f"_r{s['refresh_every']}_g{s['gamma']:g}" if s["refresh_every"] else f"_a{s['alpha']:g}")
+    name += "_cot" if s["cot"] else ""
+    name += f"_mask{s['mask_ratio']:g}" if s["mask_ratio"] else ""
+    name += "_fb" if s["feedback"] else ""
+    if s.get("teacher_init") == "carry":
+        name += "_carry" + ("" if s["teacher_mix"] == 1 else f"{s['teacher_mix']:g}")
+    return name
+
+
 def add_sdpo_args(ap, sweep=False):
     """SDPO's flags. sweep=True (continual.py): --alpha takes a comma list, one run per value."""
     g = ap.add_argument_group("SDPO (S1–S6, T1–T3)")
@@ -345,7 +358,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     validate_common_args(ap, args)
     validate_sdpo_args(ap, args)
-    return train.train_one_task(ap, args, "sdpo", make_sdpo)
+    return train.train_one_task(ap, args, run_name(args), make_sdpo)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import torch
 from tqdm import tqdm
 
 import evaluate
+import plots
 import tasks
 from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, gather_lists, global_sum,
                    init_distributed, is_main, my_share, rank_and_world, save_checkpoint, weights_digest)
@@ -94,7 +95,10 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
                    **stats, "rollout_s": round(t1 - t0, 3), "update_s": round(time.time() - t1, 3)}
             if log_path and is_main():
                 append_jsonl(log_path, row)
-            bar.set_postfix(reward=f"{row['reward']:.2f}", loss=f"{row['loss']:.3f}")
+            # GRPO's loss is ≈ 0 by construction (advantages sum to 0 in a group, ρ ≈ 1): show its clip
+            # fraction; SDPO's per-token JS is its signal
+            signal = {"js": f"{row['js']:.3f}"} if "js" in row else {"clip": f"{row.get('clip_frac', 0):.3f}"}
+            bar.set_postfix(reward=f"{row['reward']:.2f}", **signal)
             if on_step:
                 on_step(step + 1, row)
             if sigint.requested:
@@ -104,7 +108,9 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
 
 def train_one_task(ap, args, method_name, make_method):
     """What `python grpo.py` / `python sdpo.py` run: evaluate, train one task, evaluate, save a HF
-    checkpoint, log.jsonl and summary.json. make_method(model, tok, opt, args) -> the method dict."""
+    checkpoint, log.jsonl and summary.json in runs/<method_name>-<task>-s<seed>/ (the name carries every
+    method setting that differs from its default, e.g. sdpo_a0_cot). make_method(model, tok, opt, args)
+    -> the method dict."""
     try:
         tasks.check_task(args.task)
         records = train_records(args.task, seed=args.seed)
@@ -113,7 +119,7 @@ def train_one_task(ap, args, method_name, make_method):
     except Exception as e:  # a bad file names file:line; a hub task that cannot be fetched says why
         ap.error(f"--task: {tasks.one_line(e)}")
     out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")
-    device = init_distributed(args.device)   # torchrun: data parallel over the ranks (infra.py)
+    device = init_distributed(args.device, args.threads)   # torchrun: data parallel over the ranks (infra.py)
     log_path = os.path.join(out, "log.jsonl")
     if is_main():
         os.makedirs(out, exist_ok=True)
@@ -160,5 +166,6 @@ def train_one_task(ap, args, method_name, make_method):
         json.dump({"method": method_name, "task": args.task, "acc_before": before, "acc_after": after,
                    "train_seconds": train_s, "world_size": world, "weights_identical_across_ranks": identical,
                    "args": vars(args)}, f, indent=1)
-    print(f"saved {out}/model, {out}/log.jsonl, {out}/summary.json")
+    curves = plots.plot_curves(rows, os.path.join(out, "curves.png"))
+    print(f"saved {out}/model, {out}/log.jsonl, {out}/summary.json" + (f", {curves}" if curves else ""))
     return before, after

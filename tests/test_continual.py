@@ -59,6 +59,8 @@ def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
     assert len(results["runs"]["grpo"]["acc"]) == 3               # base + 2 stages
     report = (run / "report.md").read_text()
     assert "## grpo: accuracy after each stage" in report and "Gain and forgetting" in report
+    for png in ("accuracy.png", "gain.png", "drift.png", "curves.png"):   # plots by default, linked from the report
+        assert (run / png).is_file() and f"]({png})" in report, png
     logs = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
     assert len(logs) == 2 * 2 * 2                                 # runs × stages × steps
     assert {"reward", "loss", "entropy"} <= set(logs[0])
@@ -106,9 +108,21 @@ def test_refuses_a_directory_holding_a_different_run(tmp_path):
     assert json.loads((tmp_path / "runs" / "x" / "config.json").read_text()) == {"other": 1}
 
 
-def test_plot_when_matplotlib_is_installed(tmp_path):
-    pytest.importorskip("matplotlib")
-    results = {"benchmarks": ["a", "o"], "stages": ["a"],
-               "runs": {"grpo": {"acc": [[0.2, 0.5], [0.4, 0.4]]}, "sdpo": {"acc": [[0.2, 0.5], [0.6, 0.3]]}}}
-    path = continual.make_plot(results, str(tmp_path))
-    assert path and os.path.getsize(path) > 1000 and open(path, "rb").read(4) == b"\x89PNG"
+def test_plots_with_one_seed_and_with_bands(tmp_path):
+    import plots
+    cm = continual.change_metrics
+
+    def results(shift):
+        acc = {"grpo": [[0.2, 0.5], [0.4 + shift, 0.4]], "sdpo": [[0.2, 0.5], [0.6, 0.3 + shift]]}
+        return {"benchmarks": ["a", "o"], "stages": ["a"],
+                "runs": {n: {"acc": rows, "per_stage": [{b: cm(rows[1][i], rows[0][i]) for i, b in enumerate("ao")}]}
+                         for n, rows in acc.items()}}
+    seeds = [results(0.0), results(0.1), results(-0.05)]
+    for fn, name in ((plots.plot_accuracy, "acc.png"), (plots.plot_gain_forgetting, "gain.png")):
+        for many in (None, seeds):
+            path = fn(seeds[0], str(tmp_path / name), many)
+            assert path and os.path.getsize(path) > 1000 and open(path, "rb").read(4) == b"\x89PNG"
+    rows = [{"run": "sdpo", "stage": s, "step": k, "reward": 0.1 * k, "js": 0.01, "entropy": 1.0,
+             "teacher_entropy": 0.9} for s in (1, 2) for k in (1, 2, 3)]
+    assert plots.plot_curves(rows, str(tmp_path / "curves.png"), ["a", "b"])
+    assert plots.plot_curves([], str(tmp_path / "none.png")) is None

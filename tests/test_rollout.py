@@ -76,3 +76,44 @@ def test_micro_batches_cover_every_index_once():
     assert sorted(i for mb in mbs for i in mb) == [0, 1, 2, 3, 4]
     assert all(len(mb) <= 2 for mb in mbs)
     assert micro_batches([5, 1], 0) == [[1, 0]]
+
+
+# ---- the shared prefix: each distinct prompt once, the same numbers ----------------------------------
+def shared_vs_packed_case(tok, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(5, 100, (n,), generator=g).tolist() for n in (30, 41, 17)]   # different lengths
+    which = [0, 0, 0, 1, 1, 2, 2, 2, 0]                                                    # groups, one straggler
+    lengths = (5, 9, 2, 11, 7, 4, 0, 6, 20)
+    responses = [torch.randint(5, 100, (n,), generator=g).tolist() + [tok.eos_token_id] for n in lengths]
+    return [prompts[i] for i in which], responses
+
+
+def test_shared_prefix_gives_the_packed_log_probs_and_gradients(tiny):
+    import copy
+    model, tok = tiny
+    prompts, responses = shared_vs_packed_case(tok)
+    grads = []
+    for share in (False, True):
+        m = copy.deepcopy(model)
+        logits, mask, targets = response_logits(m, prompts, responses, tok.pad_token_id, share_prefix=share)
+        logp = token_logprobs(logits, targets)                                            # [B, T]
+        weights = torch.linspace(-1, 2, logp.shape[0])[:, None]                           # any loss will do
+        (logp * mask * weights).sum().backward()
+        grads.append((logp.detach() * mask, torch.cat([p.grad.flatten() for p in m.parameters()])))
+    (lp0, g0), (lp1, g1) = grads
+    assert (lp0 - lp1).abs().max().item() < 2e-5
+    assert (g0 - g1).abs().max().item() <= 1e-4 * g0.abs().max().item()
+    assert g0.abs().max().item() > 0
+
+
+def test_shared_prefix_is_used_only_when_prompts_repeat(tiny, monkeypatch):
+    import rollout
+    model, tok = tiny
+    calls = []
+    real = rollout.shared_prefix_logits
+    monkeypatch.setattr(rollout, "shared_prefix_logits", lambda *a: calls.append(1) or real(*a))
+    prompts, responses = shared_vs_packed_case(tok)
+    rollout.response_logits(model, prompts[:1] + prompts[3:4], responses[:2], tok.pad_token_id)
+    assert calls == []                                       # two different prompts: the packed path
+    rollout.response_logits(model, prompts[:3], responses[:3], tok.pad_token_id)
+    assert calls == [1]

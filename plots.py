@@ -1,0 +1,167 @@
+"""plots.py — the figures every run writes: people would rather look than read.
+
+    accuracy.png   accuracy per benchmark after every stage, one line per run       (C2)
+    gain.png       gain G on each stage's own domain, forgetting F of the final model (A2, A3)
+    drift.png      parameter and response drift after every stage                   (A4–A7)
+    curves.png     reward, JS, student entropy and teacher entropy per step          (§3.1)
+
+With several seeds (`series` holding one list per run and seed) the lines are the mean and the band
+spans the seeds' minimum to maximum. Every function takes plain dicts and lists (results.json and
+log.jsonl as read from disk) and returns the file it wrote, or None when matplotlib is missing: a
+run never fails for want of a plot. Files are written atomically.
+"""
+import os
+
+
+def pyplot():
+    """matplotlib.pyplot, imported on first use (it takes half a second), or None when it is missing."""
+    global plt
+    if plt is None:
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot
+            plt = matplotlib.pyplot
+        except ImportError:   # runs still succeed without plots
+            return None
+    return plt
+
+
+plt = None
+
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+
+
+def save(fig, path):
+    fig.tight_layout()
+    fig.savefig(path + ".tmp.png", dpi=90)
+    os.replace(path + ".tmp.png", path)
+    plt.close(fig)
+    return path
+
+
+def line_with_band(ax, x, ys, color, label):
+    """Mean of ys (a list of equal-length lists, one per seed) with a min–max band when there are several."""
+    ys = [y for y in ys if y is not None]
+    if not ys:
+        return
+    cols = list(zip(*ys))
+    mean = [sum(c) / len(c) for c in cols]
+    ax.plot(x, mean, marker="o", ms=3, color=color, label=label)
+    if len(ys) > 1:
+        ax.fill_between(x, [min(c) for c in cols], [max(c) for c in cols], color=color, alpha=0.2)
+
+
+def plot_accuracy(results, path, seeds_results=None):
+    """accuracy.png: one panel per benchmark, accuracy (%) across stages, one line per run."""
+    if pyplot() is None:
+        return None
+    all_results = seeds_results or [results]
+    benches, stages = results["benchmarks"], results["stages"]
+    cols = 4
+    rows = -(-len(benches) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
+    x = list(range(len(stages) + 1))
+    for i, b in enumerate(benches):
+        ax = axes[i // cols][i % cols]
+        for c, name in enumerate(results["runs"]):
+            ys = [[100 * row[i] for row in r["runs"][name]["acc"]] for r in all_results if name in r["runs"]]
+            line_with_band(ax, x, ys, COLORS[c % len(COLORS)], name)
+        ax.set_title(b + (" (trained)" if b in stages else " (OOD)"), fontsize=9)
+        ax.set_xticks(x, ["base"] + [os.path.basename(s)[:8] for s in stages], fontsize=6)
+        ax.set_ylim(0, 100)
+    for j in range(len(benches), rows * cols):
+        axes[j // cols][j % cols].axis("off")
+    axes[0][0].legend(fontsize=7)
+    return save(fig, path)
+
+
+def plot_gain_forgetting(results, path, seeds_results=None):
+    """gain.png: per run, G on each stage's domain right after the stage, and F of the final model on
+    earlier domains and OOD benchmarks (bars; the whiskers span the seeds)."""
+    if pyplot() is None:
+        return None
+    all_results = seeds_results or [results]
+    stages, benches = results["stages"], results["benchmarks"]
+    ood = [b for b in benches if b not in stages]
+    panels = [("gain G on the stage's domain, right after it (%)",
+               [(s, lambda r, k=k, s=s: r["per_stage"][k][s]["gain"]) for k, s in enumerate(stages)]),
+              ("forgetting F of the final model (%)",
+               [(b, lambda r, b=b: r["per_stage"][-1][b]["forget"]) for b in stages[:-1] + ood])]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.2))
+    names = list(results["runs"])
+    width = 0.8 / max(1, len(names))
+    for ax, (title, items) in zip(axes, panels):
+        for c, name in enumerate(names):
+            vals = [[100 * (get(r["runs"][name]) or 0.0) for r in all_results if name in r["runs"]]
+                    for _, get in items]
+            xs = [i + c * width for i in range(len(items))]
+            means = [sum(v) / len(v) for v in vals]
+            err = [[m - min(v) for m, v in zip(means, vals)], [max(v) - m for m, v in zip(means, vals)]]
+            ax.bar(xs, means, width, color=COLORS[c % len(COLORS)], label=name,
+                   yerr=err if len(all_results) > 1 else None, capsize=2)
+        ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(items))],
+                      [os.path.basename(k)[:10] for k, _ in items], fontsize=7)
+        ax.set_title(title, fontsize=9)
+    axes[0].legend(fontsize=7)
+    return save(fig, path)
+
+
+def plot_drift(results, path, seeds_results=None):
+    """drift.png: after every stage, vs the base: NSS (A4), largest angle (A5), mask IoU (A6),
+    response cosine (A7) and the Monte-Carlo KL to the base."""
+    if pyplot() is None:
+        return None
+    all_results = seeds_results or [results]
+    names = [n for n, r in results["runs"].items() if r.get("drift") and all(r["drift"])]
+    if not names:
+        return None
+    metrics = [("NSS vs base (A4)", lambda d: d["params_vs_base"]["all"]["nss_mean"]),
+               ("max principal angle ° (A5)", lambda d: d["params_vs_base"]["all"]["angle_max"]),
+               ("principal-mask IoU (A6)", lambda d: d["params_vs_base"]["all"]["iou_mean"]),
+               ("response cosine vs base (A7)", lambda d: d["responses_vs_base"]["mean"]),
+               ("KL(π‖π0) nats", lambda d: d["kl_to_base_mean"])]
+    stages = results["stages"]
+    x = list(range(1, len(stages) + 1))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.0 * len(metrics), 2.8))
+    for ax, (title, get) in zip(axes, metrics):
+        for c, name in enumerate(names):
+            ys = [[get(d) for d in r["runs"][name]["drift"]] for r in all_results
+                  if name in r["runs"] and all(r["runs"][name].get("drift") or [None])]
+            line_with_band(ax, x, [y for y in ys if None not in y], COLORS[c % len(COLORS)], name)
+        ax.set_title(title, fontsize=9)
+        ax.set_xticks(x, [os.path.basename(s)[:8] for s in stages], fontsize=6)
+    axes[0].legend(fontsize=7)
+    return save(fig, path)
+
+
+def plot_curves(rows, path, stages=None):
+    """curves.png: per step, the mean reward, SDPO's per-token JS, the student's and the teacher's
+    entropy (the paper's §3.1 curves), one line per run; dotted lines mark stage boundaries.
+
+    rows: log.jsonl rows (continual.py's carry 'run' and 'stage'; grpo.py/sdpo.py's have neither).
+    """
+    if pyplot() is None:
+        return None
+    rows = [r for r in rows if "step" in r and "reward" in r]
+    if not rows:
+        return None
+    runs = list(dict.fromkeys(r.get("run", "run") for r in rows))
+    metrics = [("reward", "mean reward"), ("js", "JS per distilled token (SDPO)"),
+               ("entropy", "student entropy (nats)"), ("teacher_entropy", "teacher entropy (nats)")]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 2.8))
+    steps_per_stage = max(r["step"] for r in rows)
+    for c, run in enumerate(runs):
+        mine = [r for r in rows if r.get("run", "run") == run]
+        x = [(r.get("stage", 1) - 1) * steps_per_stage + r["step"] for r in mine]
+        for ax, (key, _) in zip(axes, metrics):
+            pts = [(xi, r[key]) for xi, r in zip(x, mine) if r.get(key) is not None and not r.get("skipped")]
+            if pts:
+                ax.plot(*zip(*pts), lw=1, color=COLORS[c % len(COLORS)], label=run)
+    for ax, (_, title) in zip(axes, metrics):
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step" + (" (stages in order)" if stages else ""), fontsize=7)
+        for k in range(1, len(stages or [])):
+            ax.axvline(k * steps_per_stage + 0.5, color="grey", ls=":", lw=0.8)
+    axes[0].legend(fontsize=7)
+    return save(fig, path)
