@@ -155,11 +155,14 @@ def eos_ids_of(model, tok):
 
 
 @torch.inference_mode()   # no autograd bookkeeping at all (the ids leave as Python lists)
-def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=1.0, top_p=1.0, batch_size=256):
+def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=1.0, top_p=1.0, batch_size=256,
+           share_prefill=True):
     """Sample `group_size` responses for every prompt with plain HF generate.
 
     prompt_ids: list of N id lists. Returns a list of N*group_size response id lists, grouped
     contiguously (prompt 0's G samples first), each cut at its first EOS (the EOS included).
+    share_prefill: run each prompt once through the model before generating (`shared_prefill`): the same
+    samples (bit for bit here), without computing every prompt G times.
     """
     device = next(model.parameters()).device
     eos = eos_ids_of(model, tok)
@@ -167,17 +170,33 @@ def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=
     was_training = model.training
     model.eval()
     out = []
-    for start in range(0, len(expanded), batch_size):
-        chunk = expanded[start:start + batch_size]
+    step = max(group_size, batch_size // group_size * group_size)   # chunks of whole groups
+    for start in range(0, len(expanded), step):
+        chunk = expanded[start:start + step]
         ids, mask = left_pad(chunk, tok.pad_token_id, device)  # [b, P]
         gen_kw = dict(do_sample=True, temperature=temperature, top_k=0, top_p=top_p) if temperature > 0 \
             else dict(do_sample=False)
+        if share_prefill and group_size > 1 and min(len(p) for p in chunk) >= 2:
+            gen_kw["cache"] = shared_prefill(model, ids[::group_size], mask[::group_size], group_size)
         seqs = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                               pad_token_id=tok.pad_token_id, eos_token_id=sorted(eos), **gen_kw)  # [b, P+T]
         for row in seqs[:, ids.shape[1]:].tolist():
             out.append(cut_at_eos(row, eos))
     model.train(was_training)
     return out
+
+
+def shared_prefill(model, ids, mask, group_size):
+    """The keys/values of every distinct prompt but its last token, computed once and repeated over its
+    group: `generate` then starts from this cache and only runs the last prompt token and the new ones.
+
+    ids, mask: [U, P], one left-padded row per distinct prompt. Returns a cache for U·G rows.
+    """
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)                                      # [U, P]
+    prefix = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
+                   use_cache=True, logits_to_keep=1)                                     # keys/values [U, H, P-1, D]
+    prefix.cache.batch_repeat_interleave(group_size)                                     # -> [U·G, H, P-1, D]
+    return prefix.cache
 
 
 def right_pad(seqs, pad_id, device):

@@ -468,9 +468,9 @@ def grade_mcq(record, response):
     return float(response[start + len("<answer>"):end].strip() == str(record["answer"]).strip())
 
 
-def _json_object_after(text, pos):
-    """Parse the JSON object that starts at the first '{' at or after pos (nested braces fine)."""
-    i = text.find("{", pos)
+def _json_object_after(text, pos, end=None):
+    """Parse the JSON object that starts at the first '{' in text[pos:end] (nested braces fine)."""
+    i = text.find("{", pos, len(text) if end is None else end)
     if i < 0:
         return None
     try:
@@ -481,16 +481,22 @@ def _json_object_after(text, pos):
 
 
 def parse_actions(response):
-    """All (name, input dict) pairs of `Action: name` / `Action Input: {json}` in a response."""
-    actions = []
-    for m in re.finditer(r"Action:[ \t]*([^\n]*)", response):
-        name = m.group(1).strip()
-        nxt = re.compile(r"Action Input:").search(response, m.end())
-        following = re.compile(r"Action:").search(response, m.end())
-        if nxt is None or (following is not None and following.start() < nxt.start()):
-            actions.append((name, None))
+    """All (name, input dict) pairs of `Action: name` / `Action Input: {json}` in a response.
+
+    An action's input is the first JSON object after its `Action Input:` and before the next
+    `Action:`. One pass over the text (linear: a flood of `Action:` lines costs no more than its length).
+    """
+    calls = list(re.finditer(r"Action:[ \t]*([^\n]*)", response))
+    inputs = [(m.start(), m.end()) for m in re.finditer(r"Action Input:", response)]
+    actions, j = [], 0
+    for k, m in enumerate(calls):
+        following = calls[k + 1].start() if k + 1 < len(calls) else len(response)
+        while j < len(inputs) and inputs[j][0] < m.end():
+            j += 1
+        if j < len(inputs) and inputs[j][0] < following:
+            actions.append((m.group(1).strip(), _json_object_after(response, inputs[j][1], following)))
         else:
-            actions.append((name, _json_object_after(response, nxt.end())))
+            actions.append((m.group(1).strip(), None))
     return actions
 
 
