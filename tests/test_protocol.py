@@ -272,3 +272,30 @@ def test_carried_teacher_is_saved_and_a_resume_reloads_it(tmp_path):
     assert all(torch.equal(w[0][k], w[1][k]) for k in w[0])
     base = load_file(os.path.join(root, "tiny_model", "model.safetensors"))
     assert any(not torch.equal(w[0][k], base[k]) for k in base)     # training moved the weights
+
+
+# ---- the shared prefix inside whole updates (issue 15): the same gradients as the packed forward ----------
+@pytest.mark.parametrize("method", ["grpo", "sdpo"])
+def test_whole_update_with_shared_prefix_equals_packed(tiny, method, monkeypatch):
+    import functools
+    import rollout
+    model, tok = tiny
+    batch = fake_batch(tok)
+
+    def grads(share):
+        module = grpo if method == "grpo" else sdpo
+        monkeypatch.setattr(module, "response_logits", functools.partial(rollout.response_logits, share_prefix=share))
+        m = copy.deepcopy(model)
+        opt = torch.optim.SGD(m.parameters(), lr=0.0)
+        torch.manual_seed(0)
+        if method == "grpo":   # two mini-batches: the π_old scoring, the ratio and the clip all run
+            grpo.grpo_update(m, opt, batch, args_for(mini_batches=2, loss_agg="seq-mean-token-mean"), None,
+                             tok.pad_token_id)
+        else:
+            args = types.SimpleNamespace(cot=False, feedback=False, mask_ratio=0.3, micro_batch=3, beta=0.5,
+                                         topk=None, max_grad_norm=1e9, loss_agg="seq-mean-token-mean")
+            sdpo.sdpo_update(m, sdpo.stage_teacher(model), opt, batch, args, tok, 1)
+        return torch.cat([p.grad.flatten() for p in m.parameters()])
+    packed, shared = grads(False), grads(True)
+    assert packed.abs().max().item() > 0
+    assert (packed - shared).abs().max().item() <= 1e-4 * packed.abs().max().item()
