@@ -28,3 +28,28 @@ def fresh_tiny(tiny):
 def random_logp(*shape, seed=0, sharp=1.0):
     g = torch.Generator().manual_seed(seed)
     return torch.log_softmax(sharp * torch.randn(*shape, generator=g, dtype=torch.float64), -1).float()
+
+
+def interrupted_copy(run, run_name, keep):
+    """A copy of a finished continual run directory (runs/full -> runs/part) as if it had stopped after
+    `keep` stages of `run_name`: later progress dropped, results.json removed. Returns the copy's path."""
+    import json
+    import shutil
+    part = run.parent / "part"
+    shutil.copytree(run, part)
+    progress = json.loads((part / "progress.json").read_text())
+    progress[run_name]["stages"] = progress[run_name]["stages"][:keep]
+    for s in progress[run_name]["stages"]:
+        s["checkpoint"] = s["checkpoint"].replace("runs/full", "runs/part")
+    (part / "progress.json").write_text(json.dumps(progress))
+    (part / "results.json").unlink()
+    return part
+
+
+def results_as_if_full(part):
+    """results.json of a resumed copy, with its checkpoint paths renamed back to runs/full."""
+    import json
+    again = json.loads((part / "results.json").read_text())
+    for r in again["runs"].values():
+        r["checkpoints"] = [c.replace("runs/part", "runs/full") for c in r["checkpoints"]]
+    return again

@@ -1,13 +1,13 @@
 """continual.py: the Δ/δ/G/F formulas by hand, a smoke run that writes every artefact, and resume."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 import continual
+from conftest import interrupted_copy, results_as_if_full
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,21 +83,11 @@ def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
     assert recomputed == {r: results["runs"][r]["drift"] for r in ["grpo", "sdpo_a0.05"]}
 
     # an interruption after the first completed stage of the second run: drop later progress and rerun
-    part = tmp_path / "runs" / "part"
-    shutil.copytree(run, part)
-    progress = json.loads((part / "progress.json").read_text())
-    progress["sdpo_a0.05"]["stages"] = progress["sdpo_a0.05"]["stages"][:1]
-    for s in progress["sdpo_a0.05"]["stages"]:
-        s["checkpoint"] = s["checkpoint"].replace("runs/full", "runs/part")
-    (part / "progress.json").write_text(json.dumps(progress))
-    (part / "results.json").unlink()
+    part = interrupted_copy(run, "sdpo_a0.05", keep=1)
     resumed = run_cli(SMOKE + ["--name", "part"], tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming after stage 1" in resumed.stdout
-    again = json.loads((part / "results.json").read_text())
-    for r in again["runs"].values():
-        r["checkpoints"] = [c.replace("runs/part", "runs/full") for c in r["checkpoints"]]
-    assert again == results
+    assert results_as_if_full(part) == results
 
 
 def test_refuses_a_directory_holding_a_different_run(tmp_path):

@@ -13,6 +13,7 @@ import grpo
 import sdpo
 import tasks
 from rollout import fill_reprompt, strip_think
+from conftest import interrupted_copy, results_as_if_full
 from test_grpo import args_for, fake_batch
 
 
@@ -230,7 +231,6 @@ def test_carried_teacher_is_saved_and_a_resume_reloads_it(tmp_path):
     (a new process) takes the carried teacher from disk and ends with the same results."""
     import json
     import os
-    import shutil
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -250,21 +250,11 @@ def test_carried_teacher_is_saved_and_a_resume_reloads_it(tmp_path):
     assert list(results["runs"]) == ["sdpo_a0.05_carry0.5"]
     ckpt = run / "checkpoints" / "sdpo_a0.05_carry0.5" / "stage1-math"
     assert (ckpt / "teacher.pt").is_file()
-    part = tmp_path / "runs" / "part"
-    shutil.copytree(run, part)
-    progress = json.loads((part / "progress.json").read_text())
-    progress["sdpo_a0.05_carry0.5"]["stages"] = progress["sdpo_a0.05_carry0.5"]["stages"][:1]
-    for s in progress["sdpo_a0.05_carry0.5"]["stages"]:
-        s["checkpoint"] = s["checkpoint"].replace("runs/full", "runs/part")
-    (part / "progress.json").write_text(json.dumps(progress))
-    (part / "results.json").unlink()
+    part = interrupted_copy(run, "sdpo_a0.05_carry0.5", keep=1)
     assert "resuming after stage 1" in cli("part").stdout
     logs = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     assert any(r["stage"] == 2 and r["skipped"] == 0 for r in logs)   # stage 2 distilled: its teacher mattered
-    again = json.loads((part / "results.json").read_text())
-    for r in again["runs"].values():
-        r["checkpoints"] = [c.replace("runs/part", "runs/full") for c in r["checkpoints"]]
-    assert again == results
+    assert results_as_if_full(part) == results
     # and the weights after stage 2 are bit-identical: the resumed stage saw the same teacher
     from safetensors.torch import load_file
     w = [load_file(str(d / "checkpoints" / "sdpo_a0.05_carry0.5" / "stage2-coding" / "model.safetensors"))
