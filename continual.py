@@ -3,17 +3,18 @@
     python continual.py --method sdpo --alpha 0.05            # the headline: SDPO_5% through four stages
     python continual.py --method grpo,sdpo --seed 0           # the paper's comparison, side by side
     python continual.py --method sdpo --alpha 0,0.01,0.05     # the teacher-EMA sweep
+    python continual.py --method grpo,sdpo_0,sdpo_5,sdpo_cot_5,s_sdpo_0   # the paper's Table D.6 configurations
 
 (C1) Stages d_1 … d_K are trained in order (default math → science → tooluse → coding); stage k
 starts from stage k−1's weights, θ_k = train(method, θ_{k−1}, D_k), with a fresh AdamW each stage.
-For SDPO the teacher is re-initialised from each stage's starting student (T3).
+For SDPO the teacher restarts from each stage's starting student (T3; --teacher-init carry keeps it).
 (C2) The base θ_0 and every θ_k are evaluated on every training domain's test split and every OOD
 benchmark: an accuracy matrix acc[stage][benchmark] (Acc@k, C3).
 (A2) Δ = Acc(θ, b) − Acc(θ_0, b), δ = Δ / Acc(θ_0, b); (A3) G = max(δ, 0), F = max(−δ, 0).
 
 Every configuration (method × α) starts from the same base with the same seed and the same data
 order. Results go to runs/<name>/: log.jsonl (one line per step), a Hugging Face checkpoint per
-stage, results.json, report.md (and PNG plots when matplotlib is importable). Rerunning the same
+stage, results.json, report.md and its plots (plots.py). Rerunning the same
 command resumes after the last completed stage and ends with the same results.json.
 """
 import argparse

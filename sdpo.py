@@ -1,4 +1,4 @@
-"""sdpo.py — Self-Distillation Policy Optimization, SPEC (S1)–(S6), with the paper's teacher schedules (T1)–(T3).
+"""sdpo.py — Self-Distillation Policy Optimization, SPEC (S1)–(S8), with the paper's teacher schedules (T1)–(T3).
 
     python sdpo.py --task math --steps 100 --alpha 0.05         # EMA teacher, the paper's SDPO_5%
     python sdpo.py --task math --steps 100 --alpha 0            # frozen teacher, SDPO_0
@@ -10,7 +10,10 @@ first successful sibling answer (S1). The teacher scores the student's own sampl
 student minimises the generalised Jensen–Shannon divergence to the teacher's next-token
 distribution at every response token (S3–S5). After each optimizer step the teacher follows the
 student by EMA (T1) or by periodic refresh (T2); in continual training it restarts from each
-stage's starting student (T3).
+stage's starting student, or carries the previous stage's teacher (T3, continual.py). Options the
+release has: token masking (S7, --mask-ratio) and environment feedback (S8, --feedback). One
+optimizer step per batch, as in the release; the loss is the mean over all responses of each
+response's token-mean (docs/PROTOCOL.md).
 
 Simplifications, on purpose:
 * The SDPO loss *replaces* the policy-gradient loss (as SPEC S5 says); no reference KL, no ratio.
