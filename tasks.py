@@ -601,6 +601,11 @@ limits = json.loads(sys.argv[1])
 
 def child(code, tests, wfd):
     os.setpgid(0, 0)
+    # the program never sees the worker's channels: its stdin, stdout and stderr go to /dev/null (prints
+    # are captured by Capped below), so it cannot write grades for its neighbours or read their jobs
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"]))
     resource.setrlimit(resource.RLIMIT_AS, (limits["mem"], limits["mem"]))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
@@ -692,8 +697,12 @@ def run_programs(jobs, limits=None):
         slot.append(index[line])
     with tempfile.TemporaryDirectory(prefix="sandbox-") as tmp:
         env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}  # no inherited secrets
-        proc = subprocess.run([sys.executable, "-I", "-S", "-c", SANDBOX_WORKER, json.dumps(limits)],
-                              input="\n".join(lines) + "\n", capture_output=True, text=True, cwd=tmp, env=env,
-                              timeout=len(lines) * (limits["wall"] + 2) + 30, start_new_session=True)
-    results = proc.stdout.split()
+        try:   # (stderr is discarded, not captured: a flood there cannot fill this process's memory)
+            proc = subprocess.run([sys.executable, "-I", "-S", "-c", SANDBOX_WORKER, json.dumps(limits)],
+                                  input="\n".join(lines) + "\n", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  text=True, cwd=tmp, env=env, timeout=len(lines) * (limits["wall"] + 2) + 30,
+                                  start_new_session=True)
+            results = proc.stdout.split()
+        except subprocess.TimeoutExpired:   # the worker itself hung: every program of the batch scores 0
+            results = []
     return [1.0 if i < len(results) and results[i] == "1" else 0.0 for i in slot]

@@ -159,3 +159,28 @@ def test_parse_actions_is_linear_on_a_flood():
 def test_parse_actions_takes_each_input_before_the_next_action():
     text = 'Action: a\nAction Input: {"x": {"y": 1}}\nAction: b\nAction: c\nAction Input: {"z": 2}'
     assert tasks.parse_actions(text) == [("a", {"x": {"y": 1}}), ("b", None), ("c", {"z": 2})]
+
+
+def code_record(inp, out):
+    return {"prompt": "p", "kind": "code", "answer": "", "tests": json.dumps({"inputs": [inp], "outputs": [out]})}
+
+
+def test_a_program_cannot_write_its_neighbours_grades():
+    """Writing '1' or '0' lines straight to file descriptor 1 (the worker's result channel before this
+    fix) changes no other program's grade."""
+    rec = code_record("3\n", "4")
+    right = "```python\nprint(int(input()) + 1)\n```"
+    wrong = "```python\nprint(0)\n```"
+    fake1 = "```python\nimport os\nos.write(1, b'1\\n' * 64)\nos.write(2, b'x' * 100000)\n```"
+    fake0 = "```python\nimport os\nos.write(1, b'0\\n' * 64)\nprint(int(input()) + 1)\n```"
+    assert tasks.grade_many([rec] * 8, [fake1] + [wrong] * 7) == [0.0] * 8
+    assert tasks.grade_many([rec] * 8, [fake0] + [right] * 7) == [1.0] * 8
+
+
+def test_a_hung_worker_grades_zero_instead_of_raising(monkeypatch):
+    import subprocess
+
+    def hang(*a, **k):
+        raise subprocess.TimeoutExpired(cmd="worker", timeout=1)
+    monkeypatch.setattr(tasks.subprocess, "run", hang)
+    assert tasks.grade_many([code_record("1\n", "2")] * 2, ["print(2)", "print(2)"]) == [0.0, 0.0]
