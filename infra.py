@@ -89,13 +89,11 @@ def global_sum(x):
 
 
 def sum_gradients(model):
-    """Σ over ranks of every parameter's gradient (a rank without data contributes zeros)."""
+    """Σ over ranks of every parameter's gradient (optimizer_step has given every parameter one)."""
     if rank_and_world()[1] == 1:
         return
     for p in model.parameters():
         if p.requires_grad:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
             dist.all_reduce(p.grad)
 
 

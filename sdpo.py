@@ -252,7 +252,8 @@ def sdpo_update(model, teacher, opt, batch, args, tok, step):
                                              batch["group_size"], args.cot, args.feedback)
     lengths = [len(r) for r in batch["response_ids"]]
     # (S7) the tokens distilled this step (every token unless --mask-ratio)
-    offset = sum(gather_lists([B])[:rank_and_world()[0]])     # this rank's first response, globally
+    # (this rank's first response, globally: one all-gather, and only when tokens are masked)
+    offset = sum(gather_lists([B])[:rank_and_world()[0]]) if args.mask_ratio > 0 else 0
     keep = token_keep_masks(lengths, args.mask_ratio, offset)
     kept = [int(k.sum()) for k in keep]
     signal = [i for i in range(B) if m[i] > 0 and kept[i] > 0]

@@ -50,22 +50,29 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
     batch = collect(model, tok, records, group_size, max_new_tokens, temperature=1.0)
     adv = grpo.group_advantages(batch["rewards"], group_size)                                # [N*G] (G1)
     users, m, _ = sdpo.build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"], group_size)  # (S1)
+    # the signalled responses in one batched forward each for student and teacher (prompts shared, S2)
+    sig = [i for i in range(len(users)) if m[i] > 0]
+    scored = {}
+    if sig:
+        responses = [batch["response_ids"][i] for i in sig]
+        s_logits, _, _ = response_logits(model, [batch["prompt_ids"][i] for i in sig], responses,
+                                         tok.pad_token_id)                                      # [S, T, V]
+        t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], users[i])) for i in sig]
+        t_logp = sdpo.teacher_logprobs(teacher, t_prompts, responses, tok.pad_token_id)          # [S, T, V] (S2)
+        s_logp = torch.log_softmax(s_logits, -1)                                                 # [S, T, V]
+        gjsd = sdpo.generalized_jsd(s_logp, t_logp, beta)                                        # [S, T] (S3)
+        alt = t_logp.exp().topk(top, -1)                                                         # [S, T, top]
+        scored = {i: (s_logp[j], t_logp[j], gjsd[j], alt.values[j], alt.indices[j]) for j, i in enumerate(sig)}
     out = []
     for i, ids in enumerate(batch["response_ids"]):
         row = {"prompt": batch["records"][i]["prompt"], "reward": float(batch["rewards"][i]),
                "advantage": float(adv[i]), "has_signal": bool(m[i] > 0), "response": batch["texts"][i]}
         texts = [tok.decode([t]) for t in ids]
-        if m[i] > 0:
-            s_logits, _, targets = response_logits(model, [batch["prompt_ids"][i]], [ids], tok.pad_token_id)   # [1, T, V]
-            t_prompt = encode_chat(tok, chat_messages(batch["records"][i], users[i]))
-            t_logp = sdpo.teacher_logprobs(teacher, [t_prompt], [ids], tok.pad_token_id)[0]   # [T, V] (S2)
-            s_logp = torch.log_softmax(s_logits[0], -1)                                        # [T, V]
-            gjsd = sdpo.generalized_jsd(s_logp, t_logp, beta)                                  # [T] (S3)
-            alt = t_logp.exp().topk(top, -1)
-            row["tokens"] = [{"text": texts[t], "gjsd": gjsd[t].item(),
-                              "p_student": s_logp[t, ids[t]].exp().item(), "p_teacher": t_logp[t, ids[t]].exp().item(),
-                              "teacher_top": [(tok.decode([int(v)]), round(p.item(), 3))
-                                              for p, v in zip(alt.values[t], alt.indices[t])]}
+        if i in scored:
+            s_lp, t_lp, g, top_p, top_v = scored[i]
+            row["tokens"] = [{"text": texts[t], "gjsd": g[t].item(),
+                              "p_student": s_lp[t, ids[t]].exp().item(), "p_teacher": t_lp[t, ids[t]].exp().item(),
+                              "teacher_top": [(tok.decode([int(v)]), round(p.item(), 3)) for p, v in zip(top_p[t], top_v[t])]}
                              for t in range(len(ids))]
         else:
             row["tokens"] = [{"text": texts[t], "gjsd": None, "p_student": None, "p_teacher": None,
