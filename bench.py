@@ -33,7 +33,7 @@ import sdpo
 import tasks
 import tiny
 from infra import setup_torch
-from rollout import (add_common_args, chat_messages, collect, encode_chat, left_pad, load_model, micro_batches,
+from rollout import (add_common_args, chat_messages, per_seed, collect, encode_chat, left_pad, load_model, micro_batches,
                      round_up)
 
 
@@ -94,7 +94,7 @@ def method_args(extra=()):
     add_common_args(ap)
     grpo.add_grpo_args(ap)
     sdpo.add_sdpo_args(ap)
-    return ap.parse_args(["--mini-batches", "1", *extra])
+    return per_seed(ap.parse_args(["--mini-batches", "1", *extra]))[0]
 
 
 def update_tokens(batch, unique=True):

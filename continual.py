@@ -28,6 +28,7 @@ import time
 
 import torch
 
+import claims
 import drift
 import evaluate
 import grpo
@@ -37,7 +38,7 @@ import tasks
 import train
 from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, init_distributed, is_main,
                    save_checkpoint)
-from rollout import add_common_args, drop_long_prompts, load_model, validate_common_args
+from rollout import add_common_args, drop_long_prompts, load_model, per_seed, validate_common_args
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
 
@@ -100,7 +101,8 @@ S_SDPO_REFRESH = 10   # S-SDPO_0's refresh period K here (a quarter of a 40-step
 PRESETS = {"sdpo_0": {"alpha": 0.0},                                      # SDPO_0: frozen teacher
            "sdpo_5": {"alpha": 0.05},                                     # SDPO_5%: EMA 5%
            "sdpo_cot_5": {"alpha": 0.05, "cot": True},                    # SDPO-CoT_5%
-           "s_sdpo_0": {"refresh_every": S_SDPO_REFRESH, "gamma": 1.0}}   # S-SDPO_0: restart-and-freeze (T2, γ = 1)
+           "s_sdpo_0": {"refresh_every": S_SDPO_REFRESH, "gamma": 1.0},   # S-SDPO_0: restart-and-freeze (T2, γ = 1)
+           "stable_sdpo": {"refresh_every": S_SDPO_REFRESH, "gamma": 0.5}}  # StableSDPO: refresh-and-freeze, γ = 0.5
 GRPO_KEYS = ("mini_batches", "epochs", "clip_ratio_c")
 SDPO_KEYS = ("alpha", "cot", "refresh_every", "gamma", "mask_ratio", "feedback", "teacher_init", "teacher_mix")
 
@@ -149,12 +151,12 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
         if steps["teacher"] is not None:
             steps["teacher"].load_state_dict(torch.load(os.path.join(partial_dir, "teacher.pt")))
         curve, rows, start = resume["curve"], resume["rows"], resume["step"]
-    curve_test = evaluate.benchmark_records(domain, args.curve_n, args.seed) if args.curve_every > 0 else []
+    curve_test = evaluate.benchmark_records(domain, args.curve_n, args.eval_seed) if args.curve_every > 0 else []
 
     def on_step(step, row):
         row.update({"run": run_name, "stage": stage_idx + 1, "domain": domain})
         if args.curve_every > 0 and step % args.curve_every == 0:  # the light in-stage curve
-            torch.manual_seed(args.seed)
+            torch.manual_seed(args.eval_seed)   # (training steps seed themselves: train.run_steps)
             curve.append([step, evaluate.acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens)[0]])
         rows.append(row)
         if is_main():
@@ -255,23 +257,56 @@ def parse_args(argv=None):
 def run_dir_name(args, configs, defaults):
     """runs/<configurations>-s<seed>[-<hash>]: the hash of every other flag that differs from its default,
     so two different experiments never share a directory (the same command always finds its own)."""
-    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "seed", *GRPO_KEYS, *SDPO_KEYS}
+    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "seed", "threads", *GRPO_KEYS, *SDPO_KEYS}
     changed = {k: v for k, v in sorted(vars(args).items()) if k not in per_config and v != defaults.get(k)}
     suffix = "-" + hashlib.sha1(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:6] if changed else ""
-    return f"{'+'.join(c[2] for c in configs)}-s{args.seed}{suffix}"
+    seeds = args.seed if isinstance(args.seed, list) else [args.seed]   # several: the summary over the seeds
+    return f"{'+'.join(c[2] for c in configs)}-s{'-'.join(map(str, seeds))}{suffix}"
 
 
 def main(argv=None):
+    """Every seed of --seed in turn (each its own run directory, resumable on its own), then with several
+    seeds the summary over them: mean accuracies with intervals and the verdict on every claim."""
     ap, args, stages, benchmarks, configs, defaults = parse_args(argv)
-    run_dir = os.path.join(args.runs_dir, args.name or run_dir_name(args, configs, defaults))
-    fingerprint = {k: v for k, v in vars(args).items() if k not in ("overwrite", "name", "runs_dir")}
-    fingerprint.update(stages=stages, benchmarks=benchmarks)
-    config_path = os.path.join(run_dir, "config.json")
+    seeds = per_seed(args)
+    dirs = [os.path.join(args.runs_dir, (f"{args.name}-s{one.seed}" if len(seeds) > 1 else args.name)
+                         if args.name else run_dir_name(one, configs, defaults)) for one in seeds]
     device = init_distributed(args.device, args.threads)   # torchrun: data parallel; rank 0 alone writes the run directory
+    for one, run_dir in zip(seeds, dirs):   # every directory is checked before any work starts
+        claim_run_dir(ap, one, run_dir, stages, benchmarks)
+    t_start = time.time()
+    all_results = [run_seed(one, run_dir, stages, benchmarks, configs, device) for one, run_dir in zip(seeds, dirs)]
+    if not is_main():
+        return None
+    if len(seeds) == 1:
+        print(f"\n{dirs[0]}/: results.json, report.md, log.jsonl, checkpoints — {time.time() - t_start:.0f}s this invocation")
+        return all_results[0]
+    summary_dir = os.path.join(args.runs_dir, args.name or run_dir_name(args, configs, defaults))
+    summary = summarize_seeds(all_results, args.seed, dirs)
+    os.makedirs(summary_dir, exist_ok=True)
+    atomic_json(os.path.join(summary_dir, "results.json"), summary)
+    report = write_seeds_report(summary, all_results, summary_dir)
+    print("\n" + report)
+    print(f"\n{summary_dir}/: results.json, report.md over seeds {','.join(map(str, args.seed))} (each seed in "
+          f"{', '.join(dirs)}) — {time.time() - t_start:.0f}s this invocation")
+    return summary
+
+
+def fingerprint_of(args, stages, benchmarks):
+    """What config.json records: every flag except where the run is written."""
+    fingerprint = {k: v for k, v in vars(args).items() if k not in ("overwrite", "name", "runs_dir", "threads")}
+    fingerprint.update(stages=stages, benchmarks=benchmarks)
+    return json.loads(json.dumps(fingerprint))
+
+
+def claim_run_dir(ap, args, run_dir, stages, benchmarks):
+    """Make sure run_dir holds this run or nothing (--overwrite replaces another run), then write config.json."""
+    config_path = os.path.join(run_dir, "config.json")
+    fingerprint = fingerprint_of(args, stages, benchmarks)
     if is_main() and os.path.exists(config_path):
         with open(config_path) as f:
             old = json.load(f)
-        if old != json.loads(json.dumps(fingerprint)):
+        if old != fingerprint:
             if not args.overwrite:
                 ap.error(f"{run_dir} holds a different run; use --name for a new one or --overwrite to replace it")
             shutil.rmtree(run_dir)
@@ -279,15 +314,16 @@ def main(argv=None):
         if not args.overwrite:
             ap.error(f"{run_dir} exists and is not a run of continual.py; use --overwrite to replace it")
         shutil.rmtree(run_dir)
-
-    # ---- run ----
     if is_main():
         os.makedirs(run_dir, exist_ok=True)
     atomic_json(config_path, fingerprint)
     barrier()
+
+
+def run_seed(args, run_dir, stages, benchmarks, configs, device):
+    """One seed: every configuration through every stage, then results.json and report.md in run_dir."""
     progress_path = os.path.join(run_dir, "progress.json")
     progress = json.load(open(progress_path)) if os.path.exists(progress_path) else {}
-    t_start = time.time()
     try:
         run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device)
     except NonFiniteError as e:
@@ -310,30 +346,30 @@ def main(argv=None):
     atomic_json(os.path.join(run_dir, "results.json"), results)
     report = write_report(results, run_dir)
     print("\n" + report)
-    print(f"\n{run_dir}/: results.json, report.md, log.jsonl, checkpoints — {time.time() - t_start:.0f}s this invocation")
     return results
 
 
 def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device):
     """Evaluate the base once, then every configuration through every stage (resuming where it stopped)."""
     log_path = os.path.join(run_dir, "log.jsonl")
-    ev = dict(n=args.eval_n, k=args.eval_k, max_new_tokens=args.max_new_tokens, seed=args.seed,
+    ev = dict(n=args.eval_n, k=args.eval_k, max_new_tokens=args.max_new_tokens, seed=args.eval_seed,
               max_prompt_len=args.max_prompt_len)
     base_model, tok = load_model(args.model, device, args.dtype)  # θ_0: evaluated once, kept for the drift measurements
     if "base" not in progress:
-        torch.manual_seed(args.seed)
+        torch.manual_seed(args.eval_seed)
         deg, resp = {}, {}
         t0 = time.time()
         progress["base"] = {"acc": evaluate.evaluate(base_model, tok, benchmarks, degenerate=deg, responses=resp, **ev),
-                            "degenerate": deg}
+                            "degenerate": deg, "seconds": 0.0}
         if is_main():
             drift.save_responses(run_dir, "base", resp)
+        progress["base"]["seconds"] = round(time.time() - t0, 1)
         atomic_json(progress_path, progress)
         print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - t0:.0f}s)")
     measure_drift = not args.no_drift and is_main()   # drift: measured by rank 0 alone (no collectives inside)
     if measure_drift:
         embedder, embed_tok = drift.load_embedder(args.embed_model, base_model, tok, device)
-        kl_records = {b: evaluate.benchmark_records(b, args.eval_n, args.seed, tok, args.max_prompt_len)
+        kl_records = {b: evaluate.benchmark_records(b, args.eval_n, args.eval_seed, tok, args.max_prompt_len)
                       for b in benchmarks}
         base_resp = drift.load_responses(run_dir, "base")
         embed_cache = {}   # response embeddings, kept across stages (the base's are reused every stage)
@@ -398,6 +434,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
             done.append({"domain": domain, "acc": acc, "degenerate": deg, "drift": stage_drift, "curve": curve,
                          "checkpoint": ckpt,
                          "train_seconds": round(train_s, 1),
+                         "seconds": round(time.time() - t0, 1),   # training, evaluation and drift
                          "mean_reward": sum(r["reward"] for r in rows) / len(rows),
                          "last_js": rows[-1].get("js"), "last_entropy": rows[-1].get("entropy")})
             atomic_json(progress_path, progress)  # the stage is complete only once this is written
@@ -416,8 +453,8 @@ def fmt_row(acc):
 def build_results(configs, stages, benchmarks, progress, args):
     """results.json: per run the accuracy matrix, Δ/δ/G/F per stage and benchmark, the averages."""
     base = progress["base"]
-    out = {"stages": stages, "benchmarks": benchmarks, "eval": {"n": args.eval_n, "k": args.eval_k},
-           "base": base, "runs": {}}
+    out = {"stages": stages, "benchmarks": benchmarks, "seed": args.seed,
+           "eval": {"n": args.eval_n, "k": args.eval_k, "seed": args.eval_seed}, "base": base, "runs": {}}
     for method, settings, run_name in configs:
         done = progress[run_name]["stages"]
         rows = [[base["acc"][b] for b in benchmarks]] + [[s["acc"][b] for b in benchmarks] for s in done]
@@ -430,7 +467,10 @@ def build_results(configs, stages, benchmarks, progress, args):
             "curves": [s["curve"] for s in done],
             "mean_reward": [s["mean_reward"] for s in done],
             "checkpoints": [s["checkpoint"] for s in done],
+            "seconds": sum(s.get("seconds", 0.0) for s in done),   # training + evaluation + drift, all stages
         }
+    out["seconds"] = base.get("seconds", 0.0) + sum(r["seconds"] for r in out["runs"].values())
+    out["claims"] = claims.measure_claims([out])
     return out
 
 
@@ -473,6 +513,11 @@ def write_report(results, run_dir):
                      f"{pct(run['avg_forget_ood'])} | {pct(run['degenerate'][-1])} |")
     lines += ["", "G of a stage is measured right after it (θ_k on d_k); F on the final model θ_K. "
               "All relative to the base θ_0 (A2–A3)."]
+    if any(c["verdict"] != "not run" for c in results.get("claims", [])):
+        lines += ["", "## The paper's claims, on this one seed", "",
+                  "One seed gives no interval, so no claim can be shown or refuted here: run `--seed 0,1,2` "
+                  "for verdicts (a reference over 3 seeds is in `results/`).", "",
+                  claims.claims_table([c for c in results["claims"] if c["verdict"] != "not run"], 1)]
     for name, run in results["runs"].items():
         if run.get("drift") and all(run["drift"]):
             lines += ["", f"## {name}: drift after each stage (A4–A8)", "", drift.drift_table(run["drift"], stages)]
@@ -495,6 +540,78 @@ def write_report(results, run_dir):
     with open(os.path.join(run_dir, "report.md.tmp"), "w") as f:
         f.write(text)
     os.replace(os.path.join(run_dir, "report.md.tmp"), os.path.join(run_dir, "report.md"))
+    return text
+
+
+# ----------------------------------------------------------------------------------------------
+# Several seeds: means with 95% intervals, and a verdict per claim (claims.py)
+# ----------------------------------------------------------------------------------------------
+def summarize_seeds(seed_results, seeds, seed_dirs):
+    """results.json over seeds: per run the accuracy matrix and every claim metric as
+    {mean, low, high, per_seed} (evaluate.mean_interval), then the claims with their verdicts."""
+    first = seed_results[0]
+    out = {"seeds": seeds, "seed_dirs": seed_dirs, "stages": first["stages"], "benchmarks": first["benchmarks"],
+           "eval": first["eval"], "seconds_per_seed": [r["seconds"] for r in seed_results], "runs": {}}
+    for name, run in first["runs"].items():
+        cells = [[[r["runs"][name]["acc"][k][i] for r in seed_results] for i in range(len(row))]
+                 for k, row in enumerate(run["acc"])]
+        stats = {metric: claims.per_seed_metric_of(seed_results, name, metric) for metric in claims.METRICS}
+        out["runs"][name] = {"method": run["method"], "settings": run["settings"], "role": claims.role_of(run),
+                             "acc": [[interval_dict(c) for c in row] for row in cells],
+                             "metrics": {m: interval_dict(v) for m, v in stats.items() if v is not None}}
+    out["claims"] = claims.measure_claims(seed_results)
+    return out
+
+
+def interval_dict(values):
+    mean, low, high = evaluate.mean_interval(values)
+    return {"mean": mean, "low": low, "high": high, "per_seed": values}
+
+
+def pm(cell, scale=100):
+    """"18.4 ± 2.1": the mean and the half-width of its 95% interval over seeds."""
+    return f"{scale * cell['mean']:.1f} ± {scale * (cell['high'] - cell['mean']):.1f}"
+
+
+def write_seeds_report(summary, seed_results, out_dir):
+    """report.md over seeds: the claims table first, then each run's accuracy matrix as mean ± half-width."""
+    stages, benches, n = summary["stages"], summary["benchmarks"], len(summary["seeds"])
+    short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
+    lines = ["# Continual post-training over seeds", "",
+             f"Seeds {', '.join(map(str, summary['seeds']))} (one directory each: "
+             f"{', '.join(os.path.basename(d) for d in summary['seed_dirs'])}). Stages: {' → '.join(stages)}. "
+             f"Acc@{summary['eval']['k']} on the same {summary['eval']['n']} test prompts per benchmark for every seed "
+             f"and run (--eval-seed {summary['eval']['seed']}). Wall time per seed: "
+             f"{', '.join(f'{s:.0f} s' for s in summary['seconds_per_seed'])}.", "",
+             "## The paper's claims", "", claims.claims_table(summary["claims"], n), "", claims.CLAIMS_NOTE, ""]
+    for name, run in summary["runs"].items():
+        lines += [f"## {name}{' (' + run['role'] + ')' if run['role'] else ''}: accuracy after each stage, "
+                  f"mean ± 95% half-width over {n} seeds", "",
+                  "| after | " + " | ".join(short[b] for b in benches) + " |", "|---|" + "---|" * len(benches)]
+        for k, row in enumerate(run["acc"]):
+            label = "base" if k == 0 else f"{k}: {stages[k - 1]}"
+            lines.append(f"| {label} | " + " | ".join(
+                f"**{pm(c)}**" if k > 0 and benches[i] == stages[k - 1] else pm(c) for i, c in enumerate(row)) + " |")
+        lines.append("")
+    lines += ["## Gain and forgetting (A3), mean ± 95% half-width", "",
+              "| run | avg G on each stage's domain % | F earlier domains % | F OOD % | average accuracy so far % |",
+              "|---|---|---|---|---|"]
+    for name, run in summary["runs"].items():
+        m = run["metrics"]
+        lines.append(f"| {name} | " + " | ".join(pm(m[k]) if k in m else "—"
+                                                 for k in ("gain", "forget_earlier", "forget_ood", "avg_acc")) + " |")
+    figures = [(plots.plot_accuracy(seed_results[0], os.path.join(out_dir, "accuracy.png"), seed_results),
+                "accuracy per benchmark across stages"),
+               (plots.plot_gain_forgetting(seed_results[0], os.path.join(out_dir, "gain.png"), seed_results),
+                "gain and forgetting"),
+               (plots.plot_drift(seed_results[0], os.path.join(out_dir, "drift.png"), seed_results),
+                "drift after every stage")]
+    lines += ["", "Lines and bars are the means over seeds; bands and whiskers span the seeds' minimum to maximum.", ""]
+    lines += [f"![{alt}]({os.path.basename(p)})" for p, alt in figures if p]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out_dir, "report.md.tmp"), "w") as f:
+        f.write(text)
+    os.replace(os.path.join(out_dir, "report.md.tmp"), os.path.join(out_dir, "report.md"))
     return text
 
 

@@ -267,7 +267,7 @@ def stage_drift(model, base, prev_state, responses, base_responses, prev_respons
     prev = prev_responses if prev_responses is not None else base_responses
     out["responses_vs_prev"] = response_drift(embedder, embed_tok, [t for b in names for t in prev[b]["texts"]], texts,
                                               cache)
-    out["kl_to_base"] = {b: kl_to_base(model, base, tok, recs, args.kl_samples, args.max_new_tokens, args.seed)
+    out["kl_to_base"] = {b: kl_to_base(model, base, tok, recs, args.kl_samples, args.max_new_tokens, args.eval_seed)
                          for b, recs in kl_records.items()}
     out["kl_to_base_mean"] = sum(v["kl"] for v in out["kl_to_base"].values()) / max(1, len(out["kl_to_base"]))
     out["collapse"] = collapse(texts, [h for b in names for h in responses[b]["hit_limit"]])
@@ -341,11 +341,12 @@ def main(argv=None):
         ap.error(f"{args.run_dir} is not a continual.py run directory (no config.json / progress.json)")
     config, progress = json.load(open(cfg_path)), json.load(open(prog_path))
     device = setup_torch(args.device)
-    args.max_new_tokens, args.seed = config["max_new_tokens"], config["seed"]
+    args.max_new_tokens = config["max_new_tokens"]
+    args.eval_seed = config.get("eval_seed", config["seed"])   # (runs before --eval-seed scored with --seed)
     base, tok = load_model(config["model"], device, config.get("dtype"))
     embedder, etok = load_embedder(args.embed_model, base, tok, device)
     benchmarks = config["benchmarks"]
-    kl_records = {b: evaluate.benchmark_records(b, config["eval_n"], config["seed"], tok, config.get("max_prompt_len", 0))
+    kl_records = {b: evaluate.benchmark_records(b, config["eval_n"], args.eval_seed, tok, config.get("max_prompt_len", 0))
                   for b in benchmarks}
     base_resp = load_responses(args.run_dir, "base")
     out, embed_cache = {}, {}

@@ -80,6 +80,27 @@ def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPE
     return sum(per_prompt) / max(1, len(per_prompt)), per_prompt, responses, scores, hit_limit
 
 
+# ----------------------------------------------------------------------------------------------
+# Error bars over seeds
+# ----------------------------------------------------------------------------------------------
+# Student's t quantile t_{0.975, df} for df = 1 … 30 (beyond 30 the normal 1.96 is within 4%).
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def mean_interval(values):
+    """(mean, low, high): the mean of per-seed values with its 95% Student-t interval,
+    mean ± t_{0.975, n−1} · s / √n (s: the sample standard deviation). One value has no interval:
+    low = high = None. With 3 seeds t = 4.30, so an effect must be large next to its spread to count."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None, None
+    s = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
+    half = (T975[n - 2] if n - 1 <= len(T975) else 1.96) * s / n ** 0.5
+    return mean, mean - half, mean + half
+
+
 @torch.no_grad()
 def teacher_check(model, tok, records, k=8, max_new_tokens=64):
     """Success without vs with a correct demonstration (a successful own sample) in the prompt."""

@@ -289,7 +289,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     validate_common_args(ap, args)
     validate_grpo_args(ap, args)
-    return train.train_one_task(ap, args, run_name(args), make_grpo)
+    return train.train_seeds(ap, args, run_name(args), make_grpo)
 
 
 if __name__ == "__main__":

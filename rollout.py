@@ -13,6 +13,7 @@ of lengths 3 and 1, `_` = pad):
                    [p p p | r _ _]                   [1 1 1 | 1 0 0]               [0 1 2 | 3 3 3]
     logits at columns P-1 .. P+T-2 predict the response tokens at columns P .. P+T-1 (the shift).
 """
+import argparse
 import os
 import re
 
@@ -40,12 +41,13 @@ def resolve_dtype(name, device):
 
 
 def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False):
-    """Load a causal LM and its tokenizer: 'tiny' (the committed built-in model), a local HF directory,
+    """Load a causal LM and its tokenizer: 'tiny' (the committed built-in model), 'tiny_think' (its
+    thinking variant), a local HF directory,
     or a hub id (downloaded to the HF cache; offline it is read from the cache). fp32 on CPU, bf16 on
     CUDA unless `dtype` (a torch dtype or a --dtype name) says otherwise. The model's own chat template
     is used as it is. grad_checkpointing: recompute activations in the backward (less memory, ~30% slower)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    path = TINY_DIR if name == "tiny" else name
+    path = {"tiny": TINY_DIR, "tiny_think": TINY_DIR + "_think"}.get(name, name)   # (the thinking variant: tiny.py)
     device = torch.device(device)
     if dtype is None or isinstance(dtype, str):
         dtype = resolve_dtype(dtype, device)
@@ -357,14 +359,33 @@ def add_common_args(ap):
                    help="(G5, S5) seq-mean-token-mean: the mean over responses of each response's token-mean, what "
                         "the release computes (one response per micro-batch); token-mean: over all tokens")
     g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in the backward (big models)")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", "--seeds", dest="seed", type=seed_list, default=[0], metavar="S[,S...]",
+                   help="training seed(s): a comma list runs everything once per seed (each resumable on its own)")
     g.add_argument("--sample-blocks", type=int, default=0,
                    help="sample each step's prompts in this many independently seeded blocks (0 = one per rank); "
                         "a one-process run with --sample-blocks N reproduces an N-rank torchrun run")
     g = ap.add_argument_group("evaluation")
     g.add_argument("--eval-n", type=int, default=64, help="test prompts per benchmark")
     g.add_argument("--eval-k", type=int, default=8, help="samples per prompt (Acc@k, C3)")
+    g.add_argument("--eval-seed", type=int, default=0, help="picks the test prompts and seeds the evaluation "
+                   "sampling, whatever the training seed: every seed and method is scored on the same prompts")
     return ap
+
+
+def seed_list(text):
+    """--seed 0 or --seed 0,1,2: a list of distinct seeds in [0, 2^31) (argparse reports a bad one in one line)."""
+    try:
+        seeds = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 0 or 0,1,2, got '{text}'") from None
+    if not seeds or len(set(seeds)) < len(seeds) or not all(0 <= x < 2**31 for x in seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct integers in [0, 2^31) like 0 or 0,1,2, got '{text}'")
+    return seeds
+
+
+def per_seed(args):
+    """One copy of the parsed flags per training seed, each with `seed` a single integer."""
+    return [argparse.Namespace(**{**vars(args), "seed": s}) for s in args.seed]
 
 
 def drop_long_prompts(tok, records, max_len, what="records"):
@@ -395,7 +416,7 @@ def validate_common_args(ap, args):
               ("--eval-n", args.eval_n >= 1, ">= 1"), ("--eval-k", args.eval_k >= 1, ">= 1"),
               ("--micro-batch", args.micro_batch >= 0, ">= 0"), ("--max-grad-norm", args.max_grad_norm > 0, "> 0"),
               ("--max-prompt-len", args.max_prompt_len >= 0, ">= 0"), ("--sample-blocks", args.sample_blocks >= 0, ">= 0"),
-              ("--threads", args.threads >= 0, ">= 0")]
+              ("--threads", args.threads >= 0, ">= 0"), ("--eval-seed", 0 <= args.eval_seed < 2**31, "in [0, 2^31)")]
     for flag, ok, allowed in checks:
         if not ok:
             ap.error(f"{flag} must be {allowed}")

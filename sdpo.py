@@ -362,7 +362,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     validate_common_args(ap, args)
     validate_sdpo_args(ap, args)
-    return train.train_one_task(ap, args, run_name(args), make_sdpo)
+    return train.train_seeds(ap, args, run_name(args), make_sdpo)
 
 
 if __name__ == "__main__":

@@ -28,16 +28,15 @@ tiny base model (tiny.py) and never by the RL methods. A problem belongs to the 
 split by a hash of its prompt, so splits are disjoint and deterministic whatever sizes are drawn.
 
 Graders follow the release (SPEC, last section). The CODING grader never evaluates model text in
-this process: programs run in a separate sandbox process (see `run_programs`).
+this process: every program runs in a sandbox of its own (sandbox.py).
 """
 import hashlib
 import json
 import os
 import random
 import re
-import subprocess
-import sys
-import tempfile
+
+from sandbox import run_programs
 
 # ----------------------------------------------------------------------------------------------
 # Built-in problem generators. Each returns a record with an extra "solution" field.
@@ -67,7 +66,7 @@ def gen_math(rng, noisy=False):
         q, work, ans = f"{name} buys {b} bags of {a} {thing}. How many {thing} in all?", f"{b}*{a}", a * b
     shown = _wrong_number(rng, ans) if noisy else ans
     return {"prompt": f"{q} {MATH_INSTRUCTION}", "answer": str(ans), "system": None, "kind": "math",
-            "solution": f"{work}={shown}\n\\boxed{{{shown}}}"}
+            "solution": f"{work}={shown}\n\\boxed{{{shown}}}", "thought": f"{op} {a} {b}"}
 
 
 def gen_math_hard(rng, noisy=False):
@@ -78,7 +77,7 @@ def gen_math_hard(rng, noisy=False):
     ans = a + b - c
     shown = _wrong_number(rng, ans) if noisy else ans
     return {"prompt": f"{q} {MATH_INSTRUCTION}", "answer": str(ans), "system": None, "kind": "math",
-            "solution": f"{a}+{b}={a + b}\n{a + b}-{c}={shown}\n\\boxed{{{shown}}}"}
+            "solution": f"{a}+{b}={a + b}\n{a + b}-{c}={shown}\n\\boxed{{{shown}}}", "thought": f"add {b}, sub {c}"}
 
 
 UNITS_TRAIN = [("m", "cm", 100), ("km", "m", 1000), ("kg", "g", 1000), ("cm", "mm", 10), ("h", "min", 60)]
@@ -103,21 +102,21 @@ def _conversion_mcq(rng, units, noisy):
     shown_letter = rng.choice([x for x in letters if x != letter]) if noisy else letter
     shown_value = options[letters.index(shown_letter)]
     q = f"Convert {v} {u1} to {u2}.\n" + "\n".join(f"{o} {u2} ({l})" for l, o in zip(letters, options))
-    return q, letter, shown_letter, f"{v} {u1} = {shown_value} {u2} ({shown_letter})"
+    return q, letter, shown_letter, f"{v} {u1} = {shown_value} {u2} ({shown_letter})", f"1 {u1} = {f} {u2}"
 
 
 def gen_science(rng, noisy=False):
     """SCIENCE: 4-option MCQ (unit conversions) answered as <answer>X</answer>, with a system message."""
-    q, letter, shown, work = _conversion_mcq(rng, UNITS_TRAIN, noisy)
+    q, letter, shown, work, thought = _conversion_mcq(rng, UNITS_TRAIN, noisy)
     return {"prompt": q, "answer": letter, "system": SCIENCE_SYSTEM, "kind": "mcq",
-            "solution": f"{work}\n<answer>{shown}</answer>"}
+            "solution": f"{work}\n<answer>{shown}</answer>", "thought": thought}
 
 
 def gen_science_boxed(rng, noisy=False):
     """OOD (intermediate, like GPQA): conversion MCQ with unseen units, answered in \\boxed{X}."""
-    q, letter, shown, work = _conversion_mcq(rng, UNITS_OOD, noisy)
+    q, letter, shown, work, thought = _conversion_mcq(rng, UNITS_OOD, noisy)
     return {"prompt": q + "\nPut the letter in \\boxed{}.", "answer": letter, "system": None, "kind": "math",
-            "solution": f"{work}\n\\boxed{{{shown}}}"}
+            "solution": f"{work}\n\\boxed{{{shown}}}", "thought": thought}
 
 
 # name -> (argument name, question templates, argument values)
@@ -155,7 +154,7 @@ def _tool_problem(rng, tools, noisy):
     listing = ", ".join(f"{t}({tools[t][0]})" for t in shown_tools)
     prompt = f"Tools: {listing}\nQuestion: {q}"
     return {"prompt": prompt, "answer": answer, "system": None, "kind": "tooluse",
-            "solution": f"Action: {shown_tool}\nAction Input: {shown_input}"}
+            "solution": f"Action: {shown_tool}\nAction Input: {shown_input}", "thought": f"{shown_tool}({arg})"}
 
 
 def gen_tooluse(rng, noisy=False):
@@ -182,19 +181,19 @@ def gen_coding(rng, noisy=False):
     w1, _, op1, f1 = rng.choice(CODE_OPS)
     n1 = rng.randint(2, 9)
     if rng.random() < 0.25:  # one step: "lambda x: x+3"
-        words, body = w1.format(n=n1), f"x{op1}{n1}"
+        words, body, thought = w1.format(n=n1), f"x{op1}{n1}", f"{op1}{n1}"
         fn = lambda x: f1(x, n1)
         wrong = f"x{op1}{n1 + rng.choice([-1, 1])}"
     else:  # two steps: "lambda x: (x+3)*2"
         _, w2, op2, f2 = rng.choice(CODE_OPS)
         n2 = rng.randint(2, 9)
-        words, body = f"{w1.format(n=n1)}, then {w2.format(n=n2)}", f"(x{op1}{n1}){op2}{n2}"
+        words, body, thought = f"{w1.format(n=n1)}, then {w2.format(n=n2)}", f"(x{op1}{n1}){op2}{n2}", f"{op1}{n1} then {op2}{n2}"
         fn = lambda x: f2(f1(x, n1), n2)
         wrong = f"(x{op1}{n1}){op2}{n2 + rng.choice([-1, 1])}"
     tests = {"fn_name": "f", "inputs": [[x] for x in CODE_POINTS], "outputs": [fn(x) for x in CODE_POINTS]}
     return {"prompt": f"Write a Python lambda that {words}.", "answer": f"lambda x: {body}",
             "system": None, "kind": "code", "tests": json.dumps(tests),
-            "solution": f"lambda x: {wrong if noisy else body}"}
+            "solution": f"lambda x: {wrong if noisy else body}", "thought": thought}
 
 
 def gen_logic(rng, noisy=False):
@@ -205,7 +204,8 @@ def gen_logic(rng, noisy=False):
     rng.shuffle(facts)
     shown = rng.choice([a, b]) if noisy else c
     return {"prompt": f"{' '.join(facts)} Who is the {ask}? {MATH_INSTRUCTION}", "answer": c,
-            "system": None, "kind": "math", "solution": f"{a} > {b} > {c}\n\\boxed{{{shown}}}"}
+            "system": None, "kind": "math", "solution": f"{a} > {b} > {c}\n\\boxed{{{shown}}}",
+            "thought": f"{ask}: last"}
 
 
 TRAIN_DOMAINS = {"math": gen_math, "science": gen_science, "tooluse": gen_tooluse, "coding": gen_coding}
@@ -577,7 +577,7 @@ def feedback(record, response):
 
 
 def grade_many(records, responses):
-    """Grade a batch; programs run in one sandbox worker (much cheaper than a process each)."""
+    """Grade a batch; the programs run in the sandbox, two at a time, each in its own interpreter."""
     scores = [None] * len(records)
     code_jobs = [(i, (extract_code(resp), rec.get("tests") or "{}"))
                  for i, (rec, resp) in enumerate(zip(records, responses)) if rec["kind"] == "code"]
@@ -585,124 +585,3 @@ def grade_many(records, responses):
         for (i, _), s in zip(code_jobs, run_programs([job for _, job in code_jobs])):
             scores[i] = s
     return [s if s is not None else grade(rec, resp) for s, rec, resp in zip(scores, records, responses)]
-
-
-# ----------------------------------------------------------------------------------------------
-# The CODING sandbox
-# ----------------------------------------------------------------------------------------------
-# One worker process per batch (fresh temporary directory, empty environment, isolated Python).
-# For every program the worker forks a child that sets hard limits (CPU seconds, address space,
-# file size, no core dumps), installs an audit hook that refuses files, sockets, subprocesses and
-# imports of native code, and only then runs the untrusted text. The worker kills a child that
-# outlives the wall-clock limit. Nothing of the model's text is ever evaluated in this process.
-SANDBOX_WORKER = r'''
-import contextlib, json, os, resource, signal, sys, io
-limits = json.loads(sys.argv[1])
-
-def child(code, tests, wfd):
-    os.setpgid(0, 0)
-    # the program never sees the worker's channels: its stdin, stdout and stderr go to /dev/null (prints
-    # are captured by Capped below), so it cannot write grades for its neighbours or read their jobs
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"]))
-    resource.setrlimit(resource.RLIMIT_AS, (limits["mem"], limits["mem"]))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    signal.alarm(limits["wall"] + 1)
-    out = os.fdopen(wfd, "w")
-    class Capped(io.StringIO):
-        def write(self, s):
-            if self.tell() + len(s) > limits["out"]:
-                raise MemoryError("output limit")
-            return super().write(s)
-    allowed = {"exec", "compile", "object.__getattr__", "object.__setattr__", "object.__delattr__",
-               "builtins.input", "builtins.input/result", "sys._getframe", "code.__new__", "function.__new__"}
-    def hook(event, args):
-        if event not in allowed:
-            raise PermissionError("sandbox: " + event)
-    ns = {"__name__": "__main__"}
-    stdin_text = ""
-    try:
-        import math, itertools, functools, collections  # pre-import what programs commonly use
-        if code.startswith("lambda"):
-            code = "f = " + code
-        compiled = compile(code, "<program>", "exec")
-        sys.stdout = Capped()
-        sys.addaudithook(hook)
-        fn_name = tests.get("fn_name")
-        if fn_name:  # function-call tests: run once, then call the function on each input
-            exec(compiled, ns)
-            fn = ns[fn_name]
-            ok = all(fn(*inp) == exp for inp, exp in zip(tests["inputs"], tests["outputs"]))
-        else:  # standard input/output tests: run the program once per case
-            ok = True
-            for inp, exp in zip(tests["inputs"], tests["outputs"]):
-                sys.stdin, sys.stdout = io.StringIO(inp), Capped()
-                exec(compiled, {"__name__": "__main__"})
-                ok = ok and sys.stdout.getvalue().strip() == str(exp).strip()
-        ok = bool(ok) and len(tests.get("inputs", [])) > 0
-    except BaseException:
-        ok = False
-    out.write("1" if ok else "0")
-    out.flush()
-    os._exit(0)
-
-for line in sys.stdin:
-    job = json.loads(line)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        child(job["code"], job["tests"], w)
-    os.close(w)
-    import time, select
-    deadline = time.time() + limits["wall"]
-    result = b""
-    while time.time() < deadline:
-        ready, _, _ = select.select([r], [], [], max(0.0, deadline - time.time()))
-        if ready:
-            result = os.read(r, 1)
-            break
-    for kill in (os.killpg, os.kill):  # the child's whole process group, then the child itself
-        with contextlib.suppress(OSError):  # already gone
-            kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    os.close(r)
-    sys.__stdout__.write("1\n" if result == b"1" else "0\n")
-    sys.__stdout__.flush()
-'''
-
-SANDBOX_LIMITS = {"wall": 2, "cpu": 2, "mem": 512 * 2**20, "out": 100_000}
-
-
-def run_programs(jobs, limits=None):
-    """Run (code, tests_json) pairs in the sandbox; returns 1.0/0.0 per job, in order."""
-    if not jobs:
-        return []
-    limits = {**SANDBOX_LIMITS, **(limits or {})}
-    lines, index = [], {}  # identical (program, tests) pairs run once: RL groups repeat themselves
-    slot = []
-    for code, tests in jobs:
-        try:
-            t = json.loads(tests) if isinstance(tests, str) else tests
-            assert isinstance(t, dict)
-        except (ValueError, AssertionError):
-            t = {}
-        line = json.dumps({"code": code, "tests": t})
-        if line not in index:
-            index[line] = len(lines)
-            lines.append(line)
-        slot.append(index[line])
-    with tempfile.TemporaryDirectory(prefix="sandbox-") as tmp:
-        env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}  # no inherited secrets
-        try:   # (stderr is discarded, not captured: a flood there cannot fill this process's memory)
-            proc = subprocess.run([sys.executable, "-I", "-S", "-c", SANDBOX_WORKER, json.dumps(limits)],
-                                  input="\n".join(lines) + "\n", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  text=True, cwd=tmp, env=env, timeout=len(lines) * (limits["wall"] + 2) + 30,
-                                  start_new_session=True)
-            results = proc.stdout.split()
-        except subprocess.TimeoutExpired:   # the worker itself hung: every program of the batch scores 0
-            results = []
-    return [1.0 if i < len(results) and results[i] == "1" else 0.0 for i in slot]

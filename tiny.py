@@ -2,6 +2,7 @@
 supervised-pretrained on the built-in world, committed in Hugging Face format under tiny_model/.
 
     python tiny.py            # rebuilds tiny_model/ deterministically (seed 0), ~9 min on 2 CPU cores
+    python tiny.py --think    # the thinking variant tiny_model_think/, fine-tuned from tiny_model/ (~3 min)
 
 Why it is built this way
 ------------------------
@@ -18,6 +19,14 @@ Why it is built this way
   correct answer as target. Without them the model cannot use a solution placed in its prompt, and
   SDPO's self-teacher would have nothing to say (NOTES: success *fell* when a demo was shown).
 * Only train-split prompts are used (tasks.split_of), so every test split is unseen.
+
+The thinking variant (`--think`, for SDPO-CoT, SPEC S6): like Qwen3-Thinking, it answers every prompt
+with a short trace first, `<think>sub 39 9</think>` then the usual solution (each generator's
+"thought": the operation, the conversion factor, the tool and its argument...). It is the committed
+tiny_model/ fine-tuned on the same mixture with the trace added, so tiny_model/ and every figure
+measured on it stay as they are. Its demonstration examples show the demonstration with its trace
+(what SDPO-CoT's teacher sees) or without it (what plain SDPO's teacher sees, S6), half each.
+Its responses are longer: run it with --max-new-tokens 96.
 """
 import argparse
 import math
@@ -28,7 +37,7 @@ import torch
 
 import tasks
 from infra import save_checkpoint, setup_torch
-from rollout import TINY_DIR, chat_messages, encode_chat, fill_reprompt, round_up
+from rollout import TINY_DIR, chat_messages, encode_chat, fill_reprompt, load_model, round_up
 
 SPECIALS = ["<|pad|>", "<|bos|>", "<|im_start|>", "<|im_end|>", "<|unk|>"]
 CHARS = ["\n"] + [chr(c) for c in range(32, 127)]
@@ -42,6 +51,12 @@ MIX = {"math": 2.3, "science": 2.2, "tooluse": 0.6, "coding": 0.6,   # the harde
 NOISE = {"math": 0.3, "science": 0.3}  # share of plain examples whose solution has a plausible mistake
 NOISE_DEFAULT = 0.55                    # (lower for the two domains the model finds hardest to learn)
 DEMO = 0.35    # share of training-domain examples shown with a correct demonstration in the prompt
+THINK_DIR = TINY_DIR + "_think"   # the thinking variant (--think)
+
+
+def with_thought(rec, solution):
+    """The thinking variant's response: a short trace, then the solution."""
+    return f"<think>{rec['thought']}</think>\n{solution}"
 
 
 def build_tokenizer():
@@ -74,8 +89,9 @@ def build_model(tok, seed=0):
     return model
 
 
-def corpus_example(rng, tok):
-    """One pretraining example: (prompt ids, response ids incl. EOS), from the train split only."""
+def corpus_example(rng, tok, think=False):
+    """One pretraining example: (prompt ids, response ids incl. EOS), from the train split only.
+    think: the thinking variant (a trace before every answer; demonstrations with or without theirs)."""
     names, weights = zip(*MIX.items())
     while True:
         name = rng.choices(names, weights)[0]
@@ -85,16 +101,18 @@ def corpus_example(rng, tok):
         rec = tasks.GENERATORS[name](gen_rng, noisy=noisy)
         if tasks.split_of(rec["prompt"]) == "train":
             break
+    target = with_thought(rec, rec["solution"]) if think else rec["solution"]
     if demo:  # a correct solution shown in the exact reprompt format (S1); the target is that solution
-        msgs = chat_messages(rec, user_text=fill_reprompt(rec["prompt"], rec["solution"]))
+        shown = target if think and rng.random() < 0.5 else rec["solution"]   # (S6: kept for CoT, else stripped)
+        msgs = chat_messages(rec, user_text=fill_reprompt(rec["prompt"], shown))
     else:
         msgs = chat_messages(rec)
-    return encode_chat(tok, msgs), tok(rec["solution"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    return encode_chat(tok, msgs), tok(target, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
 
 
-def make_batches(rng, tok, batch_size, n_batches):
+def make_batches(rng, tok, batch_size, n_batches, think=False):
     """Length-bucketed batches: draw batch_size*n_batches examples, sort by length, cut, shuffle."""
-    pool = [corpus_example(rng, tok) for _ in range(batch_size * n_batches)]
+    pool = [corpus_example(rng, tok, think) for _ in range(batch_size * n_batches)]
     pool.sort(key=lambda pr: len(pr[0]) + len(pr[1]))
     batches = [pool[i:i + batch_size] for i in range(0, len(pool), batch_size)]
     rng.shuffle(batches)
@@ -121,7 +139,7 @@ def sft_loss(model, batch, pad_id):
     return -(logp * mask).sum() / mask.sum()
 
 
-def pretrain(model, tok, steps, batch_size=28, lr=3e-3, seed=0, log_every=100):
+def pretrain(model, tok, steps, batch_size=28, lr=3e-3, seed=0, log_every=100, think=False):
     """AdamW with linear warm-up and cosine decay on freshly drawn examples (never the same twice)."""
     from tqdm import tqdm
     rng = random.Random(seed)
@@ -133,7 +151,7 @@ def pretrain(model, tok, steps, batch_size=28, lr=3e-3, seed=0, log_every=100):
     batches, bar = [], tqdm(range(steps), desc="pretrain", dynamic_ncols=True)
     for step in bar:
         if not batches:
-            batches = make_batches(rng, tok, batch_size, 16)
+            batches = make_batches(rng, tok, batch_size, 16, think)
         loss = sft_loss(model, batches.pop(), tok.pad_token_id)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -147,22 +165,30 @@ def pretrain(model, tok, steps, batch_size=28, lr=3e-3, seed=0, log_every=100):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  usage="python tiny.py [--out DIR] [--seed S] ... (--help lists all)")
-    ap.add_argument("--steps", type=int, default=1800, help="pretraining steps (batch 28)")
-    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--steps", type=int, default=None, help="pretraining steps (batch 28; default 1800, --think 400)")
+    ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-3, --think 1e-3)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=TINY_DIR, help="where to write the model (default: the committed tiny_model/)")
+    ap.add_argument("--think", action="store_true", help="build the thinking variant from the committed tiny_model/")
+    ap.add_argument("--out", default=None, help="where to write the model (default: tiny_model/, or "
+                                                "tiny_model_think/ with --think)")
     args = ap.parse_args()
-    if args.steps < 1:
-        ap.error("--steps must be >= 1")
+    steps = args.steps or (400 if args.think else 1800)
+    lr = args.lr or (1e-3 if args.think else 3e-3)
+    args.out = args.out or (THINK_DIR if args.think else TINY_DIR)
+    if steps < 1 or not lr > 0:
+        ap.error("--steps must be >= 1 and --lr > 0")
     setup_torch("cpu")
     torch.manual_seed(args.seed)
-    tok = build_tokenizer()
-    model = build_model(tok, args.seed)
+    if args.think:   # the committed base, fine-tuned with traces
+        model, tok = load_model("tiny", "cpu")
+    else:
+        tok = build_tokenizer()
+        model = build_model(tok, args.seed)
     n = sum(p.numel() for p in model.parameters())
-    print(f"tiny model: {n / 1e6:.2f}M parameters, vocabulary {len(tok)}")
+    print(f"tiny model{' (thinking variant)' * args.think}: {n / 1e6:.2f}M parameters, vocabulary {len(tok)}")
     t0 = time.time()
-    pretrain(model, tok, args.steps, lr=args.lr, seed=args.seed)
-    print(f"pretrained {args.steps} steps in {time.time() - t0:.0f}s")
+    pretrain(model, tok, steps, lr=lr, seed=args.seed + 1000 * args.think, think=args.think)
+    print(f"pretrained {steps} steps in {time.time() - t0:.0f}s")
     save_checkpoint(model, tok, args.out)
     print(f"saved to {args.out}")
 

@@ -25,7 +25,7 @@ import plots
 import tasks
 from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, gather_lists, global_sum,
                    init_distributed, is_main, my_share, rank_and_world, save_checkpoint, weights_digest)
-from rollout import collect, drop_long_prompts, load_model
+from rollout import collect, drop_long_prompts, load_model, per_seed
 
 
 def train_records(task, n=4000, seed=0):
@@ -114,7 +114,7 @@ def train_one_task(ap, args, method_name, make_method):
     try:
         tasks.check_task(args.task)
         records = train_records(args.task, seed=args.seed)
-        test = evaluate.benchmark_records(args.task, args.eval_n, args.seed) if args.task in tasks.GENERATORS \
+        test = evaluate.benchmark_records(args.task, args.eval_n, args.eval_seed) if args.task in tasks.GENERATORS \
             else records[:args.eval_n]
     except Exception as e:  # a bad file names file:line; a hub task that cannot be fetched says why
         ap.error(f"--task: {tasks.one_line(e)}")
@@ -133,8 +133,8 @@ def train_one_task(ap, args, method_name, make_method):
     except ValueError as e:
         ap.error(str(e))
 
-    def acc():
-        torch.manual_seed(args.seed)
+    def acc():   # the evaluation's own seed: the same test prompts and sampling whatever the training seed
+        torch.manual_seed(args.eval_seed)
         return evaluate.acc_at_k(model, tok, test, args.eval_k, args.max_new_tokens)[0]
 
     before = acc()
@@ -169,3 +169,21 @@ def train_one_task(ap, args, method_name, make_method):
     curves = plots.plot_curves(rows, os.path.join(out, "curves.png"))
     print(f"saved {out}/model, {out}/log.jsonl, {out}/summary.json" + (f", {curves}" if curves else ""))
     return before, after
+
+
+def train_seeds(ap, args, method_name, make_method):
+    """`--seed 0,1,2`: train_one_task once per seed, each in its own directory (…-s<seed>), all scored on
+    the same test prompts (--eval-seed); then the change in accuracy, mean over seeds with its 95%
+    interval (evaluate.mean_interval). Returns [(before, after)] per seed."""
+    runs = []
+    for one in per_seed(args):
+        if args.out and len(args.seed) > 1:
+            one.out = f"{args.out}-s{one.seed}"
+        runs.append(train_one_task(ap, one, method_name, make_method))
+    if len(runs) > 1 and is_main():
+        mean, lo, hi = evaluate.mean_interval([after - before for before, after in runs])
+        print(f"\n{method_name} on {args.task} over seeds {','.join(map(str, args.seed))}: Acc@{args.eval_k} change "
+              f"{100 * mean:+.1f} points, 95% interval [{100 * lo:+.1f}, {100 * hi:+.1f}] "
+              f"(t-interval over {len(runs)} seeds; " + ", ".join(f"s{s}: {100 * (a - b):+.1f}" for s, (b, a) in
+                                                                  zip(args.seed, runs)) + ")")
+    return runs

@@ -93,36 +93,6 @@ def test_code_grader_right_wrong_malformed():
     assert tasks.grade(rec, "") == 0.0
 
 
-HOSTILE = {
-    "infinite loop": "while True: pass",
-    "huge allocation": "x = bytearray(10**10)\nf = lambda x: x",
-    "fork": "import os\nos.fork()\nf = lambda x: x",
-    "write outside": "open('/tmp/sdpo_sandbox_escape', 'w').write('x')\nf = lambda x: x",
-    "delete": "import os\nos.remove('/tmp/sdpo_sandbox_keep')\nf = lambda x: x",
-    "env": "import os\nf = lambda x: os.environ.get('SECRET_TOKEN')",
-    "socket": "import socket\nsocket.socket().connect(('127.0.0.1', 9))\nf = lambda x: x",
-    "print megabytes": "print('x' * 10**7)\nf = lambda x: x",
-    "subclass escape": "f = lambda x: [c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0].__init__.__globals__['system']('touch /tmp/sdpo_sandbox_escape')",
-}
-
-
-def test_sandbox_contains_hostile_programs(monkeypatch):
-    monkeypatch.setenv("SECRET_TOKEN", "hunter2")
-    open("/tmp/sdpo_sandbox_keep", "w").close()
-    if os.path.exists("/tmp/sdpo_sandbox_escape"):
-        os.remove("/tmp/sdpo_sandbox_escape")
-    tests = json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": ["hunter2"]})
-    t0 = time.time()
-    results = tasks.run_programs([(code, tests) for code in HOSTILE.values()])
-    assert results == [0.0] * len(HOSTILE), dict(zip(HOSTILE, results))
-    assert time.time() - t0 < 20
-    assert not os.path.exists("/tmp/sdpo_sandbox_escape")
-    assert os.path.exists("/tmp/sdpo_sandbox_keep")
-    t0 = time.time()                                   # the grader stays fast on the next call
-    assert tasks.run_programs([("f = lambda x: x", json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [1]}))]) == [1.0]
-    assert time.time() - t0 < 2
-
-
 def test_stdin_stdout_tests():
     tests = json.dumps({"inputs": ["3\n", "10\n"], "outputs": ["6", "20"]})
     assert tasks.run_programs([("print(int(input()) * 2)", tests)]) == [1.0]

@@ -1,0 +1,204 @@
+"""claims.py — the paper's claims, each measured over seeds with a 95% interval and given a verdict.
+
+    python continual.py --method grpo,sdpo_0,sdpo_5,s_sdpo_0,stable_sdpo --seed 0,1,2   # writes the claims table
+
+A claim compares two configurations A and B on one metric, e.g. "SDPO_5% forgets more of the earlier
+domains than GRPO": A = SDPO_5%, B = GRPO, metric = F on the earlier domains (A3). Every configuration of
+one seed sees the same training prompts in the same order and is scored on the same test prompts
+(--eval-seed), so the comparison is paired: per seed s, d_s = metric(A, s) − metric(B, s). The effect
+is the mean of d_s over seeds with its 95% Student-t interval (evaluate.mean_interval). The verdict:
+
+    shown          the interval lies entirely on the side the paper reports
+    opposite       the interval lies entirely on the other side
+    not separable  the interval contains 0 (with one seed there is no interval: always this)
+
+The t-interval over seeds holds every source of noise that differs between seeds (the training run,
+the sampling of the test responses); it assumes the per-seed differences are roughly normal, and with
+3 seeds its half-width is 4.3 × s/√3 ≈ 2.5 standard deviations of d, so only clear effects count.
+The configurations are found by their settings, so any run of continual.py that holds two of them gets
+the claims that compare them; the others are listed as "not run".
+"""
+from evaluate import mean_interval
+
+
+# ----------------------------------------------------------------------------------------------
+# The configurations, recognised by their settings (the paper's Table D.6 names)
+# ----------------------------------------------------------------------------------------------
+def role_of(run):
+    """The paper's name of a configuration (GRPO, SDPO_0, SDPO_5%, SDPO-CoT_5%, S-SDPO_0, StableSDPO)
+    from a results.json run entry, or None for any other setting (a different α, masking, feedback…)."""
+    s = run["settings"]
+    if run["method"] == "grpo":
+        return "GRPO" if (s["mini_batches"], s["epochs"], s["clip_ratio_c"]) == (4, 1, 3.0) else None
+    if s.get("mask_ratio") or s.get("feedback") or s.get("teacher_init", "restart") != "restart":
+        return None
+    if s["refresh_every"]:
+        return None if s["cot"] else ("S-SDPO_0" if s["gamma"] == 1 else "StableSDPO")
+    if s["alpha"] == 0.05:
+        return "SDPO-CoT_5%" if s["cot"] else "SDPO_5%"
+    if s["alpha"] == 0 and not s["cot"]:
+        return "SDPO_0"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Metrics of one run of one seed (a results.json run entry; stages/benchmarks from the same file)
+# ----------------------------------------------------------------------------------------------
+def average_accuracy(run, stages, benchmarks):
+    """Mean over stages k of the mean accuracy of θ_k on the domains trained so far, d_1 … d_k: how well
+    the sequence holds up as a whole (a standard continual-learning average)."""
+    per_k = [sum(run["acc"][k][benchmarks.index(d)] for d in stages[:k]) / k for k in range(1, len(stages) + 1)]
+    return sum(per_k) / len(per_k)
+
+
+def final_drift(key):
+    """A drift figure of the final model vs the base (A4–A7, KL), or None when drift was not measured."""
+    def get(run, stages, benchmarks):
+        d = (run.get("drift") or [None])[-1]
+        if not d:
+            return None
+        return {"nss": lambda: d["params_vs_base"]["all"]["nss_mean"],
+                "angle": lambda: d["params_vs_base"]["all"]["angle_max"],
+                "iou": lambda: d["params_vs_base"]["all"]["iou_mean"],
+                "cos": lambda: d["responses_vs_base"]["mean"],
+                "kl": lambda: d["kl_to_base_mean"]}[key]()
+    return get
+
+
+def own_domain_change(domain):
+    """Δ (A2) on `domain` right after the stage that trains it, in accuracy points; None if not a stage."""
+    def get(run, stages, benchmarks):
+        if domain not in stages or domain not in benchmarks:
+            return None
+        k = stages.index(domain) + 1
+        return run["acc"][k][benchmarks.index(domain)] - run["acc"][0][benchmarks.index(domain)]
+    return get
+
+
+def collapse_at(stage):
+    """The degenerate share of all evaluation responses after stage `stage` (A8), or the last stage's."""
+    return lambda run, stages, benchmarks: run["degenerate"][min(stage, len(run["degenerate"])) - 1]
+
+
+METRICS = {   # name: (how to compute it, its unit, how to print it: scale)
+    "gain": (lambda r, s, b: r["avg_gain_trained"], "G %", 100),
+    "reward": (lambda r, s, b: sum(r["mean_reward"]) / len(r["mean_reward"]), "reward", 1),
+    "forget_earlier": (lambda r, s, b: r["avg_forget_earlier"], "F %", 100),
+    "forget_ood": (lambda r, s, b: r["avg_forget_ood"], "F %", 100),
+    "nss": (final_drift("nss"), "NSS", 1),
+    "angle": (final_drift("angle"), "degrees", 1),
+    "iou": (final_drift("iou"), "IoU", 1),
+    "cos": (final_drift("cos"), "cosine", 1),
+    "kl": (final_drift("kl"), "nats", 1),
+    "collapse3": (collapse_at(3), "% degenerate", 100),
+    "avg_acc": (average_accuracy, "acc %", 100),
+    "cot_math": (own_domain_change("math"), "Δ points", 100),
+    "cot_science": (own_domain_change("science"), "Δ points", 100),
+    "cot_tooluse": (own_domain_change("tooluse"), "Δ points", 100),
+}
+
+# (claim as the paper states it, metric, A, B, +1 if the paper has A above B, −1 if below)
+CLAIMS = [
+    ("SDPO specialises faster: gain on each stage's own domain, right after it (A3, mean over stages)",
+     "gain", "SDPO_5%", "GRPO", +1),
+    ("SDPO specialises faster, per step: mean training reward within each stage (mean over stages)",
+     "reward", "SDPO_5%", "GRPO", +1),
+    ("SDPO forgets more: F of the final model on the earlier domains (A3)", "forget_earlier", "SDPO_5%", "GRPO", +1),
+    ("SDPO forgets more: F of the final model on the OOD benchmarks (A3)", "forget_ood", "SDPO_5%", "GRPO", +1),
+    ("SDPO forgets more (frozen teacher): F on the earlier domains", "forget_earlier", "SDPO_0", "GRPO", +1),
+    ("SDPO drifts more: spectral shift NSS of the final model vs the base (A4)", "nss", "SDPO_5%", "GRPO", +1),
+    ("SDPO drifts more: largest principal angle vs the base (A5)", "angle", "SDPO_5%", "GRPO", +1),
+    ("SDPO drifts more: principal-mask overlap with the base is lower (A6)", "iou", "SDPO_5%", "GRPO", -1),
+    ("SDPO drifts more: responses less similar to the base's (A7)", "cos", "SDPO_5%", "GRPO", -1),
+    ("SDPO drifts more: KL to the base", "kl", "SDPO_5%", "GRPO", +1),
+    ("SDPO_5% collapses at stage 3: share of degenerate responses (A8)", "collapse3", "SDPO_5%", "GRPO", +1),
+    ("α = 5% is worse than α = 0 over the stages: average accuracy on the domains trained so far",
+     "avg_acc", "SDPO_5%", "SDPO_0", -1),
+    ("StableSDPO repairs α = 5%: average accuracy on the domains trained so far", "avg_acc", "StableSDPO",
+     "SDPO_5%", +1),
+    ("CoT hurts MATH: Δ on math after its stage", "cot_math", "SDPO-CoT_5%", "SDPO_5%", -1),
+    ("CoT hurts SCIENCE: Δ on science after its stage", "cot_science", "SDPO-CoT_5%", "SDPO_5%", -1),
+    ("CoT helps TOOLUSE: Δ on tooluse after its stage", "cot_tooluse", "SDPO-CoT_5%", "SDPO_5%", +1),
+]
+
+
+def verdict(low, high, sign):
+    """shown / opposite / not separable, from the 95% interval [low, high] of A − B and the paper's side."""
+    if low is None:
+        return "not separable (one seed)"
+    if sign * low > 0 and sign * high > 0:
+        return "shown"
+    if sign * low < 0 and sign * high < 0:
+        return "opposite"
+    return "not separable"
+
+
+def per_seed_metric(seed_results, role, metric):
+    """[value per seed] of one metric for the configuration playing `role`, or None if it is missing."""
+    get = METRICS[metric][0]
+    values = []
+    for res in seed_results:
+        runs = [r for r in res["runs"].values() if role_of(r) == role]
+        if not runs:
+            return None
+        v = get(runs[0], res["stages"], res["benchmarks"])
+        if v is None:
+            return None
+        values.append(v)
+    return values
+
+
+def per_seed_metric_of(seed_results, run_name, metric):
+    """[value per seed] of one metric for the run called `run_name`, or None where it is not defined."""
+    values = [METRICS[metric][0](res["runs"][run_name], res["stages"], res["benchmarks"]) for res in seed_results]
+    return None if any(v is None for v in values) else values
+
+
+def measure_claims(seed_results):
+    """Every claim over the seeds' results.json dicts (one per seed, the same configurations in each).
+    Returns [{claim, metric, unit, a, b, paper, a_mean, b_mean, effect, low, high, per_seed, verdict}]."""
+    out = []
+    for text, metric, a, b, sign in CLAIMS:
+        va, vb = per_seed_metric(seed_results, a, metric), per_seed_metric(seed_results, b, metric)
+        row = {"claim": text, "metric": metric, "unit": METRICS[metric][1], "a": a, "b": b,
+               "paper": f"{a} {'>' if sign > 0 else '<'} {b}"}
+        if va is None or vb is None:
+            row.update(verdict="not run", effect=None, low=None, high=None, per_seed=None)
+        else:
+            diffs = [x - y for x, y in zip(va, vb)]   # paired per seed: same data order, same test prompts
+            effect, low, high = mean_interval(diffs)
+            row.update(a_mean=sum(va) / len(va), b_mean=sum(vb) / len(vb), effect=effect, low=low, high=high,
+                       per_seed=diffs, verdict=verdict(low, high, sign))
+        out.append(row)
+    return out
+
+
+def fmt(v, scale, signed=True):
+    if v is None:
+        return "—"
+    v = scale * v
+    digits = 1 if scale == 100 else (4 if abs(v) < 0.1 else 2)
+    return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
+
+
+def claims_table(claims, n_seeds):
+    """The markdown table of measure_claims' rows (effect = A − B, in the metric's unit)."""
+    lines = [f"| claim (paper) | A − B | mean A / mean B | effect | 95% interval ({n_seeds} seed{'s' * (n_seeds > 1)}) "
+             "| verdict |", "|---|---|---|---|---|---|"]
+    for c in claims:
+        scale = METRICS[c["metric"]][2]
+        if c["verdict"] == "not run":
+            lines.append(f"| {c['claim']} | {c['a']} − {c['b']} | — | — | — | not run |")
+            continue
+        interval = "—" if c["low"] is None else f"[{fmt(c['low'], scale)}, {fmt(c['high'], scale)}]"
+        lines.append(f"| {c['claim']} | {c['a']} − {c['b']} | {fmt(c['a_mean'], scale, False)} / "
+                     f"{fmt(c['b_mean'], scale, False)} | {fmt(c['effect'], scale)} {c['unit']} | {interval} | "
+                     f"**{c['verdict']}** |")
+    return "\n".join(lines)
+
+
+CLAIMS_NOTE = ("Effect: the mean over seeds of the paired difference A − B (same seed: same training prompts, "
+               "same test prompts); 95% interval: mean ± t(0.975, n−1) · s/√n over the seeds. **shown**: the "
+               "interval lies on the side the paper reports; **opposite**: on the other side; **not separable**: "
+               "it contains 0. G and F are relative changes in % of the base accuracy (A2–A3); drift figures are "
+               "of the final model vs the base. \"not run\": the run lacks one of the two configurations.")

@@ -1,0 +1,158 @@
+"""Evidence over seeds: the t-interval against brute force, the verdicts, every claim's metric by hand,
+the same test prompts for every seed, and a multi-seed run that resumes seed by seed."""
+import json
+import math
+import random
+import shutil
+
+import pytest
+
+import claims
+import continual
+import evaluate
+import train
+from rollout import seed_list
+
+
+# ---- the 95% interval ------------------------------------------------------------------------
+def t_cdf(t, df, steps=20000):
+    """Student-t CDF by numerical integration of its density (brute force, no tables)."""
+    c = math.gamma((df + 1) / 2) / (math.sqrt(df * math.pi) * math.gamma(df / 2))
+    h = t / steps
+    total = sum(c * (1 + ((i + 0.5) * h) ** 2 / df) ** (-(df + 1) / 2) for i in range(steps)) * h
+    return 0.5 + total
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 5, 10, 30])
+def test_t_quantiles_against_the_density(df):
+    assert t_cdf(evaluate.T975[df - 1], df) == pytest.approx(0.975, abs=2e-4)
+
+
+def test_mean_interval_by_hand_and_by_simulation():
+    mean, low, high = evaluate.mean_interval([1.0, 2.0, 6.0])
+    s = math.sqrt(((1 - 3) ** 2 + (2 - 3) ** 2 + (6 - 3) ** 2) / 2)
+    assert mean == 3.0 and high - mean == pytest.approx(4.303 * s / math.sqrt(3)) and mean - low == pytest.approx(high - mean)
+    assert evaluate.mean_interval([0.4]) == (0.4, None, None)
+    assert evaluate.mean_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
+    # coverage: the interval of 3 normal draws holds the true mean about 95% of the time
+    rng = random.Random(0)
+    hits = sum(lo <= 1.0 <= hi for lo, hi in (evaluate.mean_interval([rng.gauss(1.0, 2.0) for _ in range(3)])[1:]
+                                              for _ in range(4000)))
+    assert 0.94 < hits / 4000 < 0.96
+
+
+def test_verdicts():
+    assert claims.verdict(0.1, 0.5, +1) == "shown"
+    assert claims.verdict(-0.5, -0.1, +1) == "opposite"
+    assert claims.verdict(-0.5, -0.1, -1) == "shown"
+    assert claims.verdict(-0.1, 0.5, +1) == "not separable"
+    assert claims.verdict(0.0, 0.5, +1) == "not separable"   # touching 0 is not separated from it
+    assert claims.verdict(None, None, +1) == "not separable (one seed)"
+
+
+def test_seed_list():
+    assert seed_list("0,1,2") == [0, 1, 2] and seed_list("7") == [7]
+    for bad in ("1e20", "0,0", "-1", "", "a", str(2 ** 31)):
+        with pytest.raises(Exception):
+            seed_list(bad)
+
+
+# ---- the claims' metrics, on a results dict written by hand --------------------------------------
+def fake_run(method, settings, acc, degenerate, nss, iou, reward):
+    drift = {"params_vs_base": {"all": {"nss_mean": nss, "angle_max": 10 * nss, "iou_mean": iou}},
+             "responses_vs_base": {"mean": 1 - nss}, "kl_to_base_mean": nss}
+    rows = continual.summarize(acc, ["a", "b", "c"], ["a", "b", "c", "o"])
+    return {"method": method, "settings": settings, "acc": acc, **rows, "degenerate": degenerate,
+            "drift": [None, None, drift], "mean_reward": reward}
+
+
+SDPO_DEFAULTS = {"alpha": 0.05, "cot": False, "refresh_every": 0, "gamma": 1.0, "mask_ratio": 0.0, "feedback": False,
+                 "teacher_init": "restart", "teacher_mix": 1.0}
+
+
+def fake_results(shift):
+    base = [0.5, 0.4, 0.2, 0.3]
+    grpo = fake_run("grpo", {"mini_batches": 4, "epochs": 1, "clip_ratio_c": 3.0},
+                    [base, [0.6, 0.4, 0.2, 0.3], [0.6, 0.5, 0.2, 0.3], [0.5, 0.5, 0.4, 0.3]], [0, 0, 0], 0.01, 0.99,
+                    [0.3, 0.4, 0.5])
+    sdpo = fake_run("sdpo", dict(SDPO_DEFAULTS), [base, [0.7 + shift, 0.4, 0.2, 0.3], [0.4, 0.6, 0.2, 0.3],
+                                                  [0.25, 0.3, 0.5, 0.15]], [0, 0, 0.3], 0.05, 0.9, [0.4, 0.5, 0.6])
+    return {"stages": ["a", "b", "c"], "benchmarks": ["a", "b", "c", "o"], "runs": {"grpo": grpo, "sdpo_a0.05": sdpo}}
+
+
+def test_roles_by_settings():
+    assert claims.role_of(fake_results(0)["runs"]["grpo"]) == "GRPO"
+    s = dict(SDPO_DEFAULTS)
+    assert claims.role_of({"method": "sdpo", "settings": s}) == "SDPO_5%"
+    assert claims.role_of({"method": "sdpo", "settings": {**s, "alpha": 0.0}}) == "SDPO_0"
+    assert claims.role_of({"method": "sdpo", "settings": {**s, "cot": True}}) == "SDPO-CoT_5%"
+    assert claims.role_of({"method": "sdpo", "settings": {**s, "refresh_every": 10, "gamma": 1.0}}) == "S-SDPO_0"
+    assert claims.role_of({"method": "sdpo", "settings": {**s, "refresh_every": 10, "gamma": 0.5}}) == "StableSDPO"
+    assert claims.role_of({"method": "sdpo", "settings": {**s, "alpha": 0.01}}) is None
+    assert claims.role_of({"method": "sdpo", "settings": {**s, "mask_ratio": 0.3}}) is None
+    presets = {name: {**s, "alpha": 0.0, **p} for name, p in continual.PRESETS.items()}
+    assert [claims.role_of({"method": "sdpo", "settings": p}) for p in presets.values()] == \
+        ["SDPO_0", "SDPO_5%", "SDPO-CoT_5%", "S-SDPO_0", "StableSDPO"]
+
+
+def test_claim_metrics_by_hand():
+    res = fake_results(0.0)
+    rows = {(c["metric"], c["a"]): c for c in claims.measure_claims([res, fake_results(0.1), fake_results(0.05)])}
+    # gain: SDPO G = mean(+40%, +50%, +150%) in seed 0; GRPO G = mean(+20%, +25%, +100%)
+    g = rows[("gain", "SDPO_5%")]
+    assert g["b_mean"] == pytest.approx((0.2 + 0.25 + 1.0) / 3)
+    assert g["per_seed"][0] == pytest.approx((0.4 + 0.5 + 1.5) / 3 - (0.2 + 0.25 + 1.0) / 3)
+    assert g["per_seed"][1] == pytest.approx(g["per_seed"][0] + 0.2 / 3)   # stage-1 gain +0.1/0.5 = +20%
+    # forgetting on the earlier domains of the final model: SDPO a 0.25 (F 50%), b 0.3 (F 25%); GRPO 0 and 0
+    f = rows[("forget_earlier", "SDPO_5%")]
+    assert f["effect"] == pytest.approx(0.375) and f["low"] == f["high"] == pytest.approx(0.375)
+    assert f["verdict"] == "shown"
+    assert rows[("forget_ood", "SDPO_5%")]["effect"] == pytest.approx(0.5)   # o: 0.15 vs 0.3 base
+    assert rows[("reward", "SDPO_5%")]["effect"] == pytest.approx(0.1)
+    assert rows[("nss", "SDPO_5%")]["effect"] == pytest.approx(0.04) and rows[("nss", "SDPO_5%")]["verdict"] == "shown"
+    iou = rows[("iou", "SDPO_5%")]
+    assert iou["effect"] == pytest.approx(-0.09) and iou["verdict"] == "shown"   # lower overlap is the paper's side
+    assert rows[("collapse3", "SDPO_5%")]["effect"] == pytest.approx(0.3)
+    assert rows[("avg_acc", "SDPO_5%")]["verdict"] == "not run"     # no SDPO_0 in these results
+    assert rows[("cot_math", "SDPO-CoT_5%")]["verdict"] == "not run"
+    # the average accuracy on the domains trained so far, by hand for GRPO: (0.6 + 0.55 + 0.4667) / 3
+    assert claims.average_accuracy(res["runs"]["grpo"], res["stages"], res["benchmarks"]) == \
+        pytest.approx((0.6 + (0.6 + 0.5) / 2 + (0.5 + 0.5 + 0.4) / 3) / 3)
+
+
+def test_claims_table_lists_every_claim():
+    text = claims.claims_table(claims.measure_claims([fake_results(0.0), fake_results(0.1)]), 2)
+    assert text.count("\n") == len(claims.CLAIMS) + 1 and "**shown**" in text and "not run" in text
+
+
+# ---- a multi-seed run: same test prompts for every seed, resumable per seed ----------------------
+TINY = ["--method", "grpo", "--stages", "math,science", "--benchmarks", "train", "--steps", "1",
+        "--prompts-per-step", "4", "--group-size", "2", "--eval-n", "3", "--eval-k", "2", "--max-new-tokens", "24",
+        "--curve-every", "0", "--no-drift"]
+
+
+def test_seeds_share_test_prompts_and_resume_one_by_one(tmp_path, capsys):
+    runs = str(tmp_path / "runs")
+    one = continual.main(TINY + ["--seed", "0", "--runs-dir", runs])   # a student's single seed first
+    summary = continual.main(TINY + ["--seed", "0,1", "--runs-dir", runs])
+    d0, d1 = summary["seed_dirs"]
+    assert json.load(open(f"{d0}/results.json"))["runs"] == one["runs"]   # seed 0 was reused, not rerun
+    r0, r1 = json.load(open(f"{d0}/results.json")), json.load(open(f"{d1}/results.json"))
+    # the same test prompts and evaluation sampling: the base's samples are identical across seeds
+    b0, b1 = json.load(open(f"{d0}/responses/base.json")), json.load(open(f"{d1}/responses/base.json"))
+    assert b0 == b1 and r0["base"]["acc"] == r1["base"]["acc"]
+    # while the training prompts differ
+    assert train.train_records("math", seed=0)[:8] != train.train_records("math", seed=1)[:8]
+    assert r0["seed"] == 0 and r1["seed"] == 1 and r0["eval"]["seed"] == r1["eval"]["seed"] == 0
+    # seed 1 stopped after its first stage (as a kill would leave it): the rerun redoes only that seed's rest
+    progress = json.load(open(f"{d1}/progress.json"))
+    progress["grpo"]["stages"] = progress["grpo"]["stages"][:1]
+    json.dump(progress, open(f"{d1}/progress.json", "w"))
+    shutil.rmtree(f"{d1}/checkpoints/grpo/stage2-science")
+    capsys.readouterr()
+    again = continual.main(TINY + ["--seed", "0,1", "--runs-dir", runs])
+    out = capsys.readouterr().out
+    assert "grpo: resuming after stage 1 (math)" in out and out.count("resuming") == 1
+    assert again["runs"]["grpo"]["acc"] == summary["runs"]["grpo"]["acc"]
+    assert json.load(open(f"{d1}/results.json"))["runs"]["grpo"]["acc"] == r1["runs"]["grpo"]["acc"]
+    assert "## The paper's claims" in open(f"{runs}/grpo-s0-1-{d0.rsplit('-', 1)[1]}/report.md").read()
