@@ -33,7 +33,7 @@ import sdpo
 import tasks
 import tiny
 from infra import setup_torch
-from rollout import (add_common_args, chat_messages, per_seed, collect, encode_chat, left_pad, load_model, micro_batches,
+from rollout import (add_common_args, chat_messages, check_device_flag, check_dir_flag, check_model_flag, per_seed, collect, encode_chat, left_pad, load_model, micro_batches,
                      round_up)
 
 
@@ -392,8 +392,11 @@ def main(argv=None):
     if args.task not in tasks.GENERATORS and not os.path.isfile(args.task):
         ap.error(f"--task: unknown task '{args.task}'")
     out_dir = os.path.dirname(os.path.abspath(args.out))
-    if os.path.exists(args.out) and not os.path.isfile(args.out) or os.path.isfile(out_dir):
+    if os.path.exists(args.out) and not os.path.isfile(args.out):
         ap.error(f"--out: '{args.out}' is not a file path that can be written")
+    check_dir_flag(ap, "--out", out_dir)
+    check_model_flag(ap, "--model", args.model)
+    check_device_flag(ap, args.device)
     device = setup_torch(args.device, args.threads)
     model, tok = load_model(args.model, device)
     t0 = time.time()

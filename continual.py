@@ -37,8 +37,8 @@ import sdpo
 import tasks
 import train
 from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, init_distributed, is_main,
-                   save_checkpoint)
-from rollout import add_common_args, drop_long_prompts, load_model, per_seed, validate_common_args
+                   read_jsonl, save_checkpoint)
+from rollout import add_common_args, check_dir_flag, drop_long_prompts, load_model, per_seed, validate_common_args
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
 
@@ -241,6 +241,13 @@ def parse_args(argv=None):
             tasks.task_records(path)
         except Exception as e:  # (a hub task that cannot be fetched says why, in one line)
             ap.error(tasks.one_line(e))
+    for b in benchmarks + stages:   # enough test prompts for --eval-n (and the in-stage curve)?
+        if b in tasks.GENERATORS:
+            try:
+                tasks.builtin_split(b, "test", max(args.eval_n, args.curve_n), args.eval_seed)
+            except ValueError as e:
+                ap.error(f"--eval-n / --curve-n: {e}")
+    check_dir_flag(ap, "--runs-dir", args.runs_dir)
     for s in stages:  # every trained domain is evaluated too
         if s not in benchmarks:
             benchmarks.insert(len([b for b in benchmarks if b in stages]), s)
@@ -282,7 +289,7 @@ def main(argv=None):
         print(f"\n{dirs[0]}/: results.json, report.md, log.jsonl, checkpoints — {time.time() - t_start:.0f}s this invocation")
         return all_results[0]
     summary_dir = os.path.join(args.runs_dir, args.name or run_dir_name(args, configs, defaults))
-    summary = summarize_seeds(all_results, args.seed, dirs)
+    summary = summarize_seeds(all_results, args.seed, dirs, [seconds_of(d) for d in dirs])
     os.makedirs(summary_dir, exist_ok=True)
     atomic_json(os.path.join(summary_dir, "results.json"), summary)
     report = write_seeds_report(summary, all_results, summary_dir)
@@ -323,7 +330,7 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks):
 def run_seed(args, run_dir, stages, benchmarks, configs, device):
     """One seed: every configuration through every stage, then results.json and report.md in run_dir."""
     progress_path = os.path.join(run_dir, "progress.json")
-    progress = json.load(open(progress_path)) if os.path.exists(progress_path) else {}
+    progress = load_progress(progress_path)
     try:
         run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device)
     except NonFiniteError as e:
@@ -349,12 +356,90 @@ def run_seed(args, run_dir, stages, benchmarks, configs, device):
     return results
 
 
+def seconds_of(run_dir):
+    """Wall seconds a seed's run took in all (base evaluation, then training, evaluation and drift of
+    every stage, summed over invocations), from progress.json; results.json holds no timings, so that
+    an interrupted and resumed run writes the same file as an uninterrupted one."""
+    progress = load_progress(os.path.join(run_dir, "progress.json"))
+    return progress.get("base", {}).get("seconds", 0.0) + sum(
+        st.get("seconds", 0.0) for k, v in progress.items() if k != "base" for st in v["stages"])
+
+
+# ----------------------------------------------------------------------------------------------
+# Damaged state: say which file and what to do, or recover safely (nothing is deleted silently)
+# ----------------------------------------------------------------------------------------------
+def fail(message):
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def load_progress(path):
+    """progress.json (which stages are done), or {} for a new run; a damaged one stops the run."""
+    if not os.path.exists(path):
+        return {}
+    try:
+        progress = json.load(open(path))
+        assert isinstance(progress, dict) and all(
+            isinstance(v, dict) and ("stages" in v or k == "base") for k, v in progress.items()), "unexpected content"
+        return progress
+    except (ValueError, AssertionError) as e:
+        fail(f"{path} is damaged ({tasks.one_line(e)}). It records the completed stages: restore it from a copy, "
+             f"or rerun with --overwrite to start this run again")
+
+
+def checked_log(log_path):
+    """The rows of log.jsonl. Lines cut by a kill or otherwise damaged are dropped, loudly; the file as it
+    was is kept beside it as log.jsonl.damaged."""
+    rows, bad = read_jsonl(log_path)
+    if bad:
+        shutil.copyfile(log_path, log_path + ".damaged")
+        print(f"warning: {log_path}: dropped {len(bad)} damaged line(s) ({', '.join(map(str, bad[:5]))}"
+              f"{'…' if len(bad) > 5 else ''}); the file as it was is kept in {log_path}.damaged", file=sys.stderr)
+    return rows
+
+
+def load_checkpoint(path, device, dtype, grad_checkpointing=False, what="checkpoint"):
+    """A saved model, or a clear stop naming the directory and what to do."""
+    try:
+        return load_model(path, device, dtype, grad_checkpointing)
+    except Exception as e:   # a truncated safetensors file, a garbage config.json, a missing file...
+        fail(f"the {what} {path} cannot be loaded ({tasks.one_line(e)[:200]}). Delete that directory and rerun "
+             f"the same command: that stage and the ones after it are trained again")
+
+
+def load_partial(partial_dir, run_name, stage, has_teacher, device, args):
+    """The state a Ctrl-C saved mid-stage, if it belongs to this run and stage: (saved, model, tok), else None.
+    A damaged one is set aside as partial.damaged/ (said on stderr) and the stage restarts from its
+    beginning, which ends exactly where the interrupted stage would have (every step has its own seed)."""
+    if not os.path.exists(os.path.join(partial_dir, "partial.pt")):
+        return None
+    try:
+        saved = torch.load(os.path.join(partial_dir, "partial.pt"))
+        if saved["run"] != run_name or saved["stage"] != stage:
+            return None
+        torch.load(os.path.join(partial_dir, "optimizer.pt"))
+        if has_teacher:
+            torch.load(os.path.join(partial_dir, "teacher.pt"))
+        model, tok = load_model(partial_dir, device, args.dtype, args.grad_checkpointing)
+        return saved, model, tok
+    except Exception as e:
+        aside = partial_dir.rstrip("/") + ".damaged"
+        shutil.rmtree(aside, ignore_errors=True)
+        os.replace(partial_dir, aside)
+        print(f"warning: the saved mid-stage state in {partial_dir} is damaged ({tasks.one_line(e)[:200]}); it is "
+              f"kept in {aside} and stage {stage + 1} of {run_name} restarts from its beginning", file=sys.stderr)
+        return None
+
+
 def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device):
     """Evaluate the base once, then every configuration through every stage (resuming where it stopped)."""
     log_path = os.path.join(run_dir, "log.jsonl")
     ev = dict(n=args.eval_n, k=args.eval_k, max_new_tokens=args.max_new_tokens, seed=args.eval_seed,
               max_prompt_len=args.max_prompt_len)
     base_model, tok = load_model(args.model, device, args.dtype)  # θ_0: evaluated once, kept for the drift measurements
+    if "base" in progress and not os.path.exists(drift.responses_path(run_dir, "base")):
+        print("the base model's saved responses are missing: evaluating it again (same prompts, same result)")
+        del progress["base"]
     if "base" not in progress:
         torch.manual_seed(args.eval_seed)
         deg, resp = {}, {}
@@ -375,16 +460,24 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
         embed_cache = {}   # response embeddings, kept across stages (the base's are reused every stage)
     for method, settings, run_name in configs:
         done = progress.setdefault(run_name, {"stages": []})["stages"]
+        gone = [k for k, st in enumerate(done) if not os.path.isdir(st["checkpoint"])]
+        if gone:   # a stage checkpoint deleted (say, because it was damaged): retrain from that stage on
+            print(f"{run_name}: the checkpoint of stage {gone[0] + 1} is missing: stages {gone[0] + 1}–{len(stages)} "
+                  f"are trained again")
+            del done[gone[0]:]
+            atomic_json(progress_path, progress)
         if len(done) == len(stages):
             continue
         partial_dir = os.path.join(run_dir, "partial")
-        resume = None
-        if os.path.exists(os.path.join(partial_dir, "partial.pt")):
-            saved = torch.load(os.path.join(partial_dir, "partial.pt"))
-            if saved["run"] == run_name and saved["stage"] == len(done):
-                resume = saved
-        start_from = partial_dir if resume else (done[-1]["checkpoint"] if done else args.model)
-        model, tok = load_model(start_from, device, args.dtype, args.grad_checkpointing)
+        partial = load_partial(partial_dir, run_name, len(done), method == "sdpo", device, args)
+        resume = partial[0] if partial else None
+        if partial:
+            model, tok = partial[1], partial[2]
+        elif done:
+            model, tok = load_checkpoint(done[-1]["checkpoint"], device, args.dtype, args.grad_checkpointing,
+                                         f"stage {len(done)} checkpoint")
+        else:
+            model, tok = load_model(args.model, device, args.dtype, args.grad_checkpointing)
         if resume:
             print(f"{run_name}: resuming stage {len(done) + 1} after step {resume['step']}")
         elif done:
@@ -394,7 +487,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
             domain = stages[k]
             kept_steps = resume["step"] if resume else 0
             if is_main() and os.path.exists(log_path):  # drop log lines of work that was lost (after the last saved state)
-                rows = [json.loads(line) for line in open(log_path)]
+                rows = checked_log(log_path)
                 keep = [json.dumps(r) + "\n" for r in rows
                         if not (r.get("run") == run_name and (r.get("stage", 0) > k + 1 or
                                                               (r.get("stage") == k + 1 and r["step"] > kept_steps)))]
@@ -454,7 +547,8 @@ def build_results(configs, stages, benchmarks, progress, args):
     """results.json: per run the accuracy matrix, Δ/δ/G/F per stage and benchmark, the averages."""
     base = progress["base"]
     out = {"stages": stages, "benchmarks": benchmarks, "seed": args.seed,
-           "eval": {"n": args.eval_n, "k": args.eval_k, "seed": args.eval_seed}, "base": base, "runs": {}}
+           "eval": {"n": args.eval_n, "k": args.eval_k, "seed": args.eval_seed},
+           "base": {k: v for k, v in base.items() if k != "seconds"}, "runs": {}}
     for method, settings, run_name in configs:
         done = progress[run_name]["stages"]
         rows = [[base["acc"][b] for b in benchmarks]] + [[s["acc"][b] for b in benchmarks] for s in done]
@@ -467,9 +561,7 @@ def build_results(configs, stages, benchmarks, progress, args):
             "curves": [s["curve"] for s in done],
             "mean_reward": [s["mean_reward"] for s in done],
             "checkpoints": [s["checkpoint"] for s in done],
-            "seconds": sum(s.get("seconds", 0.0) for s in done),   # training + evaluation + drift, all stages
         }
-    out["seconds"] = base.get("seconds", 0.0) + sum(r["seconds"] for r in out["runs"].values())
     out["claims"] = claims.measure_claims([out])
     return out
 
@@ -530,7 +622,7 @@ def write_report(results, run_dir):
                   "results.json keeps per benchmark); collapse: responses repeating one "
                   "short pattern to the length limit (A8), with the most common pattern."]
     log_path = os.path.join(run_dir, "log.jsonl")
-    rows = [json.loads(line) for line in open(log_path)] if os.path.exists(log_path) else []
+    rows = read_jsonl(log_path)[0] if os.path.exists(log_path) else []
     figures = [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png")), "accuracy per benchmark across stages"),
                (plots.plot_gain_forgetting(results, os.path.join(run_dir, "gain.png")), "gain and forgetting"),
                (plots.plot_drift(results, os.path.join(run_dir, "drift.png")), "drift after every stage"),
@@ -546,12 +638,12 @@ def write_report(results, run_dir):
 # ----------------------------------------------------------------------------------------------
 # Several seeds: means with 95% intervals, and a verdict per claim (claims.py)
 # ----------------------------------------------------------------------------------------------
-def summarize_seeds(seed_results, seeds, seed_dirs):
+def summarize_seeds(seed_results, seeds, seed_dirs, seconds):
     """results.json over seeds: per run the accuracy matrix and every claim metric as
     {mean, low, high, per_seed} (evaluate.mean_interval), then the claims with their verdicts."""
     first = seed_results[0]
     out = {"seeds": seeds, "seed_dirs": seed_dirs, "stages": first["stages"], "benchmarks": first["benchmarks"],
-           "eval": first["eval"], "seconds_per_seed": [r["seconds"] for r in seed_results], "runs": {}}
+           "eval": first["eval"], "seconds_per_seed": seconds, "runs": {}}
     for name, run in first["runs"].items():
         cells = [[[r["runs"][name]["acc"][k][i] for r in seed_results] for i in range(len(row))]
                  for k, row in enumerate(run["acc"])]

@@ -26,9 +26,11 @@ import sys
 import torch
 
 import evaluate
+import tasks
 from evaluate import collapse
 from infra import setup_torch
-from rollout import chat_messages, encode_chat, load_model, response_logits, sample, token_logprobs
+from rollout import (chat_messages, check_device_flag, check_model_flag, encode_chat, load_model, response_logits, sample,
+                     token_logprobs)
 
 RANK_FRAC, MASK_Q = 0.1, 0.1
 
@@ -284,6 +286,8 @@ def add_drift_args(ap):
 
 
 def validate_drift_args(ap, args):
+    if args.embed_model:
+        check_model_flag(ap, "--embed-model", args.embed_model)
     if not 0 < args.rank_frac <= 1:
         ap.error(f"--rank-frac must be in (0, 1], got {args.rank_frac}")
     if not 0 < args.mask_q <= 1:
@@ -336,10 +340,17 @@ def main(argv=None):
     add_drift_args(ap)
     args = ap.parse_args(argv)
     validate_drift_args(ap, args)
+    check_device_flag(ap, args.device)
     cfg_path, prog_path = os.path.join(args.run_dir, "config.json"), os.path.join(args.run_dir, "progress.json")
     if not os.path.isfile(cfg_path) or not os.path.isfile(prog_path):
         ap.error(f"{args.run_dir} is not a continual.py run directory (no config.json / progress.json)")
-    config, progress = json.load(open(cfg_path)), json.load(open(prog_path))
+    try:
+        config, progress = json.load(open(cfg_path)), json.load(open(prog_path))
+        missing = [k for k in ("model", "benchmarks", "eval_n", "max_new_tokens", "seed") if k not in config]
+        assert not missing and isinstance(progress, dict) and "base" in progress, f"missing {missing or 'base'}"
+    except (ValueError, TypeError, AssertionError) as e:
+        ap.error(f"{args.run_dir}: config.json or progress.json is damaged ({tasks.one_line(e) or 'incomplete'}); "
+                 f"rerun the continual.py command that made it to rebuild them")
     device = setup_torch(args.device)
     args.max_new_tokens = config["max_new_tokens"]
     args.eval_seed = config.get("eval_seed", config["seed"])   # (runs before --eval-seed scored with --seed)
@@ -386,10 +397,19 @@ def save_responses(run_dir, tag, responses):
 
 
 def load_responses(run_dir, tag):
+    """The evaluation samples saved by save_responses. A missing or damaged file stops with what to do."""
     path = responses_path(run_dir, tag)
     if not os.path.isfile(path):
         sys.exit(f"error: {path} is missing (runs before drift tracking kept no responses; rerun continual.py)")
-    return json.load(open(path))
+    try:
+        responses = json.load(open(path))
+        assert isinstance(responses, dict) and all("texts" in r for r in responses.values()), "not saved responses"
+        return responses
+    except (ValueError, AssertionError, TypeError, AttributeError) as e:
+        print(f"error: {path} is damaged ({tasks.one_line(e)}); delete it and rerun the same command: "
+              + ("the base model is evaluated again (same prompts, same result)" if tag == "base" else
+                 "or rerun with --overwrite to start the run again"), file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ from tqdm import tqdm
 
 import tasks
 from infra import gather_lists, init_distributed, is_main, my_share
-from rollout import (chat_messages, configure_run, decode, drop_long_prompts, encode_chat, fill_reprompt, load_model,
-                     sample)
+from rollout import (MAX_EVAL_N, MAX_TOKENS, chat_messages, check_device_flag, check_model_flag, configure_run, decode,
+                     drop_long_prompts, encode_chat, fill_reprompt, load_model, sample)
 
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
 
@@ -199,9 +199,11 @@ def main(argv=None):
     ap.add_argument("--no-teacher-check", action="store_true", help="skip the with/without-demonstration check")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
-    for flag, v in (("--k", args.k), ("--n", args.n), ("--max-new-tokens", args.max_new_tokens)):
-        if v < 1:
-            ap.error(f"{flag} must be >= 1, got {v}")
+    for flag, v, top in (("--k", args.k, 1024), ("--n", args.n, MAX_EVAL_N), ("--max-new-tokens", args.max_new_tokens, MAX_TOKENS)):
+        if not 1 <= v <= top:
+            ap.error(f"{flag} must be in [1, {top}], got {v}")
+    check_model_flag(ap, "--model", args.model)
+    check_device_flag(ap, args.device)
     try:
         names = resolve_benchmarks(args.benchmarks)
         for n in names:   # files and hub datasets are read once up front: a bad one stops here, in one line
@@ -210,8 +212,6 @@ def main(argv=None):
     except Exception as e:
         ap.error(tasks.one_line(e))
     device = init_distributed(args.device)   # torchrun: the prompts are shared out, the results gathered
-    if args.model != "tiny" and not os.path.isdir(args.model) and os.path.sep in args.model:
-        ap.error(f"--model: no such directory '{args.model}'")
     configure_run(args)
     model, tok = load_model(args.model, device, args.dtype)
     t0 = time.time()

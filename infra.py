@@ -150,7 +150,8 @@ def optimizer_step(model, opt, micro_batch_indices, loss_of, max_grad_norm):
     loss_of(idx) -> (loss tensor, stats dict of floats) for one micro-batch; each loss must already
     be divided by the *whole* batch's count, so that the summed gradient is the full-batch gradient
     whatever the split. Returns (total loss over all ranks, list of the micro-batches' stats).
-    Raises NonFiniteError before the step: the weights stay as they were.
+    Raises NonFiniteError before the step on a non-finite loss or gradient (the weights stay as they
+    were), and after it when the step itself made a weight non-finite.
     """
     opt.zero_grad(set_to_none=True)
     total, stats = torch.zeros(()), []
@@ -167,6 +168,9 @@ def optimizer_step(model, opt, micro_batch_indices, loss_of, max_grad_norm):
     check_finite(total, model)
     torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
     opt.step()
+    for name, p in model.named_parameters():   # a step that overflows (--lr far too large) stops here
+        if not torch.isfinite(p).all():
+            raise NonFiniteError(f"the optimizer step made {name} non-finite (is --lr too large?)")
     return total.item(), stats
 
 
@@ -232,6 +236,21 @@ def append_jsonl(path, row):
     """One JSON line per step (flushed, so a killed run keeps every finished step)."""
     with open(path, "a") as f:
         f.write(json.dumps(row) + "\n")
+
+
+def read_jsonl(path):
+    """(rows, bad line numbers) of a JSON-lines file: a line cut by a kill, or garbage, is reported, not fatal."""
+    rows, bad = [], []
+    with open(path, errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError("not an object")
+                rows.append(row)
+            except ValueError:
+                bad.append(n)
+    return rows, bad
 
 
 def atomic_json(path, obj):

@@ -97,7 +97,8 @@ def plot_gain_forgetting(results, path, seeds_results=None):
                     for _, get in items]
             xs = [i + c * width for i in range(len(items))]
             means = [sum(v) / len(v) for v in vals]
-            err = [[m - min(v) for m, v in zip(means, vals)], [max(v) - m for m, v in zip(means, vals)]]
+            err = [[max(0.0, m - min(v)) for m, v in zip(means, vals)],   # (≥ 0: the mean of equal values can
+                   [max(0.0, max(v) - m) for m, v in zip(means, vals)]]    # round a hair outside them)
             ax.bar(xs, means, width, color=COLORS[c % len(COLORS)], label=name,
                    yerr=err if len(all_results) > 1 else None, capsize=2)
         ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(items))],

@@ -14,8 +14,10 @@ of lengths 3 and 1, `_` = pad):
     logits at columns P-1 .. P+T-2 predict the response tokens at columns P .. P+T-1 (the shift).
 """
 import argparse
+import math
 import os
 import re
+import socket
 
 import torch
 
@@ -372,6 +374,68 @@ def add_common_args(ap):
     return ap
 
 
+def check_model_flag(ap, flag, name):
+    """A model flag names 'tiny', 'tiny_think', a local model directory, or a hub model in the local cache
+    (nothing is downloaded at run time here): say which one is wrong, in one line, before any work."""
+    if name in ("tiny", "tiny_think"):
+        return
+    if os.path.isdir(name):
+        if not os.path.isfile(os.path.join(name, "config.json")):
+            ap.error(f"{flag}: '{name}' is not a model directory (no config.json)")
+        return
+    if not re.fullmatch(r"[\w-][\w.-]*(/[\w.-]+)?", name):   # not a hub id (org/name): a missing directory
+        ap.error(f"{flag}: no such model directory '{name}'")
+    from huggingface_hub import try_to_load_from_cache   # a hub id: its config must be reachable
+    if not isinstance(try_to_load_from_cache(name, "config.json"), str) and not hub_config_reachable(name):
+        ap.error(f"{flag}: '{name}' is neither a local model directory nor a hub model that can be loaded "
+                 f"(not in the local cache, and the hub cannot be reached or has no such model)")
+
+
+def check_dir_flag(ap, flag, path):
+    """An output directory flag: it may not exist yet, but it (and every folder above it) must not be a file."""
+    p = os.path.abspath(path)
+    while True:
+        if os.path.exists(p):
+            if not os.path.isdir(p):
+                ap.error(f"{flag}: '{path}' cannot be a directory ('{p}' is a file)")
+            if not os.access(p, os.W_OK):
+                ap.error(f"{flag}: '{p}' is not writable")
+            return
+        p = os.path.dirname(p)
+
+
+def hub_config_reachable(name):
+    """Whether the hub serves `name`'s config.json (a few seconds at most; False when offline)."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return False
+    try:   # offline machines answer at once here, where the hub client would retry for a minute
+        socket.create_connection(("huggingface.co", 443), timeout=3).close()
+    except OSError:
+        return False
+    try:
+        from huggingface_hub import hf_hub_download
+        hf_hub_download(name, "config.json", etag_timeout=5)
+        return True
+    except Exception:   # offline, gated, or no such model: all "not loadable"
+        return False
+
+
+def check_device_flag(ap, device):
+    """--device: auto, cpu, cuda or cuda:N, and CUDA only where it exists."""
+    if device == "auto":
+        return
+    try:
+        d = torch.device(device)
+    except (RuntimeError, ValueError):
+        ap.error(f"--device: '{device}' is not a device (auto, cpu, cuda, cuda:N)")
+    if d.type not in ("cpu", "cuda"):
+        ap.error(f"--device: '{device}' is not supported (auto, cpu, cuda, cuda:N)")
+    if d.type == "cuda" and not torch.cuda.is_available():
+        ap.error(f"--device {device}: this machine has no CUDA device (use --device cpu or auto)")
+    if d.type == "cuda" and d.index is not None and d.index >= torch.cuda.device_count():
+        ap.error(f"--device {device}: there are only {torch.cuda.device_count()} CUDA devices")
+
+
 def seed_list(text):
     """--seed 0 or --seed 0,1,2: a list of distinct seeds in [0, 2^31) (argparse reports a bad one in one line)."""
     try:
@@ -407,22 +471,34 @@ def configure_run(args):
     ENABLE_THINKING = getattr(args, "enable_thinking", None)
 
 
+MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096   # beyond: surely a typo
+
+
 def validate_common_args(ap, args):
-    """One-line errors (exit code 2) for values outside their range, before any work starts."""
-    checks = [("--steps", args.steps >= 1, ">= 1"), ("--prompts-per-step", args.prompts_per_step >= 1, ">= 1"),
-              ("--group-size", args.group_size >= 2, ">= 2 (advantages and teachers need siblings)"),
-              ("--max-new-tokens", args.max_new_tokens >= 1, ">= 1"), ("--lr", args.lr > 0, "> 0"),
-              ("--temperature", args.temperature > 0, "> 0"), ("--top-p", 0 < args.top_p <= 1, "in (0, 1]"),
-              ("--eval-n", args.eval_n >= 1, ">= 1"), ("--eval-k", args.eval_k >= 1, ">= 1"),
-              ("--micro-batch", args.micro_batch >= 0, ">= 0"), ("--max-grad-norm", args.max_grad_norm > 0, "> 0"),
+    """One-line errors (exit code 2) for values outside their range, before any work starts or any file
+    is written. Every float must be finite; sizes have a generous upper bound (a typo like 1e9 prompts
+    per step would otherwise run for minutes into a MemoryError)."""
+    finite = lambda v: math.isfinite(v)   # noqa: E731
+    checks = [("--steps", 1 <= args.steps <= MAX_STEPS, f"in [1, {MAX_STEPS}]"),
+              ("--prompts-per-step", 1 <= args.prompts_per_step <= MAX_PROMPTS, f"in [1, {MAX_PROMPTS}]"),
+              ("--group-size", 2 <= args.group_size <= 1024, "in [2, 1024] (advantages and teachers need siblings)"),
+              ("--max-new-tokens", 1 <= args.max_new_tokens <= MAX_TOKENS, f"in [1, {MAX_TOKENS}]"),
+              ("--lr", finite(args.lr) and 0 < args.lr <= 1, "in (0, 1]"),
+              ("--weight-decay", finite(args.weight_decay) and 0 <= args.weight_decay <= 1, "in [0, 1]"),
+              ("--temperature", finite(args.temperature) and 1e-3 <= args.temperature <= 100, "in [0.001, 100]"),
+              ("--top-p", 0 < args.top_p <= 1, "in (0, 1]"),
+              ("--eval-n", 1 <= args.eval_n <= MAX_EVAL_N, f"in [1, {MAX_EVAL_N}]"),
+              ("--eval-k", 1 <= args.eval_k <= 1024, "in [1, 1024]"),
+              ("--micro-batch", args.micro_batch >= 0, ">= 0"),
+              ("--max-grad-norm", finite(args.max_grad_norm) and args.max_grad_norm > 0, "finite and > 0"),
               ("--max-prompt-len", args.max_prompt_len >= 0, ">= 0"), ("--sample-blocks", args.sample_blocks >= 0, ">= 0"),
-              ("--threads", args.threads >= 0, ">= 0"), ("--eval-seed", 0 <= args.eval_seed < 2**31, "in [0, 2^31)")]
+              ("--threads", 0 <= args.threads <= 1024, "in [0, 1024]"),
+              ("--eval-seed", 0 <= args.eval_seed < 2**31, "in [0, 2^31)")]
     for flag, ok, allowed in checks:
         if not ok:
             ap.error(f"{flag} must be {allowed}")
-    if args.model != "tiny" and (os.path.sep in args.model or args.model.startswith(".")) \
-            and not os.path.isfile(os.path.join(args.model, "config.json")):
-        ap.error(f"--model: '{args.model}' is not a model directory (no config.json)")
+    check_model_flag(ap, "--model", args.model)
+    check_device_flag(ap, args.device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     blocks = args.sample_blocks or world
     if blocks % world:

@@ -521,7 +521,9 @@ def grade_tooluse(record, response):
 
 
 def extract_code(response):
-    """The program in a response: the last ```python block if any, else the whole text."""
+    """The program in a response: the last ```python block if any, else the whole text; a thinking
+    model's trace (everything up to the last `</think>`) is never part of it."""
+    response = response.rsplit("</think>", 1)[-1]
     blocks = re.findall(r"```(?:python|py)?\n(.*?)```", response, flags=re.S)
     return (blocks[-1] if blocks else response).strip()
 

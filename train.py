@@ -25,7 +25,7 @@ import plots
 import tasks
 from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, gather_lists, global_sum,
                    init_distributed, is_main, my_share, rank_and_world, save_checkpoint, weights_digest)
-from rollout import collect, drop_long_prompts, load_model, per_seed
+from rollout import check_dir_flag, collect, drop_long_prompts, load_model, per_seed
 
 
 def train_records(task, n=4000, seed=0):
@@ -59,8 +59,14 @@ def sample_and_grade(model, tok, chosen, args, step):
     parts = []
     for b in my_share(blocks, rank, world):
         torch.manual_seed(args.seed * 100_003 + step + 1_000_003 * b)  # reproducible per step and block
-        parts.append(collect(model, tok, chosen[b * per:(b + 1) * per], args.group_size, args.max_new_tokens,
-                             args.temperature, args.top_p))
+        try:
+            parts.append(collect(model, tok, chosen[b * per:(b + 1) * per], args.group_size, args.max_new_tokens,
+                                 args.temperature, args.top_p))
+        except RuntimeError as e:   # torch's "probability tensor contains either inf, nan or element < 0"
+            if "inf" not in str(e) and "nan" not in str(e):
+                raise
+            raise NonFiniteError(f"the policy's probabilities are not finite at step {step + 1} "
+                                 f"(is --lr too large?)") from None
     batch = {k: [x for p in parts for x in p[k]] for k in ("records", "prompt_ids", "response_ids", "texts")}
     batch["rewards"] = torch.cat([p["rewards"] for p in parts])    # [N*G] (this rank's prompts)
     batch["group_size"] = args.group_size
@@ -117,7 +123,9 @@ def train_one_task(ap, args, method_name, make_method):
         test = evaluate.benchmark_records(args.task, args.eval_n, args.eval_seed) if args.task in tasks.GENERATORS \
             else records[:args.eval_n]
     except Exception as e:  # a bad file names file:line; a hub task that cannot be fetched says why
-        ap.error(f"--task: {tasks.one_line(e)}")
+        ap.error(f"--task / --eval-n: {tasks.one_line(e)}")
+    if args.out:
+        check_dir_flag(ap, "--out", args.out)
     out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")
     device = init_distributed(args.device, args.threads)   # torchrun: data parallel over the ranks (infra.py)
     log_path = os.path.join(out, "log.jsonl")

@@ -12,7 +12,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Lowest first. A module may import only modules listed before it (and never from inside a function).
-LAYERS = ["tasks", "infra", "plots", "rollout", "evaluate", "train", "grpo", "sdpo", "drift", "razor", "continual", "tokens",
+LAYERS = ["sandbox", "tasks", "infra", "plots", "rollout", "evaluate", "train", "grpo", "sdpo", "drift", "razor", "claims", "continual", "tokens",
           "tiny", "bench"]
 
 ALL_TAGS = ([f"G{i}" for i in range(1, 6)] + [f"S{i}" for i in range(1, 9)] + [f"T{i}" for i in range(1, 4)]

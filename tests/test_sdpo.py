@@ -214,3 +214,23 @@ def test_ema_refuses_nonfinite_student():
     with pytest.raises(sdpo.NonFiniteError):
         sdpo.ema_update(t, s, 0.05)
     assert torch.equal(flat(t), before)
+
+
+def test_the_thinking_variant_thinks_and_cot_keeps_its_trace():
+    """(S6) on the built-in world: tiny_model_think writes a <think> trace first, so SDPO-CoT's teacher sees
+    the demonstration's trace and plain SDPO's does not (on tiny_model the two were the same)."""
+    import tasks
+    from rollout import collect, load_model
+    model, tok = load_model("tiny_think", "cpu")
+    recs = tasks.builtin_split("math", "test", 4, 0)
+    torch.manual_seed(0)
+    batch = collect(model, tok, recs, 4, 96, 1.0, 1.0)
+    thinking = [t for t in batch["texts"] if t.startswith("<think>") and "</think>" in t]
+    assert len(thinking) >= 12, batch["texts"]
+    texts = ["<think>add 3 4</think>\n3+4=7\n\\boxed{7}"] * 2
+    rewards = torch.tensor([1.0, 1.0])
+    plain, _, _ = sdpo.build_teacher_prompts(recs[:1] * 2, texts, rewards, 2, cot=False)
+    cot, _, _ = sdpo.build_teacher_prompts(recs[:1] * 2, texts, rewards, 2, cot=True)
+    assert "<think>add 3 4</think>" in cot[0] and "<think>" not in plain[0] and "3+4=7" in plain[0]
+    assert tasks.grade({"kind": "code", "tests": tasks.builtin_split("coding", "test", 1, 0)[0]["tests"]},
+                       "<think>+1</think>\n" + tasks.builtin_split("coding", "test", 1, 0)[0]["answer"]) == 1.0

@@ -1,8 +1,6 @@
 """The built-in world: tokenizer, splits, every grader (right / wrong / malformed / adversarial), the sandbox."""
 import json
-import os
 import random
-import time
 
 import pytest
 
@@ -147,10 +145,51 @@ def test_a_program_cannot_write_its_neighbours_grades():
     assert tasks.grade_many([rec] * 8, [fake0] + [right] * 7) == [1.0] * 8
 
 
-def test_a_hung_worker_grades_zero_instead_of_raising(monkeypatch):
-    import subprocess
+FUZZ_ALPHABET = ("\\boxed{}<answer></answer><think></think>Action: Input:{}[]()\"',.:=-+*/%^_ 0123456789abcABCxyz"
+                 "\n\t\x00\ufffd\U0001f600λ```python\n")
 
-    def hang(*a, **k):
-        raise subprocess.TimeoutExpired(cmd="worker", timeout=1)
-    monkeypatch.setattr(tasks.subprocess, "run", hang)
-    assert tasks.grade_many([code_record("1\n", "2")] * 2, ["print(2)", "print(2)"]) == [0.0, 0.0]
+
+@pytest.mark.parametrize("kind,answer", [("math", "14"), ("math", "(63,1,-1)"), ("mcq", "B"),
+                                         ("tooluse", json.dumps([{"Action": "play", "Action_Input": '{"song": "x"}'}]))])
+def test_fuzz_each_grader_thousands_of_strings_each_fast(kind, answer):
+    """2000 random strings per grader (up to 5000 characters, built from the tokens graders look for):
+    every grade is 0 or 1, no call takes 0.1 s, and no feedback string raises."""
+    import time
+    rng = random.Random(hash((kind, answer)) % 1000)
+    rec = {"kind": kind, "answer": answer}
+    timed = []
+    for _ in range(2000):
+        n = rng.choice([0, 1, 10, 100, 1000, 5000])
+        pieces = [rng.choice(["\\boxed{", "}", "<answer>", "</answer>", "Action: ", "Action Input: ", "{", "[",
+                              "</think>", answer]) if rng.random() < 0.2 else rng.choice(FUZZ_ALPHABET) for _ in range(n)]
+        s = "".join(pieces)
+        t0 = time.perf_counter()
+        g = tasks.grade(rec, s)
+        tasks.feedback(rec, s)
+        timed.append((time.perf_counter() - t0, s))
+        assert g in (0.0, 1.0)
+
+    def cost(s):
+        t0 = time.perf_counter()
+        tasks.grade(rec, s)
+        tasks.feedback(rec, s)
+        return time.perf_counter() - t0
+    # the ten slowest strings again, best of 3: a string's own cost, not a busy machine's hiccup
+    worst = max(min(cost(s) for _ in range(3)) for _, s in sorted(timed, key=lambda x: x[0])[-10:])
+    assert worst < 0.1, f"slowest grade took {worst:.3f} s"
+
+
+def test_fuzz_the_code_grader():
+    """extract_code on 2000 random strings is fast and total; 40 random programs through the sandbox
+    all grade 0, well under 0.1 s each on average (two run at once)."""
+    import time
+    rng = random.Random(7)
+    strings = ["".join(rng.choice(FUZZ_ALPHABET) for _ in range(rng.choice([0, 10, 100, 3000]))) for _ in range(2000)]
+    t0 = time.perf_counter()
+    for s in strings:
+        assert isinstance(tasks.extract_code(s), str)
+    assert time.perf_counter() - t0 < 2.0
+    rec = tasks.builtin_split("coding", "test", 1, 0)[0]
+    t0 = time.perf_counter()
+    scores = tasks.grade_many([rec] * 40, strings[:40])
+    assert scores == [0.0] * 40 and (time.perf_counter() - t0) / 40 < 0.1

@@ -1,0 +1,103 @@
+"""Bad command lines: each ends with exit code 2, one clear `error:` line, no traceback, and nothing
+written, before any work starts (issue 18: 24 command lines that used to end in tracebacks, and the
+values that used to be accepted silently)."""
+import json
+import os
+
+import pytest
+import torch
+
+import bench
+import continual
+import drift
+import evaluate
+import grpo
+import razor
+import sdpo
+
+NO_CUDA = not torch.cuda.is_available()
+
+BAD = [   # (script, argv); FILE is a plain file in the working directory
+    (continual, ["--model", "not-a-model-id"]),
+    (continual, ["--model", "./no/such/dir"]),
+    (continual, ["--runs-dir", "FILE"]),
+    (continual, ["--runs-dir", "FILE/runs"]),
+    (continual, ["--eval-n", "100000"]),
+    (continual, ["--eval-n", "4000", "--benchmarks", "tooluse", "--stages", "tooluse"]),   # fewer test prompts
+    (continual, ["--prompts-per-step", "1000000000"]),
+    (continual, ["--steps", "1000000000000"]),
+    (continual, ["--seed", "1e20"]),
+    (continual, ["--seed", "0,0"]),
+    (continual, ["--device", "bogus"]),
+    (continual, ["--device", "cuda:99"]),
+    (continual, ["--weight-decay", "nan"]),
+    (continual, ["--embed-model", "/nonexistent"]),
+    (continual, ["--temperature", "1e-30"]),
+    (continual, ["--temperature", "inf"]),
+    (continual, ["--max-new-tokens", "100000"]),
+    (continual, ["--lr", "inf"]),
+    (continual, ["--lr", "1e9"]),
+    (continual, ["--max-grad-norm", "nan"]),
+    (grpo, ["--out", "FILE"]),
+    (grpo, ["--out", "FILE/x"]),
+    (grpo, ["--model", "not-a-model-id"]),
+    (grpo, ["--eval-n", "100000"]),
+    (sdpo, ["--out", "FILE"]),
+    (sdpo, ["--device", "bogus"]),
+    (evaluate, ["--model", "not-a-model-id"]),
+    (evaluate, ["--n", "100000"]),
+    (razor, ["--strength", "nan"]),
+    (razor, ["--strength", "1e308"]),
+    (bench, ["--out", "FILE/bench.json"]),
+    (bench, ["--task", "/nonexistent.jsonl"]),
+    (bench, ["--model", "/nonexistent"]),
+    (drift, ["GARBAGE_RUN"]),
+]
+if NO_CUDA:
+    BAD.append((continual, ["--device", "cuda"]))
+
+
+@pytest.mark.parametrize("script,argv", BAD, ids=[f"{s.__name__} {' '.join(a)}" for s, a in BAD])
+def test_bad_command_line(script, argv, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "FILE").write_text("a file, not a directory\n")
+    garbage = tmp_path / "GARBAGE_RUN"
+    garbage.mkdir()
+    (garbage / "config.json").write_text("{not json")
+    (garbage / "progress.json").write_text(json.dumps({"base": {}}))
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    with pytest.raises(SystemExit) as e:
+        script.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 3, err
+    assert err.strip().splitlines()[-1].split(": ", 1)[1].startswith("error: "), err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before   # nothing written
+    assert (garbage / "config.json").read_text() == "{not json"
+
+
+def test_a_step_that_overflows_stops_cleanly(tmp_path, monkeypatch, capsys):
+    """A learning rate that wrecks the weights (validation allows up to 1) ends with exit 1 and a reason;
+    the stages completed before are kept."""
+    calls = {"n": 0}
+    real_step = torch.optim.AdamW.step
+
+    def poisoned(self, *a, **k):   # the second optimizer step writes an inf, as an overflow would
+        out = real_step(self, *a, **k)
+        calls["n"] += 1
+        if calls["n"] == 2:
+            with torch.no_grad():
+                self.param_groups[0]["params"][0].view(-1)[0] = float("inf")
+        return out
+    monkeypatch.setattr(torch.optim.AdamW, "step", poisoned)
+    argv = ["--method", "sdpo", "--stages", "math,science", "--benchmarks", "train", "--steps", "1",
+            "--prompts-per-step", "4", "--group-size", "2", "--eval-n", "2", "--eval-k", "1", "--max-new-tokens", "16",
+            "--curve-every", "0", "--no-drift", "--runs-dir", str(tmp_path)]
+    with pytest.raises(SystemExit) as e:
+        continual.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "non-finite" in err and "Traceback" not in err
+    run = next(tmp_path.iterdir())
+    progress = json.load(open(run / "progress.json"))
+    assert len(progress["sdpo_a0.05"]["stages"]) == 1 and os.path.isdir(progress["sdpo_a0.05"]["stages"][0]["checkpoint"])
