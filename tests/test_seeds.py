@@ -2,6 +2,7 @@
 the same test prompts for every seed, and a multi-seed run that resumes seed by seed."""
 import json
 import math
+import os
 import random
 import shutil
 
@@ -156,3 +157,14 @@ def test_seeds_share_test_prompts_and_resume_one_by_one(tmp_path, capsys):
     assert again["runs"]["grpo"]["acc"] == summary["runs"]["grpo"]["acc"]
     assert json.load(open(f"{d1}/results.json"))["runs"]["grpo"]["acc"] == r1["runs"]["grpo"]["acc"]
     assert "## The paper's claims" in open(f"{runs}/grpo-s0-1-{d0.rsplit('-', 1)[1]}/report.md").read()
+
+
+def test_grpo_py_takes_several_seeds(tmp_path, capsys):
+    """python grpo.py --seed 0,1: one directory per seed, the same test prompts, then the change over seeds."""
+    import grpo
+    out = str(tmp_path / "g")
+    runs = grpo.main(["--task", "math", "--steps", "1", "--prompts-per-step", "4", "--group-size", "2", "--eval-n", "3",
+                      "--eval-k", "2", "--max-new-tokens", "16", "--seed", "0,1", "--out", out])
+    assert len(runs) == 2 and runs[0][0] == runs[1][0]   # the same accuracy before training: same prompts
+    assert os.path.isfile(f"{out}-s0/summary.json") and os.path.isfile(f"{out}-s1/summary.json")
+    assert "over seeds 0,1" in capsys.readouterr().out
