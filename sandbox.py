@@ -25,6 +25,7 @@ Layers, outermost first (the threat model, in the README's words, is in docs/REL
 Layers 1, 2 and 4 hold on any POSIX system; layer 3 needs root (Linux, macOS). Without root a
 hostile program could still send signals to this user's processes if it got past layer 4.
 """
+import contextlib
 import json
 import os
 import selectors
@@ -105,8 +106,8 @@ try:
                 outputs.append(["ok", sys.stdout.getvalue()])
             except BaseException:
                 outputs.append(["error"])
-except BaseException:
-    pass
+except BaseException:   # it failed to compile, or raised at the top level: the outputs so far (none, or too few)
+    outputs.append(["error"])
 os.write(channel, (json.dumps(outputs) + "\n").encode())
 '''
 
@@ -160,20 +161,16 @@ def start(code, tests, workdir, uid, limits):
     proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", HARNESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, cwd=workdir, env={"PATH": "/usr/bin:/bin"},
                             start_new_session=True)
-    try:
+    with contextlib.suppress(OSError):   # it died at once (a limit): it scores 0 below
         proc.stdin.write(json.dumps(job).encode())
         proc.stdin.close()
-    except OSError:   # it died at once (a limit): it scores 0 below
-        pass
     return proc
 
 
 def stop(proc):
     """Kill the program's whole session, reap it."""
-    try:
+    with contextlib.suppress(OSError):   # already gone
         os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:   # already gone
-        pass
     proc.wait()
     proc.stdout.close()
 
@@ -214,12 +211,10 @@ def run_programs(jobs, limits=None):
                 sel.unregister(proc.stdout)
                 stop(proc)
                 del running[key.fd]
-                if len(buf) <= limits["result"]:
-                    try:
+                if len(buf) <= limits["result"]:   # (over the cap, or not JSON: it stays 0)
+                    with contextlib.suppress(ValueError):
                         lines = bytes(buf).decode().strip().splitlines()
                         scores[i] = 1.0 if lines and passes(json.loads(lines[-1]), tests) else 0.0
-                    except ValueError:
-                        pass
             now = time.monotonic()
             for fd in [fd for fd, r in running.items() if r[3] <= now]:   # out of time: 0
                 proc = running.pop(fd)[2]
