@@ -444,9 +444,12 @@ def last_boxed(text):
 
 
 def normalize_answer(s):
-    """Light normalisation: spaces, $, a trailing period, \\text{}, and numbers like 12.0 -> 12."""
+    """Light normalisation: spaces, $, a trailing period, \\text{}, thousands separators, 12.0 -> 12.
+    A tuple keeps its commas: (63,1,-1) is not (6,31,-1)."""
     s = s.strip().strip("$").rstrip(".").strip()
-    s = re.sub(r"\\text\{([^{}]*)\}", r"\1", s).replace(" ", "").replace("\\!", "").replace(",", "")
+    s = re.sub(r"\\text\{([^{}]*)\}", r"\1", s).replace(" ", "").replace("\\!", "")
+    if re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", s):   # thousands separators (1,000) only: never a tuple's commas
+        s = s.replace(",", "")
     if re.fullmatch(r"-?\d+(\.\d+)?", s) and len(s) < 40:
         v = float(s)
         s = str(int(v)) if v == int(v) else str(v)

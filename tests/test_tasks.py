@@ -193,3 +193,13 @@ def test_fuzz_the_code_grader():
     t0 = time.perf_counter()
     scores = tasks.grade_many([rec] * 40, strings[:40])
     assert scores == [0.0] * 40 and (time.perf_counter() - t0) / 40 < 0.1
+
+
+def test_math_commas_are_thousands_separators_only():
+    """(63,1,-1) and (6,31,-1) are different answers; 1,000 is 1000 (issue 19 names the old bug)."""
+    rec = {"kind": "math", "answer": "(63,1,-1)"}
+    assert tasks.grade(rec, "\\boxed{(63, 1, -1)}") == 1.0
+    assert tasks.grade(rec, "\\boxed{(6,31,-1)}") == 0.0
+    assert tasks.grade({"kind": "math", "answer": "1000"}, "\\boxed{1,000}") == 1.0
+    assert tasks.grade({"kind": "math", "answer": "12345.5"}, "\\boxed{12,345.5}") == 1.0
+    assert tasks.grade({"kind": "math", "answer": "12"}, "\\boxed{1,2}") == 0.0
