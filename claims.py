@@ -135,17 +135,10 @@ def verdict(low, high, sign):
 
 def per_seed_metric(seed_results, role, metric):
     """[value per seed] of one metric for the configuration playing `role`, or None if it is missing."""
-    get = METRICS[metric][0]
-    values = []
-    for res in seed_results:
-        runs = [r for r in res["runs"].values() if role_of(r) == role]
-        if not runs:
-            return None
-        v = get(runs[0], res["stages"], res["benchmarks"])
-        if v is None:
-            return None
-        values.append(v)
-    return values
+    names = [name for name, run in seed_results[0]["runs"].items() if role_of(run) == role]
+    if not names or any(names[0] not in res["runs"] for res in seed_results):
+        return None
+    return per_seed_metric_of(seed_results, names[0], metric)
 
 
 def per_seed_metric_of(seed_results, run_name, metric):

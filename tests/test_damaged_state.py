@@ -57,6 +57,13 @@ def truncate(path, keep=0.5):
     path.write_bytes(data[:int(len(data) * keep)])
 
 
+def damaged_rerun(finished, tmp_path, damage, capsys):
+    """A copy of the finished run, damaged, then the same command again: (exit code, results, output)."""
+    run = copy_of(finished, tmp_path)
+    damage(run)
+    return (run, *rerun(run, capsys))
+
+
 def rerun(run, capsys):
     capsys.readouterr()
     try:
@@ -83,10 +90,8 @@ STOPS = {   # damage -> the file the message must name
 
 @pytest.mark.parametrize("case", list(STOPS))
 def test_damage_that_stops_with_a_message(case, finished, tmp_path, capsys):
-    run = copy_of(finished, tmp_path)
     damage, names = STOPS[case]
-    damage(run)
-    code, _, out = rerun(run, capsys)
+    _, code, _, out = damaged_rerun(finished, tmp_path, damage, capsys)
     assert code == 1, out.err
     lines = out.err.strip().splitlines()
     assert lines[-1].startswith("error: ") and names in lines[-1] and ("rerun" in lines[-1] or "restore" in lines[-1])
@@ -115,10 +120,8 @@ RECOVERS = {   # damage -> a phrase the warning must hold
 
 @pytest.mark.parametrize("case", list(RECOVERS))
 def test_damage_that_recovers_to_the_same_results(case, finished, tmp_path, capsys):
-    run = copy_of(finished, tmp_path)
     damage, phrase = RECOVERS[case]
-    damage(run)
-    code, results, out = rerun(run, capsys)
+    run, code, results, out = damaged_rerun(finished, tmp_path, damage, capsys)
     assert code == 0, out.err
     assert phrase in out.err + out.out
     _, reference = finished
