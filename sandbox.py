@@ -38,11 +38,18 @@ import time
 LIMITS = {"wall": 2.0, "cpu": 2, "mem": 512 * 2**20, "files": 16, "result": 1_000_000, "print": 100_000}
 UID_BASE = 61000     # layer 3: program k of a batch runs as uid/gid UID_BASE + k (when we are root)
 PARALLEL = 2         # programs run at once
+# The modules a program may import: the release's allow list (its code grader,
+# `feedback/code.py`). numpy and sortedcontainers are on it too but live outside the standard
+# library, which a `-S` interpreter does not see (docs/PROTOCOL.md lists this difference).
+ALLOWED_MODULES = ("math", "cmath", "itertools", "functools", "operator", "statistics", "random", "collections",
+                   "heapq", "bisect", "array", "string", "re", "typing", "json", "io", "fractions", "decimal",
+                   "dataclasses", "datetime", "time", "sys")
 
 # The code that runs in the fresh interpreter, before and around the program (trusted; it reads the
 # job from stdin, which then goes away). Everything after `sys.addaudithook` is reachable by the
 # program, so nothing there is worth having: the program's own inputs, its own results.
-HARNESS = r'''
+# It writes one JSON line per test as the test ends: ["ok", value] or ["error", "Type: message"].
+HARNESS = r"""
 import io, json, os, resource, sys
 job = json.loads(sys.stdin.read())
 L = job["limits"]
@@ -58,7 +65,12 @@ for fd in (0, 1, 2):
     os.dup2(null, fd)
 os.close(null)
 resource.setrlimit(resource.RLIMIT_NOFILE, (L["files"], L["files"]))
-import math, itertools, functools, collections, heapq, bisect, string, re, fractions, operator, typing  # what programs use
+import builtins, math, itertools, functools, collections, heapq, bisect, string, re, fractions, operator, typing, types
+for name in job["preload"]:   # the allowed modules this program names (the audit hook refuses any later load)
+    try:
+        __import__(name)
+    except ImportError:
+        pass
 if job["uid"] is not None:   # (3) a user of its own, allowed one process: this one
     resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
     os.setgroups([])
@@ -72,6 +84,31 @@ class Capped(io.StringIO):   # printed text, bounded
 code = job["code"]
 if code.startswith("lambda"):
     code = "f = " + code
+allowed = frozenset(job["allowed"])
+real_import = builtins.__import__
+def release_import(name, globals=None, locals=None, fromlist=(), level=0):
+    # the release's grading rule (not a security layer: that is the audit hook)
+    if level or name.split(".")[0] not in allowed:
+        raise ImportError(f"Import of module '{name}' is not allowed")
+    return real_import(name, globals, locals, fromlist, level)
+program_builtins = dict(builtins.__dict__, __import__=release_import, open=None)
+
+def send(outcome):
+    os.write(channel, (json.dumps(outcome) + "\n").encode())
+
+def failure(e):
+    try:
+        return ["error", (type(e).__name__ + ": " + str(e))[:250]]
+    except BaseException:
+        return ["error", "an exception"]
+
+def the_function(ns, name):
+    # the test's function: by name; else a LeetCode-style Solution().name; else the first function defined
+    if callable(ns.get(name)):
+        return ns[name]
+    if isinstance(ns.get("Solution"), type) and callable(getattr(ns["Solution"], name, None)):
+        return getattr(ns["Solution"](), name)
+    return next(v for v in ns.values() if isinstance(v, types.FunctionType) and v.__code__.co_filename == "<program>")
 
 def hook(event, args):
     # (4) Only these events pass. The set is a constant of this code object (replacing __code__ is
@@ -84,36 +121,44 @@ def hook(event, args):
         return
     [][0]
 
-outputs = []
 try:
     compiled = compile(code, "<program>", "exec")
     sys.addaudithook(hook)
     if job["fn_name"]:   # functional tests: run the program once, call the function on every input
         sys.stdin, sys.stdout = io.StringIO(""), Capped()
-        ns = {"__name__": "__main__"}
+        ns = {"__name__": "__main__", "__builtins__": program_builtins}
         exec(compiled, ns)
-        fn = ns[job["fn_name"]]
-        for args in job["inputs"]:
+        fn = the_function(ns, job["fn_name"])
+        for kind, args in job["inputs"]:
             try:
-                outputs.append(["ok", json.loads(json.dumps(fn(*args)))])
-            except BaseException:
-                outputs.append(["error"])
+                send(["ok", json.loads(json.dumps(fn(**args) if kind == "kwargs" else fn(*args)))])
+            except BaseException as e:
+                send(failure(e))
+    elif job["mode"] == "code":   # test code (asserts) run after the program, in its namespace
+        sys.stdin, sys.stdout = io.StringIO(""), Capped()
+        ns = {"__name__": "__main__", "__builtins__": program_builtins}
+        exec(compiled, ns)
+        for test in job["inputs"]:
+            try:
+                exec(compile(test, "<test>", "exec"), ns)
+                send(["ok", None])
+            except BaseException as e:
+                send(failure(e))
     else:                # standard input / output: one run per input
         for text in job["inputs"]:
             sys.stdin, sys.stdout = io.StringIO(text), Capped()
             try:
-                exec(compiled, {"__name__": "__main__"})
-                outputs.append(["ok", sys.stdout.getvalue()])
-            except BaseException:
-                outputs.append(["error"])
-except BaseException:   # it failed to compile, or raised at the top level: the outputs so far (none, or too few)
-    outputs.append(["error"])
-os.write(channel, (json.dumps(outputs) + "\n").encode())
-'''
+                exec(compiled, {"__name__": "__main__", "__builtins__": program_builtins})
+                send(["ok", sys.stdout.getvalue()])
+            except BaseException as e:
+                send(failure(e))
+except BaseException as e:   # it failed to compile, or raised at the top level: the outputs so far
+    send(failure(e))
+"""
 
 
 def parse_tests(tests):
-    """{'fn_name', 'inputs', 'outputs'} from a record's tests (JSON text or a dict); None if unusable."""
+    """{'fn_name', 'inputs', 'outputs', ...} from a record's tests (JSON text or a dict); None if unusable."""
     try:
         t = json.loads(tests) if isinstance(tests, str) else tests
         if not isinstance(t, dict) or not isinstance(t.get("inputs"), list) or not isinstance(t.get("outputs"), list):
@@ -125,9 +170,33 @@ def parse_tests(tests):
         return None
 
 
+def call_of(test_input):
+    """One functional test's input as a call: a list is the positional arguments (the built-in world), a
+    dict the keyword arguments, a string LiveCodeBench's format — one JSON value per line."""
+    if isinstance(test_input, dict):
+        return ["kwargs", test_input]
+    if isinstance(test_input, str):
+        try:
+            return ["args", [json.loads(line) for line in test_input.split("\n") if line.strip()]]
+        except ValueError:
+            return ["args", [test_input]]   # not JSON: the text itself (it will not match, as in the release)
+    return ["args", list(test_input) if isinstance(test_input, (list, tuple)) else [test_input]]
+
+
+def expected_value(tests, expected):
+    """A functional test's expected value: in the release / LiveCodeBench format a JSON string."""
+    if tests.get("testtype") == "functional" and isinstance(expected, str):
+        try:
+            return json.loads(expected)
+        except ValueError:
+            return expected
+    return expected
+
+
 def same_value(got, expected):
     """A returned value against an expected one, both plain JSON values: numbers by value (2 == 2.0),
-    booleans only equal booleans, lists/tuples element by element, dicts key by key."""
+    booleans only equal booleans, lists/tuples element by element, dicts key by key. (The release
+    compares canonical JSON text, where 2.0 is not 2: docs/PROTOCOL.md.)"""
     if isinstance(got, bool) or isinstance(expected, bool):
         return isinstance(got, bool) and isinstance(expected, bool) and got == expected
     if isinstance(got, (int, float)) and isinstance(expected, (int, float)):
@@ -139,24 +208,51 @@ def same_value(got, expected):
     return type(got) is type(expected) and got == expected
 
 
+def joined(text):
+    """The release's standard-output rule: strip, and lines joined by one space (\\r dropped)."""
+    return text.strip().replace("\n", " ").replace("\r", "")
+
+
+def same_output(got, expected):
+    """Printed output against the expected text, as the release compares them (an expected output
+    ending in '-' loses it, as there)."""
+    expected = str(expected).strip()
+    if expected.endswith("-"):
+        expected = expected[:expected.rfind("-")].rstrip()
+    return joined(got) == joined(expected)
+
+
+def passed_test(outcome, expected, tests):
+    if not (isinstance(outcome, list) and len(outcome) == 2 and outcome[0] == "ok"):
+        return False
+    if tests.get("testtype") == "code":   # assert-style tests: passing is running without an exception
+        return True
+    if tests.get("fn_name"):
+        return same_value(outcome[1], expected_value(tests, expected))
+    return isinstance(outcome[1], str) and same_output(outcome[1], expected)
+
+
 def passes(outputs, tests):
-    """Whether a program's claimed outputs (a list of ["ok", value] / ["error"]) pass every test."""
+    """Whether a program's claimed outputs (a list of ["ok", value] / ["error", why]) pass every test."""
     if not isinstance(outputs, list) or len(outputs) != len(tests["outputs"]):
         return False
-    for out, exp in zip(outputs, tests["outputs"]):
-        if not (isinstance(out, list) and len(out) == 2 and out[0] == "ok"):
-            return False
-        if tests.get("fn_name"):
-            if not same_value(out[1], exp):
-                return False
-        elif not (isinstance(out[1], str) and out[1].strip() == str(exp).strip()):
-            return False
-    return True
+    return all(passed_test(out, exp, tests) for out, exp in zip(outputs, tests["outputs"]))
+
+
+def limits_for(tests, limits):
+    """A test file's own time limit (LiveCodeBench: 6 s) bounds the program, plus a second to start."""
+    tl = tests.get("time_limit")
+    if isinstance(tl, (int, float)) and not isinstance(tl, bool) and 0 < tl <= 60:
+        return {**limits, "wall": max(limits["wall"], tl + 1.0), "cpu": max(limits["cpu"], int(tl) + 1)}
+    return limits
 
 
 def start(code, tests, workdir, uid, limits):
     """Launch one program's interpreter; it gets the code and the inputs, never the expected outputs."""
-    job = {"code": code, "fn_name": tests.get("fn_name"), "inputs": tests["inputs"], "uid": uid,
+    functional = bool(tests.get("fn_name"))
+    inputs = [call_of(x) for x in tests["inputs"]] if functional else [str(x) for x in tests["inputs"]]
+    job = {"code": code, "fn_name": tests.get("fn_name"), "inputs": inputs, "uid": uid, "mode": tests.get("testtype"),
+           "allowed": ALLOWED_MODULES, "preload": [m for m in ALLOWED_MODULES if m in code],
            "limits": {k: limits[k] for k in ("cpu", "mem", "files", "print")}}
     proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", HARNESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, cwd=workdir, env={"PATH": "/usr/bin:/bin"},
@@ -175,20 +271,50 @@ def stop(proc):
     proc.stdout.close()
 
 
-def run_programs(jobs, limits=None):
-    """Run (code, tests) pairs in the sandbox; returns 1.0 / 0.0 per job, in order. Never raises for
-    anything a program does. Identical pairs run once (an RL group often repeats a program)."""
+def outcomes_of(buf, n_tests, timed_out):
+    """The per-test outcomes a program sent (one JSON line each), completed to one per test: the test
+    it was running when stopped is a timeout (or a crash), the ones after it never ran."""
+    outcomes = []
+    for line in bytes(buf).decode(errors="replace").splitlines()[:n_tests]:
+        try:
+            out = json.loads(line)
+        except ValueError:
+            out = ["error", "unreadable output"]
+        outcomes.append(out)
+    if len(outcomes) < n_tests and timed_out:
+        outcomes.append(["timeout"])
+    elif len(outcomes) < n_tests and not (outcomes and outcomes[-1][:1] == ["error"]):   # (after an error: not run)
+        outcomes.append(["error", "the program stopped (a crash or a limit)"])
+    return outcomes + [["not run"]] * (n_tests - len(outcomes))
+
+
+def run_programs_detailed(jobs, limits=None):
+    """Run (code, tests) pairs in the sandbox: per job (score 1.0 / 0.0, outcomes), in order, where
+    outcomes has one entry per test: ["ok", claimed output], ["error", "Type: message"], ["timeout"]
+    or ["not run"]; None when the tests are unusable. Never raises for anything a program does.
+    Identical pairs run once (an RL group often repeats a program)."""
     limits = {**LIMITS, **(limits or {})}
     unique, slot = {}, []
     for code, tests in jobs:
-        key = (code, tests if isinstance(tests, str) else json.dumps(tests, sort_keys=True))
+        key = (code, tests if isinstance(tests, str) else json.dumps(tests, sort_keys=True, default=str))
         slot.append(unique.setdefault(key, len(unique)))
-    scores = [0.0] * len(unique)
+    results = [(0.0, None)] * len(unique)
     todo = [(i, code, parse_tests(tests)) for (code, tests), i in unique.items()]
     todo = [(i, code, t) for i, code, t in todo if t is not None and isinstance(code, str)]
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     with tempfile.TemporaryDirectory(prefix="sandbox-") as tmp:
         running, sel = {}, selectors.DefaultSelector()
+
+        def finish(fd, timed_out):
+            i, tests, proc, _, buf = running.pop(fd)
+            sel.unregister(proc.stdout)
+            stop(proc)
+            if len(buf) > limits["result"]:   # over the cap: nothing it claimed is read
+                results[i] = (0.0, [["error", "output over the size limit"]] + [["not run"]] * (len(tests["outputs"]) - 1))
+                return
+            outcomes = outcomes_of(buf, len(tests["outputs"]), timed_out)
+            results[i] = (1.0 if passes(outcomes, tests) else 0.0, outcomes)
+
         while todo or running:
             while todo and len(running) < PARALLEL:    # start up to PARALLEL programs
                 i, code, tests = todo.pop(0)
@@ -197,28 +323,24 @@ def run_programs(jobs, limits=None):
                 os.mkdir(workdir, 0o700)
                 if uid is not None:
                     os.chown(workdir, uid, uid)
-                proc = start(code, tests, workdir, uid, limits)
-                running[proc.stdout.fileno()] = (i, tests, proc, time.monotonic() + limits["wall"], bytearray())
+                lim = limits_for(tests, limits)
+                proc = start(code, tests, workdir, uid, lim)
+                running[proc.stdout.fileno()] = (i, tests, proc, time.monotonic() + lim["wall"], bytearray())
                 sel.register(proc.stdout, selectors.EVENT_READ)
             deadline = min(r[3] for r in running.values())
             for key, _ in sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                i, tests, proc, end, buf = running[key.fd]
+                buf = running[key.fd][4]
                 chunk = os.read(key.fd, 65536)
                 buf += chunk
-                if chunk and len(buf) <= limits["result"]:
-                    continue
-                # end of its output (or over the cap): its verdict is decided here, from the last line
-                sel.unregister(proc.stdout)
-                stop(proc)
-                del running[key.fd]
-                if len(buf) <= limits["result"]:   # (over the cap, or not JSON: it stays 0)
-                    with contextlib.suppress(ValueError):
-                        lines = bytes(buf).decode().strip().splitlines()
-                        scores[i] = 1.0 if lines and passes(json.loads(lines[-1]), tests) else 0.0
+                if not chunk or len(buf) > limits["result"]:   # end of its output, or over the cap
+                    finish(key.fd, timed_out=False)
             now = time.monotonic()
-            for fd in [fd for fd, r in running.items() if r[3] <= now]:   # out of time: 0
-                proc = running.pop(fd)[2]
-                sel.unregister(proc.stdout)
-                stop(proc)
+            for fd in [fd for fd, r in running.items() if r[3] <= now]:   # out of time
+                finish(fd, timed_out=True)
         sel.close()
-    return [scores[i] for i in slot]
+    return [results[i] for i in slot]
+
+
+def run_programs(jobs, limits=None):
+    """Run (code, tests) pairs in the sandbox; returns 1.0 / 0.0 per job, in order."""
+    return [score for score, _ in run_programs_detailed(jobs, limits)]

@@ -8,9 +8,12 @@ paper's code): a dict with
     prompt   the user turn (str)
     answer   the reference answer (str; for tool use a JSON list of {"Action", "Action_Input"})
     system   an optional system message (str or None)
-    kind     which grader: "math" (last \\boxed{}), "mcq" (<answer>X</answer>),
-             "tooluse" (Action / Action Input), "code" (run the program against tests)
-    tests    for "code": JSON {"fn_name": ..., "inputs": [...], "outputs": [...]}
+    kind     which grader: "math" (last \\boxed{}), "mcq" (<answer>X</answer>), "gpqa" (a letter),
+             "tooluse" (Action / Action Input), "code" (run the program against tests),
+             "bfcl" (function calls, BFCL's checker), "zebralogic" (a JSON grid)
+    tests    for "code": JSON {"fn_name": ..., "inputs": [...], "outputs": [...]} (optional
+             "testtype": "stdin" | "functional" | "code", "time_limit"); for "bfcl": the functions
+    dataset  optional: which dataset the record came from (the release dispatches on it)
 
 The built-in world mirrors the paper's four training domains (SPEC C1) with tiny, verifiable,
 character-model-sized problems, plus four out-of-distribution benchmarks that mirror the paper's
@@ -30,13 +33,21 @@ split by a hash of its prompt, so splits are disjoint and deterministic whatever
 Graders follow the release (SPEC, last section). The CODING grader never evaluates model text in
 this process: every program runs in a sandbox of its own (sandbox.py).
 """
+import base64
 import hashlib
+import io
 import json
 import os
+import pickle
 import random
 import re
+import zlib
 
-from sandbox import run_programs
+from collections import Counter
+
+from math_verify import parse, verify
+
+from sandbox import parse_tests, passed_test, run_programs_detailed
 
 # ----------------------------------------------------------------------------------------------
 # Built-in problem generators. Each returns a record with an extra "solution" field.
@@ -115,7 +126,7 @@ def gen_science(rng, noisy=False):
 def gen_science_boxed(rng, noisy=False):
     """OOD (intermediate, like GPQA): conversion MCQ with unseen units, answered in \\boxed{X}."""
     q, letter, shown, work, thought = _conversion_mcq(rng, UNITS_OOD, noisy)
-    return {"prompt": q + "\nPut the letter in \\boxed{}.", "answer": letter, "system": None, "kind": "math",
+    return {"prompt": q + "\nPut the letter in \\boxed{}.", "answer": letter, "system": None, "kind": "gpqa",
             "solution": f"{work}\n\\boxed{{{shown}}}", "thought": thought}
 
 
@@ -248,7 +259,7 @@ def builtin_split(name, split, n, seed=0, allow_fewer=False):
 # ----------------------------------------------------------------------------------------------
 # Records from files (the release's JSON / JSON-lines format)
 # ----------------------------------------------------------------------------------------------
-KINDS = ("math", "mcq", "tooluse", "code")
+KINDS = ("math", "mcq", "gpqa", "tooluse", "code", "bfcl", "zebralogic")
 
 
 def load_records(path):
@@ -281,115 +292,252 @@ def load_records(path):
 
 
 # ----------------------------------------------------------------------------------------------
-# The paper's datasets on the Hugging Face hub: a task named 'hf:NAME' is loaded with
-# datasets.load_dataset and turned into release-format records by a small adapter per dataset.
-# Field names follow each dataset's public card. Rows an adapter cannot use return None (counted).
+# The paper's datasets (the release's docs/DATA.md table). A task named 'hf:NAME' is loaded with
+# datasets.load_dataset; ToolAlpaca and BFCL live on GitHub, so 'hf:toolalpaca:FILE' and
+# 'hf:bfcl:FILE' read their downloaded JSON. One adapter per dataset turns a row into a record with the
+# release's prompt text (data/format/*.py in the release) and the grader it uses. Field names follow
+# each dataset's public card. Rows an adapter cannot use return None (and are counted).
 # ----------------------------------------------------------------------------------------------
-BOXED_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
+# data/format/prompts.py: MATH, AIME, Math500 (and the release's training data by kind)
+PROMPT = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+CODE_PROMPT = ("You are a coding expert. You will be given a coding problem, and you need to write a correct Python "
+               "program that matches the specification and passes all tests. The time limit is 1 second. You may start "
+               "by outlining your thought process. In the end, please provide the complete code in a code block "
+               "enclosed with ``` ```.\n\n{problem}")
+# data/format/sciknoweval.py (identical to the `system` of the release's own SciKnowEval records)
 MCQ_SYSTEM = ("\nGiven a question and four options, please select the right answer. Respond in the following format:\n"
               "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n\nFor the answer, only output the letter "
-              "corresponding to the correct option (A, B, C, or D), and nothing else.\n")
+              "corresponding to the correct option (A, B, C, or D), and nothing else. Do not restate the answer text. "
+              "For example, if the answer is \"A\", just output:\n<answer>\nA\n</answer>\n")
+# data/format/gpqa.py
+GPQA_PROMPT = ("Return your final response within \\boxed{{}} and only include the letter choice (A, B, C, or D) as "
+               "your final response.\nProblem: {problem}\nOptions: {options}\nAnswer:")
+# data/format/mmlu_pro.py, its boxed-letter ("webinstruct") form: the paper's boxed MCQ template
+MMLU_SUFFIX = ("\nPlease reason step by step, and put your final answer option within \\boxed{}. Only put the option "
+               "letter in the box, e.g. \\boxed{A}. There is only one correct answer.")
+# the TOOLUSE (ToolAlpaca) and BFCL template, as in the release's TOOLUSE records
+TOOL_PROMPT = ("Your task is to answer the user's question using available tools. \nYou have access to the following "
+               "tools:\nName: {name}\nDescription: {description}\nDocumentation:\n{documentation}\n\nUse the following "
+               "format:\nThought: you should always think about what to do\nAction: the action to take, should be one "
+               "of the tool names.\nAction Input: the input to the action, must be in JSON format. All of the action "
+               "input must be realistic and from the user.\n\nBegin!\nQuestion: {question}")
+# ZebraLogic: ours (the release has none), after the benchmark's grid-mode definition
+ZEBRA_PROMPT = ("{puzzle}\n\nSolve the puzzle. Reason step by step, then give the solution as a JSON object in this "
+                "format, filling in every cell:\n\n{template}")
+DAPO_HEAD = ("Solve the following math problem step by step. The last line of your response should be of the form "
+             "Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n")
+DAPO_TAIL = "\n\nRemember to put your answer on its own line after \"Answer:\"."
 
 
-def _record(prompt, answer, kind, system=None, tests=None):
-    return {"prompt": prompt, "answer": answer, "kind": kind, "system": system, "tests": tests}
+def _record(prompt, answer, kind, dataset, system=None, tests=None):
+    return {"prompt": prompt, "answer": answer, "kind": kind, "dataset": dataset, "system": system, "tests": tests}
 
 
 def adapt_dapo_math(row):
-    """BytedTsinghua-SIA/DAPO-Math-17k: prompt = chat list (its text already asks for \\boxed{}),
-    reward_model.ground_truth = the answer."""
-    return _record(row["prompt"][-1]["content"], str(row["reward_model"]["ground_truth"]), "math")
+    """BytedTsinghua-SIA/DAPO-Math-17k: the problem inside DAPO's own instruction, reward_model.ground_truth.
+    The release trains on the bare problem in its PROMPT."""
+    text = row["prompt"][-1]["content"]
+    problem = text.removeprefix(DAPO_HEAD).removesuffix(DAPO_TAIL).strip()
+    return _record(PROMPT.format(problem=problem), str(row["reward_model"]["ground_truth"]), "math", "dapo_math")
 
 
-def adapt_problem_answer(row):
-    """MATH-500 / AIME: 'problem' and 'answer' columns; graded on the last \\boxed{}."""
-    return _record(row["problem"] + BOXED_SUFFIX, str(row["answer"]), "math")
+def adapt_math(row, answer_key="answer"):
+    """math-ai/math500, math-ai/aime25: problem, answer."""
+    return _record(PROMPT.format(problem=row["problem"]), str(row[answer_key]), "math", "math")
 
 
-def _lettered(question, options):
-    return question + "\n\n" + "\n".join(f"{'ABCD'[i]}: {o}" for i, o in enumerate(options))
+def adapt_aime24(row):
+    """math-ai/aime24: problem, solution = '\\boxed{N}' (the release keeps what is inside the box)."""
+    return _record(PROMPT.format(problem=row["problem"]), str(row["solution"])[7:-1], "math", "math")
 
 
-def adapt_sciknoweval(row, domain="chemistry"):
-    """hicai-zju/SciKnowEval: question, choices {text, label}, answerKey, domain, type; only the
-    domain's 4-option MCQ rows; answered <answer>X</answer> as in the release (SCIENCE domain)."""
+def adapt_sciknoweval(row, domain="Chemistry"):
+    """hicai-zju/SciKnowEval: question, choices {text, label}, answerKey, domain, type; the domain's
+    4-option MCQ rows, answered <answer>X</answer> (the release's SCIENCE)."""
     choices = row.get("choices") or {}
-    if row.get("type") != "mcq-4-choices" or len(choices.get("text", [])) != 4 \
-            or str(row.get("domain", "")).lower() != domain:
+    if row.get("type") != "mcq-4-choices" or len(choices.get("text", [])) != 4 or row.get("domain") != domain:
         return None
-    prompt = _lettered(row["question"], choices["text"]) + "\nPlease reason step by step."
-    return _record(prompt, row["answerKey"], "mcq", MCQ_SYSTEM)
+    listing = "\n".join(f"{label}: {text}" for label, text in zip(choices["label"], choices["text"]))
+    return _record(row["question"] + "\n\n" + listing + "\nPlease reason step by step.", row["answerKey"], "mcq",
+                   "sciknoweval", MCQ_SYSTEM)
 
 
 def _shuffled(options, key):
-    """A deterministic permutation of the options (seeded by the question), and where index 0 went."""
+    """A deterministic permutation of the options (seeded by the question), and where index 0 went.
+    The release shuffles with the unseeded `random`, so its letters change from run to run."""
     order = list(range(len(options)))
     random.Random(hashlib.sha1(key.encode()).hexdigest()).shuffle(order)
     return [options[i] for i in order], order.index(0)
 
 
 def adapt_gpqa(row):
-    """Idavidrein/gpqa: Question, 'Correct Answer', 'Incorrect Answer 1..3' -> four shuffled options,
-    the letter answered in \\boxed{} (as the paper's GPQA evaluation)."""
-    options = [row["Correct Answer"]] + [row[f"Incorrect Answer {i}"] for i in (1, 2, 3)]
-    options, right = _shuffled([o.strip() for o in options], row["Question"])
-    prompt = _lettered(row["Question"].strip(), options) + "\nAnswer with the letter of the correct option in \\boxed{}."
-    return _record(prompt, "ABCD"[right], "math")
+    """Idavidrein/gpqa (gpqa_diamond): Question, 'Correct Answer', 'Incorrect Answer 1..3'."""
+    options, right = _shuffled([row["Correct Answer"]] + [row[f"Incorrect Answer {i}"] for i in (1, 2, 3)],
+                               row["Question"])
+    listing = ", ".join(f"{'ABCD'[i]}) {o}" for i, o in enumerate(options))
+    return _record(GPQA_PROMPT.format(problem=row["Question"], options=listing), "ABCD"[right], "gpqa", "gpqa")
 
 
 def adapt_mmlu_redux(row):
-    """edinburgh-dawg/mmlu-redux-2.0 (one config per subject): question, choices [4], answer (index)."""
-    if len(row["choices"]) != 4:
+    """edinburgh-dawg/mmlu-redux-2.0 (a config per subject): question, choices, answer (index),
+    error_type. Only rows its annotators marked 'ok' (the others have a wrong or unclear key)."""
+    if row.get("error_type", "ok") != "ok" or len(row["choices"]) != 4:
         return None
-    prompt = _lettered(row["question"], row["choices"]) + "\nAnswer with the letter of the correct option in \\boxed{}."
-    return _record(prompt, "ABCD"[int(row["answer"])], "math")
+    listing = "".join(f"{'ABCD'[i]}: {c}\n" for i, c in enumerate(row["choices"]))
+    return _record(row["question"] + "\nOptions are:\n" + listing + MMLU_SUFFIX, "ABCD"[int(row["answer"])], "gpqa",
+                   "mmlu_redux")
+
+
+class _StringsOnly(pickle.Unpickler):
+    """LiveCodeBench's private tests are a pickled JSON string: refuse anything but plain data."""
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refused: {module}.{name}")
+
+
+def lcb_private_tests(encoded):
+    return json.loads(_StringsOnly(io.BytesIO(zlib.decompress(base64.b64decode(encoded)))).load())
+
+
+LCB_V6 = ("2025-02-01", "2025-05-01")   # the release's LiveCodeBench v6 window: contest_date in [from, until)
 
 
 def adapt_livecodebench(row):
-    """livecodebench/code_generation_lite: question_content, public_test_cases (JSON list of
-    {input, output, testtype}). Standard-input problems only; LeetCode-style functional ones are skipped."""
-    cases = json.loads(row["public_test_cases"]) if isinstance(row["public_test_cases"], str) else row["public_test_cases"]
-    if not cases or any(c.get("testtype") != "stdin" for c in cases):
+    """livecodebench/code_generation_lite: question_content, starter_code, public/private test cases,
+    metadata (func_name), contest_date. The release's prompt (CODE_PROMPT, with the signature of the
+    starter code), its private tests and its 6 s limit."""
+    if not LCB_V6[0] <= str(row.get("contest_date", ""))[:10] < LCB_V6[1]:
         return None
-    prompt = (row["question_content"] + "\n\nRead the inputs from stdin, solve the problem and write the answer to "
-              "stdout. Enclose your code in ```python``` delimiters.")
-    tests = json.dumps({"inputs": [c["input"] for c in cases], "outputs": [c["output"] for c in cases]})
-    return _record(prompt, "", "code", tests=tests)
+    problem = row["question_content"]
+    if (row.get("starter_code") or "").strip():
+        signature = "def " + row["starter_code"].split("def ", 1)[1].split("Input\n")[0].strip()
+        problem += f"\n\nYour solution should have the following signature: ```python\n{signature}\n```"
+    meta = json.loads(row["metadata"]) if (row.get("metadata") or "").strip() else {}
+    cases = lcb_private_tests(row["private_test_cases"]) if row.get("private_test_cases") else []
+    if not cases:
+        public = row["public_test_cases"]
+        cases = json.loads(public) if isinstance(public, str) else public
+    if not cases:
+        return None
+    tests = {"inputs": [c["input"] for c in cases], "outputs": [c["output"] for c in cases],
+             "testtype": cases[0]["testtype"], "fn_name": meta.get("func_name", ""), "time_limit": 6}
+    return _record(CODE_PROMPT.format(problem=problem), "", "code", "livecodebench", tests=json.dumps(tests))
 
 
-# name: (dataset id, config, split, adapter)
+def adapt_dolci_code(row):
+    """allenai/Dolci-Think-RL-7B: prompt, ground_truth (list of str), dataset (list of str). Its code
+    rows: ground_truth holds test code (asserts) run after the program, the release's 'code' test type."""
+    if "code" not in (row.get("dataset") or []) or not row.get("ground_truth"):
+        return None
+    tests = {"inputs": list(row["ground_truth"]), "outputs": [None] * len(row["ground_truth"]), "testtype": "code"}
+    return _record(CODE_PROMPT.format(problem=row["prompt"]), "", "code", "code", tests=json.dumps(tests))
+
+
+def adapt_toolalpaca(api):
+    """ToolAlpaca (github.com/tangqiaoyu/ToolAlpaca, data/*.json): one API with Name, Description,
+    Function_Description {function: its documentation} and Instances [{input, intermediate_steps:
+    [[[action, action_input, thought], observation], ...]}] -> one record per instance."""
+    documentation = "\n".join(f"{fn}: {doc}" for fn, doc in api["Function_Description"].items())
+    out = []
+    for inst in api.get("Instances") or []:
+        steps = inst.get("intermediate_steps") or []
+        calls = [{"Action": s[0][0], "Action_Input": s[0][1]} for s in steps if s and s[0]]
+        if not calls:
+            continue   # an instance answered without a call: nothing to grade
+        prompt = TOOL_PROMPT.format(name=api["Name"], description=api["Description"], documentation=documentation,
+                                    question=inst["input"])
+        out.append(_record(prompt, json.dumps(calls), "tooluse", "tooluse"))
+    return out
+
+
+def bfcl_documentation(functions):
+    """BFCL's function schemas in the ToolAlpaca documentation style ('name: description / Parameters')."""
+    lines = []
+    for f in functions:
+        props = (f.get("parameters") or {}).get("properties") or {}
+        params = {p: f"{v.get('type', 'any')}. {v.get('description', '')}".strip() for p, v in props.items()}
+        lines.append(f"{f['name']}: {f.get('description', '')}\nParameters: {json.dumps(params)}")
+    return "\n".join(lines)
+
+
+def adapt_bfcl(row):
+    """BFCL v4 'multiple' (bfcl_eval/data/BFCL_v4_multiple.json, one JSON object per line: id, question
+    [[{role, content}]], function [schemas]) joined by id with possible_answer/BFCL_v4_multiple.json
+    (ground_truth [{function: {param: [possible values]}}]), in the TOOLUSE template (paper, C.4)."""
+    if "ground_truth" not in row:
+        return None
+    question = next(m["content"] for m in reversed(row["question"][0]) if m["role"] == "user")
+    prompt = TOOL_PROMPT.format(name="functions", description="The functions you can call.",
+                                documentation=bfcl_documentation(row["function"]), question=question)
+    return _record(prompt, json.dumps(row["ground_truth"]), "bfcl", "bfcl", tests=json.dumps(row["function"]))
+
+
+def adapt_zebralogic(row):
+    """allenai/ZebraLogicBench-private (grid_mode): id, size, puzzle, solution {header, rows}."""
+    header, rows = row["solution"]["header"], row["solution"]["rows"]
+    solution = {f"{header[0]} {r[0]}": dict(zip(header[1:], r[1:])) for r in rows}
+    template = json.dumps({"reasoning": "___", "solution": {h: {a: "___" for a in header[1:]} for h in solution}}, indent=4)
+    return _record(ZEBRA_PROMPT.format(puzzle=row["puzzle"], template=template), json.dumps(solution), "zebralogic",
+                   "zebralogic")
+
+
+# name: (dataset id or None for a GitHub file, config, split, adapter)
 HUB_TASKS = {
     "dapo_math": ("BytedTsinghua-SIA/DAPO-Math-17k", None, "train", adapt_dapo_math),
-    "math500": ("HuggingFaceH4/MATH-500", None, "test", adapt_problem_answer),
-    "aime24": ("HuggingFaceH4/aime_2024", None, "train", adapt_problem_answer),
-    "aime25": ("math-ai/aime25", None, "test", adapt_problem_answer),
+    "aime24": ("math-ai/aime24", None, "test", adapt_aime24),
+    "aime25": ("math-ai/aime25", None, "test", adapt_math),
+    "math500": ("math-ai/math500", None, "test", adapt_math),
     "sciknoweval_chemistry": ("hicai-zju/SciKnowEval", None, "test", adapt_sciknoweval),
     "gpqa_diamond": ("Idavidrein/gpqa", "gpqa_diamond", "train", adapt_gpqa),
-    "mmlu_redux": ("edinburgh-dawg/mmlu-redux-2.0", "abstract_algebra", "test", adapt_mmlu_redux),
+    "toolalpaca": (None, None, None, adapt_toolalpaca),
+    "bfcl": (None, None, None, adapt_bfcl),
+    "dolci_code": ("allenai/Dolci-Think-RL-7B", None, "train", adapt_dolci_code),
     "livecodebench": ("livecodebench/code_generation_lite", "release_v6", "test", adapt_livecodebench),
+    "zebralogic": ("allenai/ZebraLogicBench-private", "grid_mode", "test", adapt_zebralogic),
+    "mmlu_redux": ("edinburgh-dawg/mmlu-redux-2.0", "abstract_algebra", "test", adapt_mmlu_redux),
 }
-HUB_NOT_SUPPORTED = {
-    "toolalpaca": "use the release's TOOLUSE JSON-lines files (e.g. tooluse/train.json) as the task",
-    "bfcl": "BFCL's multi-file, executable format has no adapter yet",
-    "zebralogic": "ZebraLogic's grid answers need their own grader; not yet supported",
-    "dolci_code": "use the release's CODING JSON-lines file as the task",
-}
+FILE_TASKS = {"toolalpaca": "hf:toolalpaca:PATH (a ToolAlpaca data file, e.g. train_data.json)",
+              "bfcl": "hf:bfcl:PATH (BFCL_v4_multiple.json; possible_answer/BFCL_v4_multiple.json beside it or in "
+                      "a possible_answer/ folder next to it)"}
+
+
+def read_json_rows(path):
+    """A JSON list or JSON-lines file as a list of rows (ToolAlpaca and BFCL files)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if text.lstrip().startswith("["):
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def bfcl_rows(path):
+    """BFCL questions joined with their possible answers (the file of the same name under possible_answer/)."""
+    here = os.path.dirname(path)
+    for answers in (os.path.join(here, "possible_answer", os.path.basename(path)),
+                    os.path.join(os.path.dirname(here), "possible_answer", os.path.basename(path))):
+        if os.path.isfile(answers):
+            truth = {r["id"]: r["ground_truth"] for r in read_json_rows(answers)}
+            return [dict(r, ground_truth=truth[r["id"]]) if r["id"] in truth else r for r in read_json_rows(path)]
+    raise ValueError(f"{path}: no possible_answer/{os.path.basename(path)} next to it (BFCL's ground truth)")
 
 
 def load_hub_task(spec, load_dataset=None):
-    """'hf:NAME' or 'hf:NAME:CONFIG' (e.g. hf:mmlu_redux:college_physics) -> release-format records."""
-    parts = spec.split(":")
-    name, config = parts[1], (parts[2] if len(parts) > 2 else None)
-    if name in HUB_NOT_SUPPORTED:
-        raise ValueError(f"{spec}: not yet supported — {HUB_NOT_SUPPORTED[name]}")
-    if name not in HUB_TASKS:
-        raise ValueError(f"{spec}: unknown hub task; known: {', '.join('hf:' + n for n in HUB_TASKS)}")
+    """'hf:NAME', 'hf:NAME:CONFIG' (hf:mmlu_redux:college_physics) or 'hf:NAME:FILE' (toolalpaca, bfcl)
+    -> release-format records."""
+    parts = spec.split(":", 2)
+    name, arg = parts[1], (parts[2] if len(parts) > 2 else None)
+    check_task(spec)
     path, default_config, split, adapter = HUB_TASKS[name]
-    if load_dataset is None:
-        from datasets import load_dataset
-    rows = load_dataset(path, config or default_config, split=split)
-    records = [r for r in (adapter(row) for row in rows) if r is not None]
-    if len(records) < len(rows):
+    if path is None:
+        rows = bfcl_rows(arg) if name == "bfcl" else read_json_rows(arg)
+    else:
+        if load_dataset is None:
+            from datasets import load_dataset
+        rows = load_dataset(path, arg or default_config, split=split)
+    records = []
+    for row in rows:
+        got = adapter(row)
+        records.extend(got if isinstance(got, list) else [got] if got is not None else [])
+    if name != "toolalpaca" and len(records) < len(rows):
         print(f"{spec}: kept {len(records)} of {len(rows)} rows (the others have a format this adapter does not grade)")
     if not records:
         raise ValueError(f"{spec}: no usable records")
@@ -414,18 +562,22 @@ def check_task(name):
     if name in GENERATORS or os.path.isfile(name):
         return
     if name.startswith("hf:"):
-        base = name.split(":")[1]
-        if base in HUB_NOT_SUPPORTED:
-            raise ValueError(f"{name}: not yet supported — {HUB_NOT_SUPPORTED[base]}")
-        if base in HUB_TASKS:
-            return
-        raise ValueError(f"{name}: unknown hub task; known: {', '.join('hf:' + n for n in HUB_TASKS)}")
+        parts = name.split(":", 2)
+        if parts[1] not in HUB_TASKS:
+            raise ValueError(f"{name}: unknown hub task; known: {', '.join('hf:' + n for n in HUB_TASKS)}")
+        if parts[1] in FILE_TASKS and (len(parts) < 3 or not os.path.isfile(parts[2])):
+            raise ValueError(f"{name}: {parts[1]} is read from its downloaded file: {FILE_TASKS[parts[1]]}")
+        return
     raise ValueError(f"unknown task '{name}'; known: {', '.join(GENERATORS)}, a .json/.jsonl file, "
                      f"or hf:NAME ({', '.join(HUB_TASKS)})")
 
 
 # ----------------------------------------------------------------------------------------------
-# Graders (the release's, SPEC last section). Each takes (record, response) and returns 0.0 or 1.0.
+# Graders: the release's rules (verl/utils/reward_score/feedback/{math,mcq,gpqa,tooluse,code}.py,
+# chosen by the record's kind). Each `check_*` returns (score, feedback): 1.0 or 0.0, and the string
+# the release's grader returns beside it for SDPO's environment feedback (S8); "" = nothing to say.
+# Where the release is wrong we keep the correct behaviour: docs/PROTOCOL.md lists every such place,
+# with the case that shows it, and tests/test_grade_*.py hold them all.
 # ----------------------------------------------------------------------------------------------
 def last_boxed(text):
     """Content of the last \\boxed{...}, braces matched (so \\boxed{\\frac{1}{2}} works); None if absent."""
@@ -456,137 +608,278 @@ def normalize_answer(s):
     return s
 
 
-def grade_math(record, response):
-    got = last_boxed(response)
-    return float(got is not None and normalize_answer(got) == normalize_answer(str(record["answer"])))
+NUMBER = re.compile(r"-?\d+(\.\d+)?")
 
 
-def grade_mcq(record, response):
-    start = response.rfind("<answer>")
-    if start < 0:
-        return 0.0
-    end = response.find("</answer>", start)
-    if end < 0:
-        return 0.0
-    return float(response[start + len("<answer>"):end].strip() == str(record["answer"]).strip())
-
-
-def _json_object_after(text, pos, end=None):
-    """Parse the JSON object that starts at the first '{' in text[pos:end] (nested braces fine)."""
-    i = text.find("{", pos, len(text) if end is None else end)
-    if i < 0:
-        return None
+def math_equivalent(gold, pred):
+    """The release's fallback: math-verify decides whether two answers are the same mathematical object
+    (14/3 = \\frac{14}{3}, x = 5 = 5, 90^\\circ = 90, \\sqrt 2 = \\sqrt{2}). Each side is parsed as the
+    content of a \\boxed{} so that the whole answer is read (the release parses the bare strings, and
+    math-verify then reads `6 - 5i` as 5). Plain numbers and plain words never reach it: numbers are
+    already compared, and it would read a word as a product of symbols (`Cal` = `Lac`)."""
+    if (NUMBER.fullmatch(gold) and NUMBER.fullmatch(pred)) or re.fullmatch(r"[A-Za-z]{2,}", gold) \
+            or re.fullmatch(r"[A-Za-z]{2,}", pred):
+        return False
     try:
-        obj, _ = json.JSONDecoder().raw_decode(text, i)
-    except (json.JSONDecodeError, RecursionError):
-        return None
-    return obj if isinstance(obj, dict) else None
+        return bool(verify(parse("\\boxed{" + gold + "}", parsing_timeout=5), parse("\\boxed{" + pred + "}", parsing_timeout=5),
+                           timeout_seconds=5))
+    except Exception:  # math-verify's own errors (as in the release): not equivalent
+        return False
 
 
-def parse_actions(response):
-    """All (name, input dict) pairs of `Action: name` / `Action Input: {json}` in a response.
-
-    An action's input is the first JSON object after its `Action Input:` and before the next
-    `Action:`. One pass over the text (linear: a flood of `Action:` lines costs no more than its length).
-    """
-    calls = list(re.finditer(r"Action:[ \t]*([^\n]*)", response))
-    inputs = [(m.start(), m.end()) for m in re.finditer(r"Action Input:", response)]
-    actions, j = [], 0
-    for k, m in enumerate(calls):
-        following = calls[k + 1].start() if k + 1 < len(calls) else len(response)
-        while j < len(inputs) and inputs[j][0] < m.end():
-            j += 1
-        if j < len(inputs) and inputs[j][0] < following:
-            actions.append((m.group(1).strip(), _json_object_after(response, inputs[j][1], following)))
-        else:
-            actions.append((m.group(1).strip(), None))
-    return actions
+MATH_FORMAT_FEEDBACK = "Your answer had the wrong format. The solution must be given in the format: \\boxed{your_answer}."
 
 
-def grade_tooluse(record, response):
-    """The multiset of action names equals the reference, and the merged inputs equal the merged reference."""
-    try:
-        ref = json.loads(record["answer"]) if isinstance(record["answer"], str) else record["answer"]
-        ref_names = sorted(a["Action"] for a in ref)
-        ref_input = {}
-        for a in ref:
-            inp = a.get("Action_Input", "{}")
-            ref_input.update(json.loads(inp) if isinstance(inp, str) else inp)
-    except (ValueError, TypeError, KeyError):
-        return 0.0
-    actions = parse_actions(response)
-    if sorted(name for name, _ in actions) != ref_names or any(inp is None for _, inp in actions):
-        return 0.0
-    merged = {}
-    for _, inp in actions:
-        merged.update(inp)
-    return float(merged == ref_input)
+def check_math(record, response):
+    """MATH: the last \\boxed{} of the whole response equals the answer — as text after light
+    normalisation, or by math-verify (the release looks at the last 100 characters only)."""
+    got, answer = last_boxed(response), str(record["answer"])
+    if got is None or not got.strip():
+        return 0.0, MATH_FORMAT_FEEDBACK
+    right = got == answer or normalize_answer(got) == normalize_answer(answer) \
+        or math_equivalent(normalize_answer(answer), normalize_answer(got))
+    return float(right), ""    # a wrong answer in the right format gets no feedback (the release's default)
+
+
+def check_mcq(record, response):
+    """SCIENCE (SciKnowEval): the text after the last <answer>, up to </answer> if there is one,
+    stripped, equals the letter. So `B`, `<answer>B` and `B</answer>` all count, as in the release."""
+    got = response.split("<answer>")[-1].split("</answer>")[0].strip()
+    return float(got == str(record["answer"]).strip()), ""
+
+
+def answer_letter(text):
+    """GPQA's rule: the last standalone A, B, C or D of the upper-cased text (else the text itself).
+    We read the last \\boxed{} when there is one, which the prompt asks for: the release reads the whole
+    response, where the article in `\\boxed{B} is a guess` is an A."""
+    boxed = last_boxed(text)
+    text = boxed if boxed is not None else text
+    letters = re.findall(r"\b(A|B|C|D)\b", text.upper())
+    return (letters[-1] if letters else text.strip().strip(".")).rstrip(".").rstrip("/")
+
+
+def check_gpqa(record, response):
+    """GPQA, MMLU-Redux and the built-in science_boxed: the letter, graded by `answer_letter`."""
+    return float(answer_letter(response) == str(record["answer"]).strip()), ""
+
+
+# TOOLUSE. Names are read the release's way (`Action:` then optional spaces or newlines, any order with
+# the inputs): `Action: X.`, the name on the next line, `Action: X Action Input: {...}` on one line.
+# We read the whole name up to a space or '(' (the release's \w+ can never match `[Optional]foo`).
+ACTION = re.compile(r"Action:\s*([^\s(]+)")
+ACTION_INPUT = re.compile(r"Action Input:\s*(?=\{)")
+
+
+def action_names(response):
+    return [m.group(1).rstrip(".,;:") for m in ACTION.finditer(response)]
+
+
+def action_inputs(response):
+    """The JSON objects that follow `Action Input:`, whole (nested braces fine: the release's non-greedy
+    {.*?} cuts them). One that is not JSON is skipped, as in the release."""
+    found = []
+    for m in ACTION_INPUT.finditer(response):
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(response, m.end())
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if isinstance(obj, dict):
+            found.append(obj)
+    return found
+
+
+def merged(dicts):
+    out = {}
+    for d in dicts:
+        out.update(d)
+    return out
+
+
+def reference_calls(record):
+    """The reference's action names and its merged inputs (a list of {"Action", "Action_Input"})."""
+    ref = json.loads(record["answer"]) if isinstance(record["answer"], str) else record["answer"]
+    inputs = []
+    for a in ref:
+        inp = a.get("Action_Input", "{}")
+        try:
+            inputs.append(json.loads(inp) if isinstance(inp, str) else inp)
+        except ValueError:
+            inputs.append({})
+    return [a["Action"] for a in ref], merged(i for i in inputs if isinstance(i, dict))
+
+
+def check_tooluse(record, response):
+    """TOOLUSE: the multiset of action names equals the reference's, and the merged inputs equal the
+    merged reference inputs (so an omitted `Action Input` is right when the reference's is {})."""
+    ref_names, ref_input = reference_calls(record)
+    names, inputs = action_names(response), merged(action_inputs(response))
+    names_ok, inputs_ok = Counter(names) == Counter(ref_names), inputs == ref_input
+    notes = ([] if names_ok else [f"Actions mismatch: predicted {names}, expected {ref_names}"]) + \
+        ([] if inputs_ok else [f"Action inputs mismatch: predicted {inputs}, expected {ref_input}"])
+    return float(names_ok and inputs_ok), "; ".join(notes)
 
 
 def extract_code(response):
-    """The program in a response: the last ```python block if any, else the whole text; a thinking
-    model's trace (everything up to the last `</think>`) is never part of it."""
+    """The program in a response: the longest fenced block of any language (the release's rule), else
+    the whole text (the built-in world answers with a bare lambda); a thinking model's trace
+    (everything up to the last `</think>`) is never part of it."""
     response = response.rsplit("</think>", 1)[-1]
-    blocks = re.findall(r"```(?:python|py)?\n(.*?)```", response, flags=re.S)
-    return (blocks[-1] if blocks else response).strip()
+    blocks = re.findall(r"```\w*\n(.*?)```", response, flags=re.S)
+    return (max(blocks, key=len) if blocks else response).strip()
 
 
-def grade_code(record, response):
-    return run_programs([(extract_code(response), record.get("tests") or "{}")])[0]
+def code_feedback(response, tests, outcomes):
+    """The release's LeetCode-style report on a failed program: the first runtime error or time-out
+    with its input, else the two shortest wrong answers with input, output and expected output."""
+    if outcomes is None:
+        return "Failed to parse ground truth test cases."
+    if not re.search(r"```\w*\n.*?```", response.rsplit("</think>", 1)[-1], flags=re.S):
+        return "Incorrect Format: Put your code inside a ```python ... ``` block."
+    inputs, expected = tests["inputs"], tests["outputs"]
+    shown = lambda x: "\n".join(str(x).splitlines()[:8])[:250]   # noqa: E731 (the release's limits)
+    for k, out in enumerate(outcomes):
+        if out[0] == "error":
+            return f"Runtime Error\n{out[1]}\n\nLast Executed Input\n{shown(inputs[k])}"
+        if out[0] == "timeout":
+            return f"Time Limit Exceeded\n\nLast Executed Input\n{shown(inputs[k])}"
+    wrong = [k for k, out in enumerate(outcomes) if not passed_test(out, expected[k], tests)]
+    wrong = sorted(wrong, key=lambda k: len(str(inputs[k])) + len(str(outcomes[k][1:])))[:2]
+    return "\n\n".join(f"Test Case {k + 1}: Wrong Answer\n\nInput\n{shown(inputs[k])}\n\nOutput\n"
+                       f"{str(outcomes[k][1]).strip()[:250]}\n\nExpected\n{str(expected[k]).strip()[:250]}"
+                       for k in wrong)[:2000]
 
 
-GRADERS = {"math": grade_math, "mcq": grade_mcq, "tooluse": grade_tooluse, "code": grade_code}
+def check_code_many(records, responses):
+    """CODING, a batch: each program runs in the sandbox against its record's tests (two at a time)."""
+    jobs = [(extract_code(resp), rec.get("tests") or "{}") for rec, resp in zip(records, responses)]
+    results = run_programs_detailed(jobs)
+    return [(score, "" if score == 1.0 else code_feedback(resp, parse_tests(rec.get("tests") or "{}"), outcomes))
+            for (score, outcomes), rec, resp in zip(results, records, responses)]
+
+
+def check_code(record, response):
+    return check_code_many([record], [response])[0]
+
+
+# BFCL v4 (multiple) has no grader in the release: this one follows BFCL's own AST checker — the right
+# function, every required parameter, no parameter outside the possible answers, and each value one
+# of its possible answers (strings compared lower-cased without spaces and ,./-_*^ punctuation; an
+# int is accepted for a float; "" among the possible answers marks a parameter that may be left out).
+def bfcl_text(s):
+    return re.sub(r"[ ,./\-_*^]", "", s).lower()
+
+
+def bfcl_value_ok(got, allowed):
+    if isinstance(allowed, str):
+        return isinstance(got, str) and bfcl_text(got) == bfcl_text(allowed)
+    if isinstance(allowed, bool) or isinstance(got, bool):
+        return got is allowed
+    if isinstance(allowed, (int, float)):
+        return isinstance(got, (int, float)) and not isinstance(got, bool) and got == allowed \
+            and not (isinstance(allowed, int) and isinstance(got, float) and not got.is_integer())
+    if isinstance(allowed, list):
+        return isinstance(got, list) and len(got) == len(allowed) and all(map(bfcl_value_ok, got, allowed))
+    if isinstance(allowed, dict):
+        return isinstance(got, dict) and got.keys() == allowed.keys() and all(
+            any(bfcl_value_ok(got[k], a) for a in (v if isinstance(v, list) else [v])) for k, v in allowed.items())
+    return got == allowed
+
+
+def bfcl_call_ok(name, args, truth, functions):
+    """One call against one ground-truth entry {function name: {param: [possible values]}}."""
+    (want, params), = truth.items()
+    if name not in (want, want.replace(".", "_")) or not isinstance(args, dict):
+        return False
+    spec = next((f for f in functions if f.get("name") == want), {})
+    required = (spec.get("parameters") or {}).get("required") or []
+    if any(p not in args for p in required) or any(p not in params for p in args):
+        return False
+    for p, allowed in params.items():
+        if p not in args:
+            if "" not in allowed:
+                return False
+        elif not any(bfcl_value_ok(args[p], a) for a in allowed if a != ""):
+            return False
+    return True
+
+
+def check_bfcl(record, response):
+    """BFCL, answered in the TOOLUSE format: the calls, in order, each right by `bfcl_call_ok`."""
+    truth = json.loads(record["answer"])
+    functions = json.loads(record.get("tests") or "[]")
+    names, inputs = action_names(response), action_inputs(response)
+    ok = len(names) == len(truth) == len(inputs) and all(
+        bfcl_call_ok(n, a, t, functions) for n, a, t in zip(names, inputs, truth))
+    return float(ok), "" if ok else f"Your function calls were incorrect (you called: {', '.join(names) or 'none'})."
+
+
+# ZebraLogic has no grader in the release either: the benchmark's own definition — the JSON grid of the
+# answer, every cell right (puzzle accuracy; cells compared lower-cased and stripped).
+def last_json_object(text, tries=2000):
+    """The last whole JSON object in the text: objects are read left to right, each from a '{' where
+    one parses to its end (at most `tries` attempts, so junk full of braces stays cheap)."""
+    found, i = None, text.find("{")
+    while i >= 0 and tries > 0:
+        tries -= 1
+        try:
+            obj, end = json.JSONDecoder().raw_decode(text, i)
+            if isinstance(obj, dict):
+                found = obj
+            i = text.find("{", end)
+        except (json.JSONDecodeError, RecursionError):
+            i = text.find("{", i + 1)
+    return found
+
+
+def check_zebralogic(record, response):
+    solution = json.loads(record["answer"])           # {"House 1": {"Name": "Eric", ...}, ...}
+    got = last_json_object(response)
+    got = got.get("solution", got) if isinstance(got, dict) else None
+    if not isinstance(got, dict):
+        return 0.0, "Your response did not contain the solution as a JSON object."
+    cell = lambda v: str(v).strip().lower()   # noqa: E731
+    right = all(isinstance(got.get(house), dict) and all(cell(got[house].get(attr, "")) == cell(v) for attr, v in row.items())
+                for house, row in solution.items())
+    return float(right), ""
+
+
+CHECKS = {"math": check_math, "mcq": check_mcq, "gpqa": check_gpqa, "tooluse": check_tooluse,
+          "code": check_code, "bfcl": check_bfcl, "zebralogic": check_zebralogic}
+
+
+def check(record, response):
+    """(score, feedback) for one response. Never raises: a malformed record or answer scores 0."""
+    try:
+        score, note = CHECKS[record["kind"]](record, response)
+        return float(score), note
+    except Exception:  # a grader bug must not kill a training run; a malformed answer is wrong
+        return 0.0, ""
 
 
 def grade(record, response):
     """Grade one response to one record (built-in or release format): 1.0 right, 0.0 wrong. Never raises."""
-    try:
-        return GRADERS[record["kind"]](record, response)
-    except Exception:  # a grader bug must not kill a training run; a malformed answer is wrong
-        return 0.0
-
-
-def _reference_actions(record):
-    ref = json.loads(record["answer"]) if isinstance(record["answer"], str) else record["answer"]
-    return [a["Action"] for a in ref]
+    return check(record, response)[0]
 
 
 def feedback(record, response):
-    """(S8) What the environment says about a *failed* response, as the release's graders return it
-    beside the score: why it failed, without giving the answer away (TOOLUSE names the expected
-    actions, as the release's does). None when there is nothing to say. Never raises.
+    """(S8) What the environment says about a response, as the release's grader returns it beside the
+    score; None when it says nothing (then SDPO has no teacher signal for that response).
 
-    Example (math): "\\boxed{12}" for answer 14 -> "Your final answer 12 is incorrect."
+    Example (math): "12" for answer 14 -> "Your answer had the wrong format. The solution must be given
+    in the format: \\boxed{your_answer}."
     """
-    try:
-        kind = record["kind"]
-        if kind == "math":
-            got = last_boxed(response)
-            return ("Your response did not contain a final answer in \\boxed{}." if got is None
-                    else f"Your final answer {got.strip()} is incorrect.")
-        if kind == "mcq":
-            start = response.rfind("<answer>")
-            end = response.find("</answer>", start) if start >= 0 else -1
-            return ("Your response did not contain an answer between <answer> and </answer>." if end < 0
-                    else f"Your answer {response[start + len('<answer>'):end].strip()} is incorrect.")
-        if kind == "tooluse":
-            names = [n for n, _ in parse_actions(response)]
-            said = ", ".join(names) if names else "no action"
-            return (f"Your tool calls were incorrect (you called: {said}). "
-                    f"The expected actions were: {', '.join(_reference_actions(record))}.")
-        if kind == "code":
-            return "Your program did not pass all of the tests."
-    except Exception:  # a malformed record or reference: no feedback, as if the grader had none
-        return None
-    return None
+    return check(record, response)[1] or None
 
 
 def grade_many(records, responses):
     """Grade a batch; the programs run in the sandbox, two at a time, each in its own interpreter."""
     scores = [None] * len(records)
-    code_jobs = [(i, (extract_code(resp), rec.get("tests") or "{}"))
-                 for i, (rec, resp) in enumerate(zip(records, responses)) if rec["kind"] == "code"]
-    if code_jobs:
-        for (i, _), s in zip(code_jobs, run_programs([job for _, job in code_jobs])):
+    code = [i for i, rec in enumerate(records) if rec.get("kind") == "code"]
+    if code:
+        try:
+            results = check_code_many([records[i] for i in code], [responses[i] for i in code])
+        except Exception:  # a malformed tests field: wrong, as grade() would say
+            results = [(0.0, "")] * len(code)
+        for i, (s, _) in zip(code, results):
             scores[i] = s
     return [s if s is not None else grade(rec, resp) for s, rec, resp in zip(scores, records, responses)]

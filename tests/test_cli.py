@@ -27,7 +27,7 @@ CASES = [
     ("grpo.py", ["--task", "poetry"], "unknown task 'poetry'"),
     ("sdpo.py", ["--alpha", "-1"], "--alpha must be in [0, 1]"),
     ("evaluate.py", ["--k", "0"], "--k must be in [1, 1024]"),
-    ("grpo.py", ["--task", "hf:bfcl"], "not yet supported"),
+    ("grpo.py", ["--task", "hf:bfcl"], "read from its downloaded file"),
     ("continual.py", ["--benchmarks", "hf:nope"], "unknown hub task"),
     ("continual.py", ["--prompts-per-step", "6", "--sample-blocks", "4"], "must be divisible by the 4 sample blocks"),
     ("continual.py", ["--max-prompt-len", "-1"], "--max-prompt-len must be >= 0"),
@@ -75,6 +75,6 @@ def test_unreachable_hub_dataset_is_one_line(tmp_path):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "grpo.py"), "--task", "hf:math500"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))
-    assert out.returncode == 2 and "--task" in out.stderr and "MATH-500" in out.stderr, out.stderr[-800:]
+    assert out.returncode == 2 and "--task" in out.stderr and "math-ai/math500" in out.stderr, out.stderr[-800:]
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "runs").exists()       # nothing written

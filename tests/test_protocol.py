@@ -168,22 +168,26 @@ def test_feedback_only_where_no_sibling_succeeded():
     texts = ["\\boxed{4}", "\\boxed{5}", "\\boxed{6}", "no box"]
     rewards = torch.tensor([0., 1, 0, 0])
     users, m, _ = sdpo.build_teacher_prompts(recs[:2] + recs[2:], texts, rewards, 2, feedback=True)
-    assert m.tolist() == [1, 0, 1, 1]
-    assert "Correct solution" in users[0] and users[1] is None        # the success itself gets nothing
-    assert users[2] == fill_reprompt("What is 2+3?", feedback="Your final answer 6 is incorrect.")
-    assert users[3] == fill_reprompt("What is 2+3?", feedback="Your response did not contain a final answer in \\boxed{}.")
+    # the release's MATH grader says nothing about a wrong answer in the right format (users[2]),
+    # and names the format when there is no \\boxed{} (users[3])
+    assert m.tolist() == [1, 0, 0, 1]
+    assert "Correct solution" in users[0] and users[1] is None and users[2] is None
+    assert users[3] == fill_reprompt("What is 2+3?", feedback=tasks.MATH_FORMAT_FEEDBACK)
     off, m_off, _ = sdpo.build_teacher_prompts(recs, texts, rewards, 2, feedback=False)
     assert m_off.tolist() == [1, 0, 0, 0] and off[2] is None
 
 
-def test_every_built_in_grader_gives_feedback():
-    for name in tasks.TRAIN_DOMAINS:
-        rec = tasks.builtin_split(name, "test", 1)[0]
-        note = tasks.feedback(rec, "a wrong answer")
-        assert isinstance(note, str) and note, name
-        assert str(rec["answer"]) not in note or name == "tooluse", name   # never the answer (TOOLUSE: the names)
-    tool = tasks.builtin_split("tooluse", "test", 1)[0]
-    assert "The expected actions were:" in tasks.feedback(tool, "Action: nope")
+def test_built_in_graders_give_the_release_feedback():
+    """MATH names a missing \\boxed{}; SCIENCE (MCQ) says nothing, as the release's; TOOLUSE names what it
+    expected; CODING shows a failing test. A success gets no feedback."""
+    recs = {name: tasks.builtin_split(name, "test", 1)[0] for name in tasks.TRAIN_DOMAINS}
+    assert tasks.feedback(recs["math"], "a wrong answer") == tasks.MATH_FORMAT_FEEDBACK
+    assert tasks.feedback(recs["science"], "a wrong answer") is None
+    tool = tasks.feedback(recs["tooluse"], "Action: nope")
+    assert tool.startswith("Actions mismatch: predicted ['nope'], expected [") and "Action inputs mismatch" in tool
+    assert tasks.feedback(recs["coding"], "```python\nf = lambda x: 0\n```").startswith("Test Case ")
+    for name, rec in recs.items():
+        assert tasks.feedback(rec, rec["solution"]) is None, name
     assert tasks.feedback({"kind": "tooluse", "answer": "not json"}, "x") is None
 
 

@@ -75,9 +75,13 @@ def test_tooluse_perturbations_grade_zero():
             assert tasks.grade(r, tool_response(calls)) == 0.0, (r["idx"], what)
             seen.add(what)
         # an Action without its Action Input, and an Action Input that is not JSON
-        name, _ = tool_calls(r)[0]
-        assert tasks.grade(r, f"Action: {name}\n") == 0.0
-        assert tasks.grade(r, f"Action: {name}\nAction Input: {{not json}}") == 0.0
+        # an Action without its Action Input, or with one that is not JSON: right exactly when the
+        # reference's inputs are all {} (the release merges the inputs it can read)
+        calls = tool_calls(r)
+        if len(calls) == 1:
+            name, inp = calls[0]
+            assert tasks.grade(r, f"Action: {name}\n") == float(inp == {})
+            assert tasks.grade(r, f"Action: {name}\nAction Input: {{not json}}") == float(inp == {})
     assert {"wrong tool", "extra call", "wrong value", "missing argument", "missing call"} <= seen
 
 
@@ -88,8 +92,9 @@ def test_every_mcq_reference_grades_one_and_perturbations_zero():
         assert tasks.grade(r, mcq_response(right)) == 1.0
         assert tasks.grade(r, f"<answer>{right}</answer>") == 1.0
         assert tasks.grade(r, mcq_response(wrong)) == 0.0                         # wrong letter
-        assert tasks.grade(r, right) == 0.0                                       # missing tags
-        assert tasks.grade(r, f"<answer>\n{right}\n") == 0.0                      # unclosed tag
+        assert tasks.grade(r, right) == 1.0                                       # a bare letter (the release's rule)
+        assert tasks.grade(r, f"<answer>\n{right}\n") == 1.0                      # unclosed tag (likewise)
+        assert tasks.grade(r, f"The answer is {right}") == 0.0
         assert tasks.grade(r, f"<answer>{right}</answer> no, <answer>{wrong}</answer>") == 0.0  # the last one counts
         assert tasks.grade(r, f"<answer>{right}: the first option</answer>") == 0.0
 
@@ -98,64 +103,3 @@ def test_every_mcq_reference_grades_one_and_perturbations_zero():
 def test_release_files_as_a_training_task(path):
     """A release file is a task: train.train_records reads it as it is."""
     assert train.train_records(path) == tasks.load_records(path)
-
-
-# ---------------------------------------------------------------- hub datasets (adapters, no network)
-FAKE_ROWS = {   # one row per dataset, shaped as its public card describes
-    "dapo_math": {"prompt": [{"role": "user", "content": "Solve 2+3. Please output the final answer within \\boxed{}."}],
-                  "reward_model": {"ground_truth": "5", "style": "rule"}, "data_source": "math"},
-    "math500": {"problem": "What is $\\frac{1}{2}+\\frac{1}{2}$?", "answer": "1", "solution": "..."},
-    "aime24": {"problem": "Find the remainder of 2024 by 7.", "answer": 1, "id": 1},
-    "aime25": {"problem": "Find 10+5.", "answer": "15", "id": "1"},
-    "sciknoweval_chemistry": {"question": "Which is a noble gas?", "type": "mcq-4-choices", "domain": "Chemistry",
-                              "choices": {"text": ["Ne", "Na", "N", "Ni"], "label": ["A", "B", "C", "D"]},
-                              "answerKey": "A"},
-    "gpqa_diamond": {"Question": "Which particle is a lepton?", "Correct Answer": "electron",
-                     "Incorrect Answer 1": "proton", "Incorrect Answer 2": "neutron", "Incorrect Answer 3": "pion"},
-    "mmlu_redux": {"question": "2 + 2 = ?", "choices": ["3", "4", "5", "6"], "answer": 1},
-    "livecodebench": {"question_content": "Read n and print 2n.",
-                      "public_test_cases": json.dumps([{"input": "3\n", "output": "6\n", "testtype": "stdin"}])},
-}
-RIGHT = {"dapo_math": "\\boxed{5}", "math500": "so \\boxed{1}", "aime24": "\\boxed{1}", "aime25": "\\boxed{15}",
-         "sciknoweval_chemistry": "<answer>A</answer>", "mmlu_redux": "\\boxed{B}",
-         "livecodebench": "```python\nprint(2 * int(input()))\n```"}
-
-
-@pytest.mark.parametrize("name", sorted(FAKE_ROWS))
-def test_hub_adapters_make_gradable_records(name):
-    calls = []
-
-    def fake_load_dataset(path, config, split):
-        calls.append((path, config, split))
-        return [FAKE_ROWS[name]]
-    (rec,) = tasks.load_hub_task(f"hf:{name}", load_dataset=fake_load_dataset)
-    assert calls == [tuple(tasks.HUB_TASKS[name][:3])]
-    assert rec["kind"] in tasks.KINDS and isinstance(rec["prompt"], str)
-    if name == "gpqa_diamond":   # the correct option is wherever the deterministic shuffle put it
-        letter = rec["answer"]
-        assert f"{letter}: electron" in rec["prompt"]
-        right = f"\\boxed{{{letter}}}"
-    else:
-        right = RIGHT[name]
-    assert tasks.grade(rec, right) == 1.0
-    assert tasks.grade(rec, "\\boxed{wrong} <answer>Z</answer> print(0)") == 0.0
-
-
-def test_hub_adapters_skip_rows_they_cannot_grade(capsys):
-    rows = [FAKE_ROWS["livecodebench"],
-            {"question_content": "class Solution...", "public_test_cases": json.dumps(
-                [{"input": "[1]", "output": "1", "testtype": "functional"}])}]
-    recs = tasks.load_hub_task("hf:livecodebench", load_dataset=lambda *a, **k: rows)
-    assert len(recs) == 1 and "kept 1 of 2 rows" in capsys.readouterr().out
-    other_domain = dict(FAKE_ROWS["sciknoweval_chemistry"], domain="Biology")
-    with pytest.raises(ValueError, match="no usable records"):
-        tasks.load_hub_task("hf:sciknoweval_chemistry", load_dataset=lambda *a, **k: [other_domain])
-
-
-def test_unsupported_and_unknown_hub_tasks_have_clear_errors():
-    with pytest.raises(ValueError, match="not yet supported"):
-        tasks.check_task("hf:bfcl")
-    with pytest.raises(ValueError, match="unknown hub task"):
-        tasks.check_task("hf:nope")
-    tasks.check_task("hf:math500")
-    tasks.check_task(TOOLUSE)

@@ -124,7 +124,7 @@ def test_every_attack_grades_zero_and_leaves_nothing(monkeypatch):
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.time()
     programs = list(ATTACKS.values()) + list(HONEST.values())
-    scores = tasks.run_programs([(p, TESTS) for p in programs])
+    scores = sandbox.run_programs([(p, TESTS) for p in programs])
     took = time.time() - t0
     failed = [name for name, s in zip(ATTACKS, scores) if s != 0.0]
     assert not failed, f"attacks that scored: {failed}"
@@ -179,7 +179,7 @@ def test_the_suite_can_fail(monkeypatch):
     if os.path.exists(MARK):
         os.remove(MARK)
     monkeypatch.setattr(sandbox, "HARNESS", sandbox.HARNESS.replace("sys.addaudithook(hook)", "pass"))
-    sandbox.run_programs([(ATTACKS["create a file"], TESTS)])
+    sandbox.run_programs([(f"import io\nio.open('{MARK}', 'w')\nf = lambda x: 0", TESTS)])
     assert os.path.exists(MARK)
     os.remove(MARK)
 

@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+import sandbox
 import tasks
 
 
@@ -60,14 +61,6 @@ def test_math_grader():
     assert tasks.grade(rec, "\\boxed{9" + "9" * 100000 + "}") == 0.0
 
 
-def test_mcq_grader():
-    rec = {"kind": "mcq", "answer": "B"}
-    assert tasks.grade(rec, "<answer>A</answer> no wait <answer>\nB\n</answer>") == 1.0
-    assert tasks.grade(rec, "<answer>C</answer>") == 0.0
-    assert tasks.grade(rec, "<answer>B") == 0.0 and tasks.grade(rec, "B") == 0.0
-    assert tasks.grade(rec, "<answer>B, C</answer>") == 0.0
-
-
 def test_tooluse_grader():
     rec = {"kind": "tooluse", "answer": json.dumps([{"Action": "timer", "Action_Input": "{\"minutes\": 5}"}])}
     assert tasks.grade(rec, "Thought: x\nAction: timer\nAction Input: {\"minutes\": 5}") == 1.0
@@ -93,8 +86,8 @@ def test_code_grader_right_wrong_malformed():
 
 def test_stdin_stdout_tests():
     tests = json.dumps({"inputs": ["3\n", "10\n"], "outputs": ["6", "20"]})
-    assert tasks.run_programs([("print(int(input()) * 2)", tests)]) == [1.0]
-    assert tasks.run_programs([("print(int(input()) * 3)", tests)]) == [0.0]
+    assert sandbox.run_programs([("print(int(input()) * 2)", tests)]) == [1.0]
+    assert sandbox.run_programs([("print(int(input()) * 3)", tests)]) == [0.0]
 
 
 def test_graders_never_raise_on_random_strings():
@@ -115,18 +108,13 @@ def test_graders_never_raise_on_random_strings():
     assert tasks.grade_many([code] * 3, ["lambda x: x", b"\xff".decode("utf-8", "surrogateescape"), "\x00"]) == [1.0, 0.0, 0.0]
 
 
-def test_parse_actions_is_linear_on_a_flood():
-    """520 KB of `Action:` lines without an input (7.5 s with the old quadratic search) parse in well under 0.1 s."""
+def test_action_names_are_linear_on_a_flood():
+    """520 KB of `Action:` lines without an input (7.5 s with an old quadratic search) read in well under 0.5 s."""
     import time
     flood = "Action: play\n" * 40000
     t0 = time.perf_counter()
-    actions = tasks.parse_actions(flood)
-    assert time.perf_counter() - t0 < 0.5 and len(actions) == 40000 and actions[0] == ("play", None)
-
-
-def test_parse_actions_takes_each_input_before_the_next_action():
-    text = 'Action: a\nAction Input: {"x": {"y": 1}}\nAction: b\nAction: c\nAction Input: {"z": 2}'
-    assert tasks.parse_actions(text) == [("a", {"x": {"y": 1}}), ("b", None), ("c", {"z": 2})]
+    names, inputs = tasks.action_names(flood), tasks.action_inputs(flood)
+    assert time.perf_counter() - t0 < 0.5 and len(names) == 40000 and names[0] == "play" and inputs == []
 
 
 def code_record(inp, out):
@@ -142,7 +130,8 @@ def test_a_program_cannot_write_its_neighbours_grades():
     fake1 = "```python\nimport os\nos.write(1, b'1\\n' * 64)\nos.write(2, b'x' * 100000)\n```"
     fake0 = "```python\nimport os\nos.write(1, b'0\\n' * 64)\nprint(int(input()) + 1)\n```"
     assert tasks.grade_many([rec] * 8, [fake1] + [wrong] * 7) == [0.0] * 8
-    assert tasks.grade_many([rec] * 8, [fake0] + [right] * 7) == [1.0] * 8
+    # (fake0 itself now scores 0: `import os` is outside the release's allowed modules)
+    assert tasks.grade_many([rec] * 8, [fake0] + [right] * 7) == [0.0] + [1.0] * 7
 
 
 FUZZ_ALPHABET = ("\\boxed{}<answer></answer><think></think>Action: Input:{}[]()\"',.:=-+*/%^_ 0123456789abcABCxyz"
