@@ -367,6 +367,92 @@ def report(res):
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------------------------
+# Memory per GPU under FSDP2 (infra.shard): the formula, and the table for the paper's models
+# ----------------------------------------------------------------------------------------------
+# From each model's config.json (hidden size d, MLP width ff, heads, KV heads, head dim, vocabulary).
+MODEL_SHAPES = {
+    "Qwen3-4B": dict(layers=36, d=2560, ff=9728, heads=32, kv_heads=8, head_dim=128, vocab=151936, tied=True),
+    "Olmo-3-7B": dict(layers=32, d=4096, ff=11008, heads=32, kv_heads=32, head_dim=128, vocab=100278, tied=False),
+}
+GB = 1e9
+
+
+def shape_of_config(cfg):
+    """MODEL_SHAPES-style numbers from a transformers config."""
+    return dict(layers=cfg.num_hidden_layers, d=cfg.hidden_size, ff=cfg.intermediate_size, heads=cfg.num_attention_heads,
+                kv_heads=cfg.num_key_value_heads, head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
+                vocab=cfg.vocab_size, tied=bool(cfg.tie_word_embeddings))
+
+
+def parameter_counts(s):
+    """(parameters of one decoder layer, of the root — embeddings, LM head, final norm —, in all)."""
+    q, kv = s["heads"] * s["head_dim"], s["kv_heads"] * s["head_dim"]
+    layer = s["d"] * q + 2 * s["d"] * kv + q * s["d"] + 3 * s["d"] * s["ff"] + 2 * s["d"]   # attention, MLP, 2 norms
+    root = s["vocab"] * s["d"] * (1 if s["tied"] else 2) + s["d"]
+    return layer, root, s["layers"] * layer + root
+
+
+def memory_per_rank(s, ranks, method="sdpo", tokens=10240, rollout_seqs=32, compute_bytes=2):
+    """Peak bytes per rank of one training step, by phase, for FSDP2 over `ranks` (bf16 compute over fp32
+    master weights: compute_bytes 2; fp32 compute: 4). With P parameters, P_l per layer, P_r in the root,
+    T tokens in an update micro-batch (one response, as the release), V the vocabulary:
+
+      sharded, always     P·(4 weights + 4 gradients + 8 AdamW)/N  [+ P·4/N the teacher, SDPO]
+      update (the peak)   + P·c                 the teacher gathered for its forwards (SDPO; infra.gathered)
+                          + (2·P_l + P_r)·c      the student's layer being computed, the next one, the root
+                          + 2·P_l·4              a layer's unsharded fp32 gradient before its reduce-scatter
+                          + L·T·d·c              layer inputs kept by activation checkpointing
+                          + T·(4d + 3ff)·c·2     one layer's activations, recomputed, and their gradients
+                          + T·V·(c + 12) [+ T·V·12 SDPO]   logits, fp32 log-probs and their gradient
+                                                 [the teacher's log-probs, the mixture, the divergence]
+      rollout             + P·c                  the student gathered for sampling
+                          + 2·L·kv·hd·(T·S)·c    the KV cache of S sequences sampled at once
+    """
+    layer, root, P = parameter_counts(s)
+    N, c, T, L = ranks, compute_bytes, tokens, s["layers"]
+    sdpo = method == "sdpo"
+    sharded = P * 16 / N + (P * 4 / N if sdpo else 0)
+    update = {"sharded states": sharded,
+              "teacher gathered": P * c if sdpo else 0.0,
+              "layer buffers": (2 * layer + root) * c + 2 * layer * 4,
+              "activations": L * T * s["d"] * c + T * (4 * s["d"] + 3 * s["ff"]) * c * 2,
+              "logits": T * s["vocab"] * (c + 12 + (12 if sdpo else 0))}
+    rollout = {"sharded states": sharded, "student gathered": P * c,
+               "kv cache": 2 * L * s["kv_heads"] * s["head_dim"] * T * rollout_seqs * c}
+    return {"update": update, "rollout": rollout, "update_total": sum(update.values()),
+            "rollout_total": sum(rollout.values()), "parameters": P}
+
+
+def memory_table(tokens=10240, prompts_per_step=32, group_size=8):
+    """Markdown: the peak per GPU of each model and method on 1, 4 and 8 GPUs of 80 and 141 GB. Sampling
+    runs S sequences at once (`--sample-batch S`): the largest power of two, up to each GPU's share of the
+    step, whose rollout fits the GPU ('—': none does)."""
+    lines = [f"Per GPU, bf16 compute over fp32 master weights, FSDP2; T = {tokens} tokens (prompt + response) per "
+             f"update micro-batch (one response, as the release); {prompts_per_step} prompts × {group_size} samples "
+             f"per step, shared over the GPUs.", "",
+             "| model | method | GPUs | sharded states | update peak | 80 GB: S, rollout peak | 141 GB: S, rollout peak |",
+             "|---|---|---|---|---|---|---|"]
+    for name, s in MODEL_SHAPES.items():
+        for method in ("grpo", "sdpo"):
+            for n in (1, 4, 8):
+                m = memory_per_rank(s, n, method, tokens)
+                cells = []
+                for cap in (80, 141):
+                    fits = [S for S in (2 ** i for i in range(12)) if S <= prompts_per_step * group_size // n
+                            and memory_per_rank(s, n, method, tokens, S)["rollout_total"] < cap * GB]
+                    if m["update_total"] >= cap * GB:
+                        cells.append("update does not fit")
+                    elif not fits:
+                        cells.append("rollout does not fit")
+                    else:
+                        cells.append(f"S = {fits[-1]}, {memory_per_rank(s, n, method, tokens, fits[-1])['rollout_total'] / GB:.0f} GB")
+                lines.append(f"| {name} ({m['parameters'] / 1e9:.2f}B) | {method.upper()} | {n} | "
+                             f"{m['update']['sharded states'] / GB:.0f} GB | {m['update_total'] / GB:.0f} GB | "
+                             f"{cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Cost of one RL step: rollout, GRPO and SDPO updates, evaluation, FLOP/s.",
                                  usage="python bench.py [--sweep] [--repeat N] [--model M] ... (--help lists all)")
@@ -385,7 +471,13 @@ def main(argv=None):
     ap.add_argument("--sweep-repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=os.path.join("runs", "bench.json"), help="JSON output")
+    ap.add_argument("--memory", action="store_true", help="print the per-GPU memory table of the paper's models "
+                                                          "under FSDP2 (a formula: nothing runs) and stop")
+    ap.add_argument("--memory-tokens", type=int, default=10240, help="prompt + response tokens for --memory")
     args = ap.parse_args(argv)
+    if args.memory:
+        print(memory_table(args.memory_tokens))
+        return None
     for flag in ("prompts", "group_size", "max_new_tokens", "eval_prompts", "eval_k", "repeat", "sweep_repeat"):
         if getattr(args, flag) < (2 if flag == "group_size" else 1):
             ap.error(f"--{flag.replace('_', '-')} must be >= {2 if flag == 'group_size' else 1}")

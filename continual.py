@@ -36,8 +36,9 @@ import plots
 import sdpo
 import tasks
 import train
-from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, init_distributed, is_main,
-                   read_jsonl, save_checkpoint)
+from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, full_state_dict, gathered,
+                   init_distributed, is_main, load_full_state_dict, load_optimizer_state, optimizer_state, read_jsonl,
+                   save_checkpoint, shard)
 from rollout import add_common_args, check_dir_flag, drop_long_prompts, load_model, per_seed, validate_common_args
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
@@ -146,10 +147,10 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
     else:
         steps = grpo.make_grpo(model, tok, opt, stage_args)
     curve, rows, start = [], [], 0
-    if resume:
-        opt.load_state_dict(torch.load(os.path.join(partial_dir, "optimizer.pt")))
+    if resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
+        load_optimizer_state(model, opt, torch.load(os.path.join(partial_dir, "optimizer.pt")))
         if steps["teacher"] is not None:
-            steps["teacher"].load_state_dict(torch.load(os.path.join(partial_dir, "teacher.pt")))
+            load_full_state_dict(steps["teacher"], torch.load(os.path.join(partial_dir, "teacher.pt")))
         curve, rows, start = resume["curve"], resume["rows"], resume["step"]
     curve_test = evaluate.benchmark_records(domain, args.curve_n, args.eval_seed) if args.curve_every > 0 else []
 
@@ -166,13 +167,12 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
         train.run_steps(model, tok, records, stage_args, steps, None, desc=f"{run_name} {stage_idx + 1}:{domain}",
                         start_step=start, on_step=on_step)
     except Interrupted as e:  # Ctrl-C at a step boundary: save everything needed to continue exactly
-        extra = {"optimizer.pt": opt.state_dict(),
+        extra = {"optimizer.pt": optimizer_state(model, opt),   # (sharded: gathered; every rank takes part)
                  "partial.pt": {"run": run_name, "stage": stage_idx, "step": e.completed_steps,
                                 "rows": rows, "curve": curve}}
         if steps["teacher"] is not None:
-            extra["teacher.pt"] = steps["teacher"].state_dict()
-        if is_main():
-            save_checkpoint(model, tok, partial_dir, extra)
+            extra["teacher.pt"] = full_state_dict(steps["teacher"])
+        save_checkpoint(model, tok, partial_dir, extra)
         raise
     return curve, rows, steps["teacher"]
 
@@ -221,7 +221,7 @@ def parse_args(argv=None):
     if not 0 <= args.teacher_mix <= 1:
         ap.error(f"--teacher-mix must be in [0, 1], got {args.teacher_mix}")
     validate_common_args(ap, args)
-    grpo.validate_grpo_args(ap, args)
+    grpo.validate_grpo_args(ap, args, used="grpo" in args.method)
     sdpo.validate_sdpo_args(ap, args)
     drift.validate_drift_args(ap, args)
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
@@ -437,6 +437,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
     ev = dict(n=args.eval_n, k=args.eval_k, max_new_tokens=args.max_new_tokens, seed=args.eval_seed,
               max_prompt_len=args.max_prompt_len)
     base_model, tok = load_model(args.model, device, args.dtype)  # θ_0: evaluated once, kept for the drift measurements
+    base_model = shard(base_model, device)      # (torchrun: sharded like the student)
     if "base" in progress and not os.path.exists(drift.responses_path(run_dir, "base")):
         print("the base model's saved responses are missing: evaluating it again (same prompts, same result)")
         del progress["base"]
@@ -451,7 +452,11 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
         progress["base"]["seconds"] = round(time.time() - t0, 1)
         atomic_json(progress_path, progress)
         print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - t0:.0f}s)")
-    measure_drift = not args.no_drift and is_main()   # drift: measured by rank 0 alone (no collectives inside)
+    # drift: measured by rank 0 alone, from the whole fp32 weights (gathered by every rank) and, under
+    # torchrun, with every rank's models gathered so that rank 0's forwards need no collective
+    want_drift = not args.no_drift
+    measure_drift = want_drift and is_main()
+    base_state = drift.matrices(full_state_dict(base_model)) if want_drift else None
     if measure_drift:
         embedder, embed_tok = drift.load_embedder(args.embed_model, base_model, tok, device)
         kl_records = {b: evaluate.benchmark_records(b, args.eval_n, args.eval_seed, tok, args.max_prompt_len)
@@ -478,6 +483,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
                                          f"stage {len(done)} checkpoint")
         else:
             model, tok = load_model(args.model, device, args.dtype, args.grad_checkpointing)
+        model = shard(model, device)   # torchrun: FSDP2 (infra.shard); one process: as it is
         if resume:
             print(f"{run_name}: resuming stage {len(done) + 1} after step {resume['step']}")
         elif done:
@@ -495,13 +501,16 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
                     f.writelines(keep)
                 os.replace(log_path + ".tmp", log_path)
             # θ_{k−1}'s matrices, for "drift vs the previous stage" (from disk when resuming mid-stage)
-            prev_state = None if not measure_drift else drift.matrices(
-                model if not resume else load_model(done[-1]["checkpoint"] if done else args.model, "cpu")[0])
+            if not want_drift or resume:
+                prev_state = None if not measure_drift else drift.matrices(
+                    load_model(done[-1]["checkpoint"] if done else args.model, "cpu", "fp32")[0])
+            else:
+                prev_state = drift.matrices(full_state_dict(model))
             t0 = time.time()
             carry = method == "sdpo" and settings["teacher_init"] == "carry"
             if carry and prev_teacher is None and k > 0:   # (T3) resuming: the previous stage's teacher, from disk
                 prev_teacher = sdpo.init_teacher(model)
-                prev_teacher.load_state_dict(torch.load(os.path.join(done[-1]["checkpoint"], "teacher.pt")))
+                load_full_state_dict(prev_teacher, torch.load(os.path.join(done[-1]["checkpoint"], "teacher.pt")))
             curve, rows, teacher = train_stage(model, tok, domain, k, method, settings, args, log_path, run_name,
                                                partial_dir, resume, prev_teacher)
             prev_teacher = teacher if carry else None
@@ -513,17 +522,21 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
             if is_main():
                 drift.save_responses(run_dir, f"{run_name}-stage{k + 1}", resp)
             stage_drift = None
-            if measure_drift:  # (A4–A8) vs θ_0 and vs θ_{k−1}
-                t1 = time.time()
-                prev_resp = drift.load_responses(run_dir, f"{run_name}-stage{k}") if k > 0 else None
-                stage_drift = drift.stage_drift(model, base_model, prev_state, resp, base_resp, prev_resp, embedder,
-                                                embed_tok, tok, kl_records, args, embed_cache)
-                print(f"{run_name} stage {k + 1} drift: NSS vs base {stage_drift['params_vs_base']['all']['nss_mean']:.4f}, "
-                      f"response cos vs base {stage_drift['responses_vs_base']['mean']:.3f}, "
-                      f"KL to base {stage_drift['kl_to_base_mean']:.2f} nats ({time.time() - t1:.0f}s)")
+            weights = drift.matrices(full_state_dict(model)) if want_drift else None   # θ_k, whole, fp32
+            with gathered(model, base_model):
+                if measure_drift:  # (A4–A8) vs θ_0 and vs θ_{k−1}
+                    t1 = time.time()
+                    prev_resp = drift.load_responses(run_dir, f"{run_name}-stage{k}") if k > 0 else None
+                    stage_drift = drift.stage_drift(model, base_model, prev_state, resp, base_resp, prev_resp,
+                                                    embedder, embed_tok, tok, kl_records, args, embed_cache,
+                                                    weights=(weights, base_state))
+                    print(f"{run_name} stage {k + 1} drift: NSS vs base "
+                          f"{stage_drift['params_vs_base']['all']['nss_mean']:.4f}, response cos vs base "
+                          f"{stage_drift['responses_vs_base']['mean']:.3f}, KL to base "
+                          f"{stage_drift['kl_to_base_mean']:.2f} nats ({time.time() - t1:.0f}s)")
             ckpt = os.path.join(run_dir, "checkpoints", run_name, f"stage{k + 1}-{os.path.basename(domain)}")
-            if is_main():   # (with --teacher-init carry, the stage's final teacher too)
-                save_checkpoint(model, tok, ckpt, {"teacher.pt": teacher.state_dict()} if carry else None)
+            # (with --teacher-init carry, the stage's final teacher too; sharded: every rank takes part)
+            save_checkpoint(model, tok, ckpt, {"teacher.pt": full_state_dict(teacher)} if carry else None)
             done.append({"domain": domain, "acc": acc, "degenerate": deg, "drift": stage_drift, "curve": curve,
                          "checkpoint": ckpt,
                          "train_seconds": round(train_s, 1),

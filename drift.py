@@ -249,17 +249,20 @@ def kl_to_base(model, base, tok, records, samples=2, max_new_tokens=64, seed=0):
 # One stage, as continual.py and the CLI use it
 # ----------------------------------------------------------------------------------------------
 def stage_drift(model, base, prev_state, responses, base_responses, prev_responses, embedder, embed_tok,
-                tok, kl_records, args, embed_cache=None):
+                tok, kl_records, args, embed_cache=None, weights=None):
     """Every drift figure of one trained model θ_k.
 
     base: θ_0 (a model); prev_state: θ_{k−1}'s 2-D matrices (None for k = 1: then "vs previous" = vs base).
     responses / base_responses / prev_responses: {benchmark: {'texts': [...], 'hit_limit': [...]}}, the
     evaluation samples of θ_k, θ_0, θ_{k−1} on the same prompts in the same order.
     kl_records: {benchmark: records} for kl_to_base.
+    weights: optional (θ_k's matrices, θ_0's matrices), whole and fp32, for models whose own parameters
+    are sharded (torchrun); by default they are read from `model` and `base`.
     """
     device = next(model.parameters()).device
-    out = {"params_vs_base": parameter_drift(base, model, args.rank_frac, args.mask_q, device),
-           "params_vs_prev": parameter_drift(prev_state if prev_state is not None else base, model,
+    now, zero = weights if weights is not None and weights[0] is not None else (model, base)
+    out = {"params_vs_base": parameter_drift(zero, now, args.rank_frac, args.mask_q, device),
+           "params_vs_prev": parameter_drift(prev_state if prev_state is not None else zero, now,
                                              args.rank_frac, args.mask_q, device)}
     names = list(responses)
     texts = [t for b in names for t in responses[b]["texts"]]

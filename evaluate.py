@@ -23,8 +23,8 @@ import torch
 from tqdm import tqdm
 
 import tasks
-from infra import gather_lists, init_distributed, is_main, my_share
-from rollout import (MAX_EVAL_N, MAX_TOKENS, chat_messages, check_device_flag, check_model_flag, configure_run, decode,
+from infra import gather_lists, init_distributed, is_main, my_share, shard
+from rollout import (DTYPES, MAX_EVAL_N, MAX_TOKENS, chat_messages, check_device_flag, check_model_flag, configure_run, decode,
                      drop_long_prompts, encode_chat, fill_reprompt, load_model, sample)
 
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
@@ -192,7 +192,7 @@ def main(argv=None):
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
+    ap.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     ap.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this (0 = keep all)")
     ap.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None)
     ap.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False)
@@ -214,6 +214,7 @@ def main(argv=None):
     device = init_distributed(args.device)   # torchrun: the prompts are shared out, the results gathered
     configure_run(args)
     model, tok = load_model(args.model, device, args.dtype)
+    model = shard(model, device)   # torchrun: each rank keeps 1/N of the weights; sampling gathers them
     t0 = time.time()
     try:
         accs = evaluate(model, tok, names, args.n, args.k, args.max_new_tokens, args.seed,

@@ -21,14 +21,13 @@ Simplifications, on purpose (and what the release does instead):
   with the default rollout temperature 1 the two agree).
 """
 import argparse
-import copy
 import os
 
 import torch
 
 import tasks
 import train
-from infra import global_sum, my_share, optimizer_step, rank_and_world
+from infra import clone_model, gathered, global_sum, my_share, optimizer_step, rank_and_world
 from rollout import (add_common_args, micro_batches, response_logits, token_entropy, token_logprobs,
                      validate_common_args)
 
@@ -133,7 +132,7 @@ def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
     # (G2) π_old: needed only when one batch feeds several optimizer steps; on-policy it is sg[π_θ]
     old = old_policy_logprobs(model, batch, args.micro_batch, pad_id) if several_steps(args) else None
     lengths = [len(r) for r in batch["response_ids"]]
-    totals = {"loss": 0.0, "clip_frac": 0.0, "entropy": 0.0, "kl": 0.0}
+    totals = {"loss": 0.0, "clip_frac": 0.0, "entropy": 0.0, "kl": 0.0, "grad_norm": 0.0}
     n_updates = 0
     for mini in mini_batch_split(len(adv), batch["group_size"], args):
         # (G5) the whole mini-batch's token and sequence counts, over all ranks: every micro-batch
@@ -142,11 +141,13 @@ def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
 
         def loss_of(idx):
             return grpo_micro_batch(model, batch, idx, adv, old, ref_model, args, pad_id, n_tok, n_seq)
-        loss, parts = optimizer_step(model, opt, micro_batches_of(mini, lengths, args.micro_batch), loss_of,
-                                     args.max_grad_norm)
+        with gathered(ref_model):   # sharded: the reference's forwards need no collective (infra.gathered)
+            loss, parts, grad_norm = optimizer_step(model, opt, micro_batches_of(mini, lengths, args.micro_batch),
+                                                    loss_of, args.max_grad_norm)
         n_updates += 1
         local_tok = max(1, sum(lengths[i] for i in mini))   # (entropy, clip fraction, kl: this rank's tokens)
         totals["loss"] += loss
+        totals["grad_norm"] += grad_norm
         totals["entropy"] += sum(p["entropy_sum"] for p in parts) / local_tok
         totals["clip_frac"] += sum(p["clip_frac"] * p["tokens"] for p in parts) / local_tok
         for p in parts:
@@ -212,6 +213,11 @@ def micro_batches_of(mini, lengths, size):
 @torch.no_grad()
 def old_policy_logprobs(model, batch, micro_batch, pad_id):
     """log π_old(y_t|h_t) of every response under the sampling policy, before any update: a list of [|y_i|]."""
+    with gathered(model):   # sharded: a plain forward per micro-batch on every rank (infra.gathered)
+        return _old_policy_logprobs(model, batch, micro_batch, pad_id)
+
+
+def _old_policy_logprobs(model, batch, micro_batch, pad_id):
     lengths = [len(r) for r in batch["response_ids"]]
     old = [None] * len(lengths)
     for idx in micro_batches(lengths, micro_batch):
@@ -233,7 +239,7 @@ def rows_of(old, idx, like):
 
 def make_grpo(model, tok, opt, args):
     """GRPO as a method for train.run_steps: an update, no teacher. (G4)'s reference is the starting model."""
-    ref = copy.deepcopy(model).eval().requires_grad_(False) if args.kl_coef > 0 else None
+    ref = clone_model(model).eval().requires_grad_(False) if args.kl_coef > 0 else None
     return {"update": lambda batch, step: grpo_update(model, opt, batch, args, ref, tok.pad_token_id),
             "after_step": None, "teacher": None}
 
@@ -265,7 +271,8 @@ def add_grpo_args(ap):
     return ap
 
 
-def validate_grpo_args(ap, args):
+def validate_grpo_args(ap, args, used=True):
+    """used: GRPO is among the methods that will run (continual.py); else only the values are checked."""
     for flag, ok, allowed in [("--epsilon", 0 <= args.epsilon < 1, "in [0, 1)"),
                               ("--epsilon-high", args.epsilon_high >= 0, ">= 0"),
                               ("--clip-ratio-c", args.clip_ratio_c == 0 or args.clip_ratio_c > 1, "0 (off) or > 1"),
@@ -274,7 +281,7 @@ def validate_grpo_args(ap, args):
         if not ok:
             ap.error(f"{flag} must be {allowed}")
     per_block = args.prompts_per_step // (args.sample_blocks or int(os.environ.get("WORLD_SIZE", "1")))
-    if per_block % args.mini_batches:
+    if used and per_block % args.mini_batches:
         ap.error(f"--mini-batches {args.mini_batches}: each mini-batch takes whole groups, so the {per_block} "
                  f"prompts per sample block (--prompts-per-step / blocks) must be divisible by it")
 

@@ -1,14 +1,18 @@
-"""infra.py — the plumbing, kept apart from the equations: ranks, Ctrl-C, atomic files, one optimizer step.
+"""infra.py — the plumbing, kept apart from the equations: ranks, sharding, Ctrl-C, atomic files, one optimizer step.
 
 Nothing here is in the paper. A reader following the math can skip this file: grpo.py and sdpo.py
-call `optimizer_step` (accumulate micro-batch gradients → sum over ranks → check finite → clip →
-AdamW), train.py and continual.py call the rest.
+call `optimizer_step` (accumulate micro-batch gradients → check finite → clip → AdamW), train.py and
+continual.py call the rest.
 
-Data parallelism (torchrun): every rank holds the whole model, samples and grades its own prompts,
-and the gradients are summed across ranks before the optimizer step, so every rank applies the same
-update and the weights stay bit-identical. Losses are normalised by *global* counts (tokens,
-sequences), so the summed gradient is the full-batch gradient. In one process (world size 1) every
-function below is a no-op.
+Several GPUs (torchrun): PyTorch's FSDP2 (`fully_shard`, per decoder layer and the root). Each rank
+holds 1/N of every weight (fp32 master weights), of its gradient and of AdamW's states; a layer's
+weights are all-gathered (in bf16 with `--dtype bf16`) just before the layer runs and freed after;
+gradients are reduce-scattered in fp32 and *summed* over ranks. Each rank samples and grades its own
+prompts; losses are normalised by *global* counts (tokens, sequences), so the summed gradient is the
+full-batch gradient. SDPO's teacher (and GRPO's reference) is sharded the same way, so the EMA (T1)
+updates each rank's shard from the student's matching shard. Checkpoints are gathered into one
+Hugging Face directory. In one process (world size 1) nothing is sharded and every collective below
+is a no-op; `--dtype bf16` then means bf16 autocast over fp32 weights (`rollout.load_model`).
 """
 import hashlib
 import json
@@ -17,8 +21,15 @@ import shutil
 import signal
 import sys
 
+import contextlib
+import datetime
+
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
+                                                     set_model_state_dict, set_optimizer_state_dict)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 
 # ----------------------------------------------------------------------------------------------
@@ -52,16 +63,23 @@ def setup_torch(device="auto", threads=0):
 # ----------------------------------------------------------------------------------------------
 # Ranks (torchrun)
 # ----------------------------------------------------------------------------------------------
+def under_torchrun():
+    """Launched by torchrun (even with one process): the sharded path (FSDP2) is taken."""
+    return "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
 def init_distributed(device_arg="auto", threads=0):
-    """Join the torchrun process group when WORLD_SIZE > 1 (NCCL on CUDA, gloo on CPU); returns the device."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not dist.is_initialized():
+    """Join the torchrun process group (NCCL on CUDA, gloo on CPU), even for one process: under torchrun
+    the model is always sharded, so one GPU runs the same code as many. Returns the device."""
+    if under_torchrun() and not dist.is_initialized():
         use_cuda = device_arg != "cpu" and torch.cuda.is_available()
         if use_cuda:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if use_cuda else "gloo")
+        # CUDA tensors over NCCL, the small CPU ones (counts, Python objects) over gloo
+        # (a long wait is normal: rank 0 alone measures drift, the others wait for it)
+        dist.init_process_group("cuda:nccl,cpu:gloo" if use_cuda else "gloo", timeout=datetime.timedelta(hours=2))
     device = setup_torch(device_arg, threads)
-    if world > 1 and device.type == "cuda":
+    if dist.is_initialized() and device.type == "cuda":
         device = torch.device("cuda", torch.cuda.current_device())
     if not is_main():   # non-zero ranks print nothing to stdout (their summaries would repeat rank 0's)
         sys.stdout = open(os.devnull, "w")
@@ -88,13 +106,13 @@ def global_sum(x):
     return t.item()
 
 
-def sum_gradients(model):
-    """Σ over ranks of every parameter's gradient (optimizer_step has given every parameter one)."""
+def global_max(x):
+    """max over ranks of a Python number (identity in one process)."""
     if rank_and_world()[1] == 1:
-        return
-    for p in model.parameters():
-        if p.requires_grad:
-            dist.all_reduce(p.grad)
+        return x
+    t = torch.tensor([float(x)], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
 
 
 def gather_lists(local):
@@ -129,6 +147,132 @@ def weights_digest(model):
 
 
 # ----------------------------------------------------------------------------------------------
+# Sharding (FSDP2) under torchrun
+# ----------------------------------------------------------------------------------------------
+def decoder_layers(model):
+    """The model's list of decoder blocks (Qwen3, Olmo 3, Llama and the tiny model: model.model.layers)."""
+    return model.get_decoder().layers
+
+
+def is_sharded(model):
+    return isinstance(model, FSDPModule)
+
+
+def fsdp_modules(model):
+    return [m for m in model.modules() if isinstance(m, FSDPModule)]
+
+
+def shard(model, device=None):
+    """FSDP2 over all ranks: `fully_shard` each decoder layer, then the root (embeddings, final norm,
+    LM head); each rank keeps its 1/N of every weight, moved to `device`. When the model computes in
+    bf16 over fp32 weights (`model.compute_dtype`, set by rollout.load_model) a MixedPrecisionPolicy
+    all-gathers the fp32 shards as bf16 for compute and reduce-scatters the gradients in fp32.
+    Gradients are *summed* over ranks (our losses carry the global normalisation). Without torchrun the
+    model is returned as it is."""
+    world = rank_and_world()[1]
+    if not dist.is_initialized() or is_sharded(model):
+        return model
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    weights = next(model.parameters()).dtype
+    compute = getattr(model, "compute_dtype", weights)
+    low = compute if compute != weights else None
+    policy = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32 if low is not None else None)
+    mesh = init_device_mesh(device.type, (world,))
+    for layer in decoder_layers(model):
+        fully_shard(layer, mesh=mesh, mp_policy=policy)     # (moves this rank's shard to the device)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    for m in fsdp_modules(model):
+        m.set_gradient_divide_factor(1.0)          # Σ over ranks, not the mean
+        m.set_force_sum_reduction_for_comms(True)  # (a plain SUM: gloo has no pre-scaled sum)
+    model.compute_dtype = compute
+    return model
+
+
+def clone_model(model):
+    """A separate copy of a model's weights, sharded the same way (SDPO's teacher, GRPO's reference).
+    A sharded model cannot be deep-copied: the copy is built empty on the meta device, sharded, then
+    given the same local shards (and buffers), which is exact."""
+    if not is_sharded(model):
+        import copy
+        return copy.deepcopy(model)
+    from transformers import AutoModelForCausalLM   # (transformers is imported where a model is built)
+    device = next(model.parameters()).device
+    with torch.device("meta"):
+        twin = AutoModelForCausalLM.from_config(model.config, dtype=next(model.parameters()).dtype)
+    twin.compute_dtype = getattr(model, "compute_dtype", None) or next(model.parameters()).dtype
+    shard(twin, device)
+    twin.to_empty(device=device)
+    with torch.no_grad():
+        for a, b in zip(twin.parameters(), model.parameters()):
+            a.copy_(b)          # DTensor to DTensor: each rank copies its own shard
+        for a, b in zip(twin.buffers(), model.buffers()):
+            a.copy_(b)          # (rotary frequencies: not sharded)
+    twin.generation_config = model.generation_config
+    return twin
+
+
+@contextlib.contextmanager
+def gathered(*models):
+    """Every rank holds the whole (bf16) weights of these models for a while: forwards whose number
+    differs between ranks (sampling, scoring, the teacher) then need no collective. A no-op for
+    unsharded models and when already gathered."""
+    todo = [m for m in models if m is not None and is_sharded(m) and not getattr(m, "_gathered", False)]
+    for model in todo:
+        for m in fsdp_modules(model):
+            m.set_reshard_after_forward(False)
+            m.unshard()
+        model._gathered = True
+    try:
+        yield
+    finally:
+        for model in todo:
+            for m in fsdp_modules(model):
+                m.reshard()
+                m.set_reshard_after_forward(True)
+            model._gathered = False
+
+
+def full_state_dict(model):
+    """The model's whole state dict on CPU: gathered on rank 0 from every rank's shards (every rank must
+    call it; the others get {}). Unsharded: the model's own state dict."""
+    if not is_sharded(model):
+        return model.state_dict()
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def load_full_state_dict(model, state):
+    """Inverse of full_state_dict: rank 0's whole state dict into every rank's shards."""
+    if not is_sharded(model):
+        return model.load_state_dict(state)
+    set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+
+
+def optimizer_state(model, opt):
+    """AdamW's state, whole (rank 0), for a checkpoint."""
+    if not is_sharded(model):
+        return opt.state_dict()
+    return get_optimizer_state_dict(model, opt, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def load_optimizer_state(model, opt, state):
+    if not is_sharded(model):
+        return opt.load_state_dict(state)
+    set_optimizer_state_dict(model, opt, state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+
+
+def idle_loss(model):
+    """A zero loss through every layer: a rank with fewer micro-batches than the others runs these, so
+    that all ranks take part in the same number of sharded forwards and backwards."""
+    ids = torch.zeros((1, 1), dtype=torch.long, device=next(model.parameters()).device)
+    return model(input_ids=ids).logits.float().sum() * 0.0
+
+
+def local_part(t):
+    """This rank's part of a (possibly sharded) tensor."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+# ----------------------------------------------------------------------------------------------
 # One optimizer step from micro-batches (the mechanics shared by GRPO and SDPO)
 # ----------------------------------------------------------------------------------------------
 class NonFiniteError(RuntimeError):
@@ -140,38 +284,49 @@ def check_finite(loss, model):
     if not torch.isfinite(loss).all():
         raise NonFiniteError(f"non-finite loss ({loss.item()})")
     for name, p in model.named_parameters():
-        if p.grad is not None and not torch.isfinite(p.grad).all():
+        if p.grad is not None and not all_finite(p.grad):
             raise NonFiniteError(f"non-finite gradient in {name}")
 
 
+def all_finite(t):
+    """Whether every entry is finite, on every rank's shard (the same answer on all ranks)."""
+    ok = bool(torch.isfinite(local_part(t)).all())
+    return ok if rank_and_world()[1] == 1 or not hasattr(t, "to_local") else global_sum(0 if ok else 1) == 0
+
+
 def optimizer_step(model, opt, micro_batch_indices, loss_of, max_grad_norm):
-    """Accumulate `loss_of(idx)` over the micro-batches, sum gradients over ranks, check, clip, step.
+    """Accumulate `loss_of(idx)` over the micro-batches, check, clip, step.
 
     loss_of(idx) -> (loss tensor, stats dict of floats) for one micro-batch; each loss must already
-    be divided by the *whole* batch's count, so that the summed gradient is the full-batch gradient
-    whatever the split. Returns (total loss over all ranks, list of the micro-batches' stats).
-    Raises NonFiniteError before the step on a non-finite loss or gradient (the weights stay as they
-    were), and after it when the step itself made a weight non-finite.
+    be divided by the *whole* batch's count (all ranks), so that the gradient summed over micro-batches
+    and ranks is the full-batch gradient whatever the split. Returns (total loss over all ranks, list
+    of the micro-batches' stats, the gradient's norm before clipping). Raises NonFiniteError before the step on a non-finite loss or
+    gradient (the weights stay as they were), and after it when the step itself made a weight non-finite.
     """
     opt.zero_grad(set_to_none=True)
     total, stats = torch.zeros(()), []
-    for idx in micro_batch_indices:
-        loss, st = loss_of(idx)
-        loss.backward()
+    n_local = len(micro_batch_indices)
+    n_max = int(global_max(n_local)) if is_sharded(model) else n_local
+    for k in range(n_max):
+        if k < n_local:
+            loss, st = loss_of(micro_batch_indices[k])
+            stats.append(st)
+        else:   # sharded: this rank has run out of micro-batches, the others have not
+            loss = idle_loss(model)
+        loss.backward()                                  # sharded: the gradients are reduce-scattered (Σ ranks)
         total = total + loss.detach().cpu()
-        stats.append(st)
     for p in model.parameters():   # no data here (or no signal): zero gradients, and AdamW still steps
         if p.requires_grad and p.grad is None:
             p.grad = torch.zeros_like(p)
-    sum_gradients(model)                                # data parallel: Σ_ranks ∇ = the full-batch gradient
     total = torch.tensor(global_sum(total.item()))
     check_finite(total, model)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)   # ‖∇‖ before clipping
+    norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
     opt.step()
     for name, p in model.named_parameters():   # a step that overflows (--lr far too large) stops here
-        if not torch.isfinite(p).all():
+        if not all_finite(p):
             raise NonFiniteError(f"the optimizer step made {name} non-finite (is --lr too large?)")
-    return total.item(), stats
+    return total.item(), stats, norm.item()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -213,23 +368,34 @@ class StepBoundarySigint:
 # Files that survive a crash
 # ----------------------------------------------------------------------------------------------
 def save_checkpoint(model, tok, out_dir, extra=None):
-    """save_pretrained into a temporary sibling directory, then rename it into place (atomic swap).
+    """One Hugging Face directory (`from_pretrained` loads it), written atomically: save_pretrained into
+    a temporary sibling directory, then renamed into place. A crash at any moment leaves either the old
+    checkpoint or the new one, never half of one.
 
-    A crash at any moment leaves either the old checkpoint or the new one, never half of one.
-    `extra`: optional {filename: object} saved with torch.save beside the weights (optimizer, RNG...).
+    Sharded: every rank must call it (the weights are gathered on rank 0, which alone writes).
+    `extra`: optional {filename: object} saved with torch.save beside the weights (optimizer, teacher...),
+    already whole (`optimizer_state`, `full_state_dict`).
     """
-    out_dir = out_dir.rstrip("/")
-    tmp, old = out_dir + ".tmp", out_dir + ".old"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    for name, obj in (extra or {}).items():
-        torch.save(obj, os.path.join(tmp, name))
-    if os.path.exists(out_dir):
+    state = full_state_dict(model) if is_sharded(model) else None
+    if state is not None and is_main():   # tied embeddings: the LM head is the input embedding, saved once
+        out_emb, in_emb = model.get_output_embeddings(), model.get_input_embeddings()
+        if out_emb is not None and out_emb.weight is in_emb.weight:
+            head = next(name for name, m in model.named_modules() if m is out_emb)
+            state.pop(f"{head}.weight", None)
+    if is_main():
+        out_dir = out_dir.rstrip("/")
+        tmp, old = out_dir + ".tmp", out_dir + ".old"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp, state_dict=state)
+        tok.save_pretrained(tmp)
+        for name, obj in (extra or {}).items():
+            torch.save(obj, os.path.join(tmp, name))
+        if os.path.exists(out_dir):
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(out_dir, old)
+        os.replace(tmp, out_dir)
         shutil.rmtree(old, ignore_errors=True)
-        os.replace(out_dir, old)
-    os.replace(tmp, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    barrier()
 
 
 def append_jsonl(path, row):

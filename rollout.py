@@ -22,6 +22,7 @@ import socket
 import torch
 
 import tasks
+from infra import gathered, is_sharded, under_torchrun
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY_DIR = os.path.join(HERE, "tiny_model")
@@ -32,29 +33,51 @@ def round_up(n, m=PAD_MULTIPLE):
     return max(m, -(-n // m) * m)
 
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# --dtype: (weight dtype, compute dtype). "bf16" keeps fp32 master weights and computes in bf16 (the
+# release: fp32 actor and teacher, bf16 compute), as bf16 autocast in one process or FSDP2's mixed
+# precision under torchrun. "bf16-weights" stores the weights themselves in bf16: half the memory, but
+# AdamW at lr 1e-6 … 1e-5 then loses most of each update to rounding (docs/GPU.md) — only on purpose.
+DTYPES = {"fp32": (torch.float32, torch.float32), "bf16": (torch.float32, torch.bfloat16),
+          "bf16-weights": (torch.bfloat16, torch.bfloat16)}
 
 
 def resolve_dtype(name, device):
-    """--dtype: 'auto' = fp32 on CPU, bf16 on CUDA; or fp32 | bf16 | fp16."""
+    """--dtype -> (weight dtype, compute dtype): 'auto' = fp32 on CPU, bf16 compute on CUDA."""
     if name in (None, "auto"):
-        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+        name = "bf16" if torch.device(device).type == "cuda" else "fp32"
     return DTYPES[name]
 
 
-def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False):
+def with_autocast(forward, device_type, dtype):
+    """The model's forward under autocast: matrix products in `dtype`, the weights stay as they are."""
+    def forward_autocast(*args, **kwargs):
+        with torch.autocast(device_type, dtype=dtype):
+            return forward(*args, **kwargs)
+    return forward_autocast
+
+
+def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, distributed=None):
     """Load a causal LM and its tokenizer: 'tiny' (the committed built-in model), 'tiny_think' (its
-    thinking variant), a local HF directory,
-    or a hub id (downloaded to the HF cache; offline it is read from the cache). fp32 on CPU, bf16 on
-    CUDA unless `dtype` (a torch dtype or a --dtype name) says otherwise. The model's own chat template
-    is used as it is. grad_checkpointing: recompute activations in the backward (less memory, ~30% slower)."""
+    thinking variant), a local HF directory, or a hub id (downloaded to the HF cache; offline it is
+    read from the cache). The model's own chat template is used as it is.
+
+    dtype: a --dtype name (see DTYPES; default fp32 on CPU, bf16 compute on CUDA). With bf16 compute over
+    fp32 weights, one process wraps the forward in bf16 autocast; under torchrun (`distributed`, default:
+    when launched by it) infra.shard's mixed-precision policy does it instead (`model.compute_dtype`).
+    grad_checkpointing: recompute activations in the backward (less memory, ~30% slower)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     path = {"tiny": TINY_DIR, "tiny_think": TINY_DIR + "_think"}.get(name, name)   # (the thinking variant: tiny.py)
     device = torch.device(device)
-    if dtype is None or isinstance(dtype, str):
-        dtype = resolve_dtype(dtype, device)
+    weights, compute = resolve_dtype(dtype, device)
     tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    if distributed is None:
+        distributed = under_torchrun()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=weights)
+    if not distributed:        # (torchrun: it stays in host memory until infra.shard moves each rank's shard)
+        model = model.to(device)
+    model.compute_dtype = compute
+    if compute != weights and not distributed:
+        model.forward = with_autocast(model.forward, device.type, compute)
     if grad_checkpointing:   # (transformers 5 renames it; both exist for now)
         getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
     if tok.pad_token_id is None:  # some chat models ship without a pad token; the mask never uses ids
@@ -158,7 +181,6 @@ def eos_ids_of(model, tok):
     return {i for i in ids if i is not None}
 
 
-@torch.inference_mode()   # no autograd bookkeeping at all (the ids leave as Python lists)
 def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=1.0, top_p=1.0, batch_size=256,
            share_prefill=True):
     """Sample `group_size` responses for every prompt with plain HF generate.
@@ -168,6 +190,12 @@ def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=
     share_prefill: run each prompt once through the model before generating (`shared_prefill`): the same
     samples (bit for bit here), without computing every prompt G times.
     """
+    with gathered(model):   # sharded (torchrun): each rank samples with the whole weights, no collective
+        return _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, batch_size, share_prefill)
+
+
+@torch.inference_mode()   # no autograd bookkeeping at all (the ids leave as Python lists)
+def _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, batch_size, share_prefill):
     device = next(model.parameters()).device
     eos = eos_ids_of(model, tok)
     expanded = [p for p in prompt_ids for _ in range(group_size)]
@@ -182,8 +210,11 @@ def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=
             else dict(do_sample=False)
         if share_prefill and group_size > 1 and min(len(p) for p in chunk) >= 2:
             gen_kw["cache"] = shared_prefill(model, ids[::group_size], mask[::group_size], group_size)
+        # (synced_gpus off: under FSDP transformers would keep every rank stepping until all are done;
+        # here each rank holds the whole weights (infra.gathered) and samples on its own)
         seqs = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                              pad_token_id=tok.pad_token_id, eos_token_id=sorted(eos), **gen_kw)  # [b, P+T]
+                              pad_token_id=tok.pad_token_id, eos_token_id=sorted(eos), synced_gpus=False,
+                              **gen_kw)  # [b, P+T]
         for row in seqs[:, ids.shape[1]:].tolist():
             out.append(cut_at_eos(row, eos))
     model.train(was_training)
@@ -234,8 +265,10 @@ def response_logits(model, prompt_ids, response_ids, pad_id, share_prefix=True):
     When prompts repeat (a group's G responses share one prompt), each distinct prompt is computed
     once (`shared_prefix_logits`): the same numbers up to float rounding, far fewer tokens.
     """
+    # (checkpointing drops the cache; a sharded model's forwards must be the same on every rank: one)
     if share_prefix and len(set(map(tuple, prompt_ids))) < len(prompt_ids) \
-            and not getattr(model, "is_activation_checkpointing", False):   # (checkpointing drops the cache)
+            and not getattr(model, "is_activation_checkpointing", False) \
+            and (not is_sharded(model) or getattr(model, "_gathered", False)):
         return shared_prefix_logits(model, prompt_ids, response_ids, pad_id)
     device = next(model.parameters()).device
     input_ids, attention, positions, r_mask, P = pack(prompt_ids, response_ids, pad_id, device)
@@ -304,14 +337,15 @@ def decode(tok, response_ids):
 # ----------------------------------------------------------------------------------------------
 # One group per prompt: sample, decode, grade
 # ----------------------------------------------------------------------------------------------
-def collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, top_p=1.0, enable_thinking=None):
+def collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, top_p=1.0, enable_thinking=None,
+            sample_batch=256):
     """Rollouts for one step: G responses per record, graded. Everything is grouped contiguously.
 
     Returns a dict: records [N*G], prompt_ids [N*G] (id lists), response_ids [N*G] (id lists, EOS
     included), texts [N*G], rewards tensor [N*G] (1.0 right, 0.0 wrong), group_size.
     """
     prompt_ids = [encode_chat(tok, chat_messages(r), enable_thinking) for r in records]
-    response_ids = sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p)
+    response_ids = sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, sample_batch)
     texts = decode(tok, response_ids)
     expanded = [r for r in records for _ in range(group_size)]
     rewards = torch.tensor(tasks.grade_many(expanded, texts), dtype=torch.float32)
@@ -343,10 +377,13 @@ def add_common_args(ap):
     g.add_argument("--group-size", "--num-generations", type=int, default=8, dest="group_size",
                    help="responses sampled per prompt (G)")
     g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--sample-batch", type=int, default=256, help="sequences generated at once (whole groups; "
+                   "their KV cache bounds the rollout's memory: python bench.py --memory)")
     g.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
     g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus sampling")
-    g.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
-                   help="weights and teacher dtype (auto: fp32 on CPU, bf16 on CUDA)")
+    g.add_argument("--dtype", default="auto", choices=["auto", *DTYPES],
+                   help="bf16: bf16 compute over fp32 weights; bf16-weights: the weights in bf16 too (AdamW "
+                        "loses small updates); auto: fp32 on CPU, bf16 on CUDA")
     g.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this many tokens (0 = keep all)")
     g.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None,
                    help="pass enable_thinking=True to the chat template (Qwen3 thinking models)")
@@ -490,6 +527,7 @@ def validate_common_args(ap, args):
               ("--eval-n", 1 <= args.eval_n <= MAX_EVAL_N, f"in [1, {MAX_EVAL_N}]"),
               ("--eval-k", 1 <= args.eval_k <= 1024, "in [1, 1024]"),
               ("--micro-batch", args.micro_batch >= 0, ">= 0"),
+              ("--sample-batch", args.sample_batch >= 1, ">= 1"),
               ("--max-grad-norm", finite(args.max_grad_norm) and args.max_grad_norm > 0, "finite and > 0"),
               ("--max-prompt-len", args.max_prompt_len >= 0, ">= 0"), ("--sample-blocks", args.sample_blocks >= 0, ">= 0"),
               ("--threads", 0 <= args.threads <= 1024, "in [0, 1024]"),

@@ -22,14 +22,14 @@ Simplifications, on purpose:
 * Student entropy is logged over the distilled responses (the ones that were run).
 """
 import argparse
-import copy
 import sys
 
 import torch
 
 import tasks
 import train
-from infra import NonFiniteError, gather_lists, global_sum, is_main, optimizer_step, rank_and_world
+from infra import (NonFiniteError, all_finite, clone_model, gather_lists, gathered, global_sum, is_main, optimizer_step,
+                   rank_and_world)
 from rollout import (add_common_args, chat_messages, encode_chat, fill_reprompt, micro_batches, response_logits,
                      strip_think, validate_common_args)
 
@@ -186,7 +186,7 @@ def token_keep_masks(lengths, mask_ratio, offset=0):
 # ----------------------------------------------------------------------------------------------
 def init_teacher(student):
     """A separate, frozen-for-autograd copy of the student's weights."""
-    return copy.deepcopy(student).eval().requires_grad_(False)
+    return clone_model(student).eval().requires_grad_(False)   # (sharded the same way under torchrun)
 
 
 @torch.no_grad()
@@ -211,9 +211,11 @@ def ema_update(teacher, student, alpha):
     """(T1) θ_T ← (1−α) θ_T + α θ, parameter by parameter. α = 0: frozen (bit-identical); α = 1: copy."""
     if alpha == 0:
         return teacher  # SDPO_0: the teacher never moves
-    for p_t, p_s in zip(teacher.parameters(), student.parameters()):
-        if not torch.isfinite(p_s).all():
+    for p_s in student.parameters():
+        if not all_finite(p_s):
             raise NonFiniteError("student weights are not finite; the teacher is left as it was")
+    # (sharded under torchrun: teacher and student are cut the same way, so each rank updates its own
+    # shard of θ_T from its own shard of θ — no communication)
     for p_t, p_s in zip(teacher.parameters(), student.parameters()):
         if alpha == 1:
             p_t.copy_(p_s)  # a hard restart, exact
@@ -268,9 +270,10 @@ def sdpo_update(model, teacher, opt, batch, args, tok, step):
         return sdpo_micro_batch(model, teacher, batch, idx, user_texts, keep, tok, args, n_tok, n_seq)
     # only the responses with a signal are run (none on a rank without signal: zero gradient there)
     micro = [[signal[j] for j in idx] for idx in micro_batches([lengths[i] for i in signal], args.micro_batch)]
-    loss, parts = optimizer_step(model, opt, micro, loss_of, args.max_grad_norm)
+    with gathered(teacher):   # sharded: the teacher's forwards need no collective (infra.gathered)
+        loss, parts, grad_norm = optimizer_step(model, opt, micro, loss_of, args.max_grad_norm)
     local_tok = max(1, sum(kept[i] for i in signal))
-    return {**stats, "loss": loss, "js": sum(p["js_sum"] for p in parts) / local_tok,
+    return {**stats, "loss": loss, "grad_norm": grad_norm, "js": sum(p["js_sum"] for p in parts) / local_tok,
             "entropy": sum(p["entropy_sum"] for p in parts) / local_tok,
             "teacher_entropy": sum(p["teacher_entropy_sum"] for p in parts) / local_tok, "skipped": int(n_tok == 0)}
 

@@ -23,8 +23,8 @@ from tqdm import tqdm
 import evaluate
 import plots
 import tasks
-from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, gather_lists, global_sum,
-                   init_distributed, is_main, my_share, rank_and_world, save_checkpoint, weights_digest)
+from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, global_sum, init_distributed, is_main,
+                   my_share, rank_and_world, save_checkpoint, shard)
 from rollout import check_dir_flag, collect, drop_long_prompts, load_model, per_seed
 
 
@@ -61,7 +61,7 @@ def sample_and_grade(model, tok, chosen, args, step):
         torch.manual_seed(args.seed * 100_003 + step + 1_000_003 * b)  # reproducible per step and block
         try:
             parts.append(collect(model, tok, chosen[b * per:(b + 1) * per], args.group_size, args.max_new_tokens,
-                                 args.temperature, args.top_p))
+                                 args.temperature, args.top_p, sample_batch=getattr(args, "sample_batch", 256)))
         except RuntimeError as e:   # torch's "probability tensor contains either inf, nan or element < 0"
             if "inf" not in str(e) and "nan" not in str(e):
                 raise
@@ -99,6 +99,9 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
             row = {"step": step + 1, "reward": global_sum(batch["rewards"].sum().item()) / total,
                    "response_len": global_sum(sum(len(r) for r in batch["response_ids"])) / total,
                    **stats, "rollout_s": round(t1 - t0, 3), "update_s": round(time.time() - t1, 3)}
+            if torch.cuda.is_available() and next(model.parameters()).is_cuda:   # this rank's peak this step
+                row["peak_gpu_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 2)
+                torch.cuda.reset_peak_memory_stats()
             if log_path and is_main():
                 append_jsonl(log_path, row)
             # GRPO's loss is ≈ 0 by construction (advantages sum to 0 in a group, ρ ≈ 1): show its clip
@@ -127,7 +130,7 @@ def train_one_task(ap, args, method_name, make_method):
     if args.out:
         check_dir_flag(ap, "--out", args.out)
     out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")
-    device = init_distributed(args.device, args.threads)   # torchrun: data parallel over the ranks (infra.py)
+    device = init_distributed(args.device, args.threads)   # torchrun: FSDP2 over the ranks (infra.py)
     log_path = os.path.join(out, "log.jsonl")
     if is_main():
         os.makedirs(out, exist_ok=True)
@@ -135,6 +138,7 @@ def train_one_task(ap, args, method_name, make_method):
             os.remove(log_path)
     torch.manual_seed(args.seed)
     model, tok = load_model(args.model, device, args.dtype, args.grad_checkpointing)
+    model = shard(model, device)   # torchrun: each rank keeps 1/N of the weights (one process: as is)
     try:
         records = drop_long_prompts(tok, records, args.max_prompt_len, "training prompts")
         test = drop_long_prompts(tok, test, args.max_prompt_len, "test prompts")
@@ -157,9 +161,10 @@ def train_one_task(ap, args, method_name, make_method):
         sys.exit(1)
     train_s = time.time() - t0
     after = acc()
-    # data parallel: every rank applied the same summed gradient, so the weights must be bit-identical
     world = rank_and_world()[1]
-    identical = len(set(gather_lists([weights_digest(model)]))) == 1
+    save_checkpoint(model, tok, os.path.join(out, "model"))   # (sharded: gathered, every rank takes part)
+    if method.get("teacher") is not None:                      # SDPO: the teacher as it ended
+        save_checkpoint(method["teacher"], tok, os.path.join(out, "teacher"))
     if not is_main():
         return before, after
     rows = [json.loads(line) for line in open(log_path)]
@@ -168,14 +173,14 @@ def train_one_task(ap, args, method_name, make_method):
           f"in {args.steps} steps ({train_s:.0f}s training); mean reward first/last 10 steps "
           f"{sum(r['reward'] for r in first) / len(first):.2f} / {sum(r['reward'] for r in last) / len(last):.2f}")
     if world > 1:
-        print(f"{world} ranks; weights bit-identical across ranks: {identical}")
-    save_checkpoint(model, tok, os.path.join(out, "model"))
+        print(f"{world} ranks, FSDP2: each held 1/{world} of the weights, gradients and AdamW states")
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump({"method": method_name, "task": args.task, "acc_before": before, "acc_after": after,
-                   "train_seconds": train_s, "world_size": world, "weights_identical_across_ranks": identical,
-                   "args": vars(args)}, f, indent=1)
+                   "train_seconds": train_s, "world_size": world, "args": vars(args)}, f, indent=1)
     curves = plots.plot_curves(rows, os.path.join(out, "curves.png"))
-    print(f"saved {out}/model, {out}/log.jsonl, {out}/summary.json" + (f", {curves}" if curves else ""))
+    saved = [f"{out}/model"] + ([f"{out}/teacher"] if method.get("teacher") is not None else []) + \
+        [f"{out}/log.jsonl", f"{out}/summary.json"] + ([curves] if curves else [])
+    print("saved " + ", ".join(saved))
     return before, after
 
 

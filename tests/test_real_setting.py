@@ -40,14 +40,6 @@ def test_hub_id_code_path_loads_from_the_cache_offline(tmp_path):
     assert "ok LlamaForCausalLM torch.float32 2" in out.stdout
 
 
-def test_dtype_names():
-    assert rollout.resolve_dtype("auto", "cpu") == torch.float32
-    assert rollout.resolve_dtype("auto", "cuda") == torch.bfloat16
-    assert rollout.resolve_dtype("fp16", "cpu") == torch.float16
-    model, _ = rollout.load_model("tiny", "cpu", "bf16")
-    assert model.dtype == torch.bfloat16
-
-
 def sdpo_grads(model, tok, batch, micro_batch=0, grad_checkpointing=False, loss_agg="token-mean", mask_ratio=0.0):
     m = copy.deepcopy(model)
     if grad_checkpointing:

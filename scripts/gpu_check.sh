@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The GPU check (issue 20), ready for the first GPU machine: at most a few minutes on one GPU.
+#
+#   bash scripts/gpu_check.sh              # every visible GPU; MODEL=... to choose the model
+#   DEVICE=cpu NGPU=2 bash scripts/gpu_check.sh   # the same script on 2 CPU ranks (the test suite does this)
+#
+# 1. A reference on the CPU (one process, fp32): one sampled batch per method, and the loss and
+#    gradient norm of one GRPO update (2 steps per batch) and one SDPO update (with its EMA teacher).
+# 2. The same batch and updates under torchrun on the GPUs, bf16 compute over fp32 master weights,
+#    FSDP2: exits non-zero when a loss or gradient norm differs from the CPU's (scripts/gpu_check.py).
+# 3. A few real steps of grpo.py and sdpo.py on the GPUs at bf16: step time and peak memory per step.
+# The model: Qwen/Qwen3-0.6B when the hub is reachable, else the committed tiny model.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-runs/gpu_check}
+DEVICE=${DEVICE:-cuda}
+NGPU=${NGPU:-$(python -c "import torch; print(torch.cuda.device_count())")}
+if [ "$NGPU" -lt 1 ]; then echo "gpu_check: no GPU visible" >&2; exit 2; fi
+MODEL=${MODEL:-$(python -c "import rollout; print('Qwen/Qwen3-0.6B' if rollout.hub_config_reachable('Qwen/Qwen3-0.6B') else 'tiny')")}
+RUN="python -m torch.distributed.run --standalone --nproc_per_node $NGPU"
+echo "gpu_check: $NGPU rank(s) on $DEVICE, model $MODEL, output in $OUT"
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true
+rm -rf "$OUT"; mkdir -p "$OUT"
+
+echo "== 1. CPU reference (fp32, one process)"
+timeout 300 python scripts/gpu_check.py reference "$OUT" --ranks "$NGPU" --model "$MODEL"
+
+echo "== 2. the same batch on the GPUs: bf16 compute, fp32 master weights, FSDP2"
+timeout 300 $RUN scripts/gpu_check.py check "$OUT" --model "$MODEL" --device "$DEVICE" --dtype bf16
+
+echo "== 3. a few real steps of each method"
+for script in grpo sdpo; do
+  extra=""; [ "$script" = grpo ] && extra="--mini-batches 2"
+  timeout 300 $RUN "$script.py" --model "$MODEL" --device "$DEVICE" --dtype bf16 --task math --steps 3 \
+    --prompts-per-step $((4 * NGPU)) --group-size 4 --max-new-tokens 64 --eval-n 8 --eval-k 2 $extra \
+    --out "$OUT/$script" > "$OUT/$script.log" 2>&1 || { tail -30 "$OUT/$script.log"; exit 1; }
+  python - "$OUT/$script/log.jsonl" "$script" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+for r in rows:
+    print(f"{sys.argv[2]} step {r['step']}: rollout {r['rollout_s']:.2f} s, update {r['update_s']:.2f} s, "
+          f"peak {r.get('peak_gpu_gb', float('nan')):.2f} GB (rank 0), loss {r['loss']:.5f}, reward {r['reward']:.2f}")
+PY
+done
+echo "gpu_check: passed"
