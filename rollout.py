@@ -14,6 +14,7 @@ of lengths 3 and 1, `_` = pad):
     logits at columns P-1 .. P+T-2 predict the response tokens at columns P .. P+T-1 (the shift).
 """
 import argparse
+import functools
 import math
 import os
 import re
@@ -49,7 +50,9 @@ def resolve_dtype(name, device):
 
 
 def with_autocast(forward, device_type, dtype):
-    """The model's forward under autocast: matrix products in `dtype`, the weights stay as they are."""
+    """The model's forward under autocast: matrix products in `dtype`, the weights stay as they are.
+    (functools.wraps keeps forward's signature: `generate` reads it to decide what it may pass.)"""
+    @functools.wraps(forward)
     def forward_autocast(*args, **kwargs):
         with torch.autocast(device_type, dtype=dtype):
             return forward(*args, **kwargs)
