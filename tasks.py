@@ -45,8 +45,6 @@ import zlib
 
 from collections import Counter
 
-from math_verify import parse, verify
-
 from sandbox import parse_tests, passed_test, run_programs_detailed
 
 # ----------------------------------------------------------------------------------------------
@@ -620,6 +618,7 @@ def math_equivalent(gold, pred):
     if (NUMBER.fullmatch(gold) and NUMBER.fullmatch(pred)) or re.fullmatch(r"[A-Za-z]{2,}", gold) \
             or re.fullmatch(r"[A-Za-z]{2,}", pred):
         return False
+    from math_verify import parse, verify   # (sympy behind it takes 0.5 s to import: only when first needed)
     try:
         return bool(verify(parse("\\boxed{" + gold + "}", parsing_timeout=5), parse("\\boxed{" + pred + "}", parsing_timeout=5),
                            timeout_seconds=5))

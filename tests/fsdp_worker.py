@@ -2,8 +2,10 @@
 
     python -m torch.distributed.run --nproc_per_node 2 tests/fsdp_worker.py state OUT_DIR
     python -m torch.distributed.run --nproc_per_node 2 tests/fsdp_worker.py memory OUT_DIR
-Rank 0 writes OUT_DIR/<what>.json with what it found.
+    python -m torch.distributed.run --nproc_per_node 2 tests/fsdp_worker.py both OUT_DIR
+Rank 0 writes OUT_DIR/state.json and OUT_DIR/memory.json with what it found.
 """
+import argparse
 import json
 import os
 import sys
@@ -13,9 +15,11 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import bench    # noqa: E402
+import grpo     # noqa: E402
 import infra    # noqa: E402
 import rollout  # noqa: E402
 import sdpo     # noqa: E402
+import tasks    # noqa: E402
 
 
 def step(model, opt, ids):
@@ -49,6 +53,16 @@ def check_state(out):
     step(model, opt, ids)                                 # the same next step from both
     step(again, opt2, ids)
     a, b = infra.full_state_dict(model), infra.full_state_dict(again)
+    # GRPO's KL reference (G4) is a sharded copy too: one on-policy update with --kl-coef, the reference
+    # gathered for its forwards; at the first step the student is the reference, so KL ≈ 0
+    parser = argparse.ArgumentParser()
+    rollout.add_common_args(parser)
+    grpo.add_grpo_args(parser)
+    args = parser.parse_args(["--kl-coef", "0.1", "--mini-batches", "1"])
+    ref = infra.clone_model(again).eval().requires_grad_(False)
+    torch.manual_seed(0)
+    batch = rollout.collect(again, tok, tasks.builtin_split("math", "test", 1), 4, 16)
+    kl = grpo.grpo_update(again, opt2, batch, args, ref, tok.pad_token_id)["kl"]
     t1, t2 = infra.full_state_dict(teacher), infra.full_state_dict(teacher2)
     shards = [p.to_local().numel() for p in model.parameters()]
     if infra.is_main():
@@ -56,7 +70,8 @@ def check_state(out):
                   "teacher_diff": max((t1[k] - t2[k]).abs().max().item() for k in t1),
                   "teacher_moved": max((t1[k] - a[k]).abs().max().item() for k in t1),
                   "local_fraction": sum(shards) / sum(v.numel() for k, v in a.items()),
-                  "sharded": infra.is_sharded(model) and infra.is_sharded(teacher2)}
+                  "sharded": infra.is_sharded(model) and infra.is_sharded(teacher2) and infra.is_sharded(ref),
+                  "first_step_kl": kl}
         json.dump(result, open(os.path.join(out, "state.json"), "w"))
 
 
@@ -116,5 +131,8 @@ def check_memory(out, tokens=512):
 
 if __name__ == "__main__":
     infra.init_distributed("cpu", threads=1)
-    {"state": check_state, "memory": check_memory}[sys.argv[1]](sys.argv[2])
+    if sys.argv[1] in ("memory", "both"):   # (first: its high-water mark starts from a clean process)
+        check_memory(sys.argv[2])
+    if sys.argv[1] in ("state", "both"):
+        check_state(sys.argv[2])
     torch.distributed.destroy_process_group()

@@ -23,7 +23,9 @@ def run(cmd, cwd):
 
 
 # GRPO with two optimizer steps per batch (each on one group of every rank): the π_old and mini-batch
-# paths run under torchrun too; SDPO with token masking drawn per step
+# paths run under torchrun too; SDPO with token masking drawn per step and its EMA teacher. (GRPO's KL
+# reference is checked in test_fsdp.py: where the true gradient is 0, AdamW turns float-rounding noise
+# into a full lr step, so a run with it cannot match one process to 1e-6.)
 EXTRA = {"grpo.py": ["--mini-batches", "2"], "sdpo.py": ["--mask-ratio", "0.2"]}
 
 

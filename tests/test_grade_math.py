@@ -48,5 +48,6 @@ def test_the_last_box_counts_and_the_format_feedback():
 
 def test_math_verify_is_not_called_for_plain_numbers_or_words(monkeypatch):
     """Grading stays fast: the built-in world's answers never reach the sympy parser."""
-    monkeypatch.setattr(tasks, "verify", lambda *a, **k: pytest.fail("math-verify called"))
+    import math_verify
+    monkeypatch.setattr(math_verify, "verify", lambda *a, **k: pytest.fail("math-verify called"))
     assert grade("68", "\\boxed{67}") == 0.0 and grade("Cal", "\\boxed{Bob}") == 0.0 and grade("68", "\\boxed{68.0}") == 1.0

@@ -19,7 +19,7 @@ SMALL = {   # exercise number -> flags appended to its command (None: run it as 
     5: TINY_RUN,
     6: ["--steps", "2", "--prompts-per-step", "4", "--group-size", "4", "--eval-n", "2", "--eval-k", "2",
         "--max-new-tokens", "32"],
-    7: TINY_RUN,
+    7: TINY_RUN + ["--benchmarks", "math,tooluse,math_hard"],   # (a training domain, a new one, an OOD one)
     8: ["--kl-samples", "1"],
     9: None,
     10: None,
