@@ -11,8 +11,9 @@ gradients are reduce-scattered in fp32 and *summed* over ranks. Each rank sample
 prompts; losses are normalised by *global* counts (tokens, sequences), so the summed gradient is the
 full-batch gradient. SDPO's teacher (and GRPO's reference) is sharded the same way, so the EMA (T1)
 updates each rank's shard from the student's matching shard. Checkpoints are gathered into one
-Hugging Face directory. In one process (world size 1) nothing is sharded and every collective below
-is a no-op; `--dtype bf16` then means bf16 autocast over fp32 weights (`rollout.load_model`).
+Hugging Face directory. Under torchrun this holds even for one process (one GPU runs the code that
+sixty-four run). Without torchrun nothing is sharded and every collective below is a no-op;
+`--dtype bf16` then means bf16 autocast over fp32 weights (`rollout.load_model`).
 """
 import hashlib
 import json
@@ -26,10 +27,9 @@ import datetime
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
-                                                     set_model_state_dict, set_optimizer_state_dict)
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+
+# (torch.distributed.fsdp and .checkpoint take 1.2 s to import, and only torchrun runs need them: they
+# are imported where a model is sharded, below, so that every other command starts that much sooner)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -155,10 +155,14 @@ def decoder_layers(model):
 
 
 def is_sharded(model):
+    if not dist.is_initialized():   # (nothing is sharded without torchrun)
+        return False
+    from torch.distributed.fsdp import FSDPModule
     return isinstance(model, FSDPModule)
 
 
 def fsdp_modules(model):
+    from torch.distributed.fsdp import FSDPModule
     return [m for m in model.modules() if isinstance(m, FSDPModule)]
 
 
@@ -169,6 +173,8 @@ def shard(model, device=None):
     all-gathers the fp32 shards as bf16 for compute and reduce-scatters the gradients in fp32.
     Gradients are *summed* over ranks (our losses carry the global normalisation). Without torchrun the
     model is returned as it is."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     world = rank_and_world()[1]
     if not dist.is_initialized() or is_sharded(model):
         return model
@@ -237,6 +243,7 @@ def full_state_dict(model):
     call it; the others get {}). Unsharded: the model's own state dict."""
     if not is_sharded(model):
         return model.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
@@ -244,6 +251,7 @@ def load_full_state_dict(model, state):
     """Inverse of full_state_dict: rank 0's whole state dict into every rank's shards."""
     if not is_sharded(model):
         return model.load_state_dict(state)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
     set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
 
 
@@ -251,12 +259,14 @@ def optimizer_state(model, opt):
     """AdamW's state, whole (rank 0), for a checkpoint."""
     if not is_sharded(model):
         return opt.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
     return get_optimizer_state_dict(model, opt, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
 def load_optimizer_state(model, opt, state):
     if not is_sharded(model):
         return opt.load_state_dict(state)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
     set_optimizer_state_dict(model, opt, state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
 
 
@@ -300,8 +310,9 @@ def optimizer_step(model, opt, micro_batch_indices, loss_of, max_grad_norm):
     loss_of(idx) -> (loss tensor, stats dict of floats) for one micro-batch; each loss must already
     be divided by the *whole* batch's count (all ranks), so that the gradient summed over micro-batches
     and ranks is the full-batch gradient whatever the split. Returns (total loss over all ranks, list
-    of the micro-batches' stats, the gradient's norm before clipping). Raises NonFiniteError before the step on a non-finite loss or
-    gradient (the weights stay as they were), and after it when the step itself made a weight non-finite.
+    of the micro-batches' stats, the gradient's norm before clipping). Raises NonFiniteError before the
+    step on a non-finite loss or gradient (the weights stay as they were), and after it when the step
+    itself made a weight non-finite.
     """
     opt.zero_grad(set_to_none=True)
     total, stats = torch.zeros(()), []

@@ -54,7 +54,7 @@ import io, json, os, resource, sys
 job = json.loads(sys.stdin.read())
 L = job["limits"]
 # (2) OS limits, before any untrusted code
-resource.setrlimit(resource.RLIMIT_CPU, (L["cpu"], L["cpu"]))
+resource.setrlimit(resource.RLIMIT_CPU, (L["cpu"], L["cpu"] + 1))   # SIGXCPU at the limit (a time-out), SIGKILL 1 s on
 resource.setrlimit(resource.RLIMIT_AS, (L["mem"], L["mem"]))
 resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -69,8 +69,8 @@ import builtins, math, itertools, functools, collections, heapq, bisect, string,
 for name in job["preload"]:   # the allowed modules this program names (the audit hook refuses any later load)
     try:
         __import__(name)
-    except ImportError:
-        pass
+    except ImportError:   # (not in this Python: the program's import of it fails, as it should)
+        continue
 if job["uid"] is not None:   # (3) a user of its own, allowed one process: this one
     resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
     os.setgroups([])
@@ -309,6 +309,8 @@ def run_programs_detailed(jobs, limits=None):
             i, tests, proc, _, buf = running.pop(fd)
             sel.unregister(proc.stdout)
             stop(proc)
+            # out of CPU seconds (RLIMIT_CPU: SIGXCPU) is out of time too, whichever limit struck first
+            timed_out = timed_out or proc.returncode == -signal.SIGXCPU
             if len(buf) > limits["result"]:   # over the cap: nothing it claimed is read
                 results[i] = (0.0, [["error", "output over the size limit"]] + [["not run"]] * (len(tests["outputs"]) - 1))
                 return

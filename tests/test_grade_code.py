@@ -78,3 +78,11 @@ def test_feedback_strings():
     slow = tasks.feedback(STDIN, fenced("while True: pass"))
     assert slow == "Time Limit Exceeded\n\nLast Executed Input\n3"
     assert tasks.feedback(STDIN, fenced("n = int(input())\nprint(2 * n)\nprint(2 * n + 1)")) is None
+
+
+def test_out_of_cpu_seconds_is_a_time_out_too():
+    """On a busy machine the CPU limit can strike before the wall clock: still 'Time Limit Exceeded'."""
+    import sandbox
+    tests = {"inputs": ["3\n"], "outputs": ["6"], "testtype": "stdin"}
+    assert sandbox.run_programs_detailed([("while True: pass", tests)], limits={"wall": 10.0, "cpu": 1}) == \
+        [(0.0, [["timeout"]])]
