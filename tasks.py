@@ -722,9 +722,13 @@ def extract_code(response):
     """The program in a response: the longest fenced block of any language (the release's rule), else
     the whole text (the built-in world answers with a bare lambda); a thinking model's trace
     (everything up to the last `</think>`) is never part of it."""
-    response = response.rsplit("</think>", 1)[-1]
-    blocks = re.findall(r"```\w*\n(.*?)```", response, flags=re.S)
-    return (max(blocks, key=len) if blocks else response).strip()
+    blocks = fenced_blocks(response)
+    return (max(blocks, key=len) if blocks else response.rsplit("</think>", 1)[-1]).strip()
+
+
+def fenced_blocks(response):
+    """The ```-fenced blocks (any language) after a thinking model's trace (up to the last `</think>`)."""
+    return re.findall(r"```\w*\n(.*?)```", response.rsplit("</think>", 1)[-1], flags=re.S)
 
 
 def code_feedback(response, tests, outcomes):
@@ -732,7 +736,7 @@ def code_feedback(response, tests, outcomes):
     with its input, else the two shortest wrong answers with input, output and expected output."""
     if outcomes is None:
         return "Failed to parse ground truth test cases."
-    if not re.search(r"```\w*\n.*?```", response.rsplit("</think>", 1)[-1], flags=re.S):
+    if not fenced_blocks(response):
         return "Incorrect Format: Put your code inside a ```python ... ``` block."
     inputs, expected = tests["inputs"], tests["outputs"]
     shown = lambda x: "\n".join(str(x).splitlines()[:8])[:250]   # noqa: E731 (the release's limits)
