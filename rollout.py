@@ -19,6 +19,7 @@ import math
 import os
 import re
 import socket
+import types
 
 import torch
 
@@ -49,14 +50,21 @@ def resolve_dtype(name, device):
     return DTYPES[name]
 
 
-def with_autocast(forward, device_type, dtype):
-    """The model's forward under autocast: matrix products in `dtype`, the weights stay as they are.
-    (functools.wraps keeps forward's signature: `generate` reads it to decide what it may pass.)"""
-    @functools.wraps(forward)
-    def forward_autocast(*args, **kwargs):
+def with_autocast(model, device_type, dtype):
+    """Run the model's forward under autocast: matrix products in `dtype`, the weights stay as they are.
+
+    The wrapper is bound to the model as a method (types.MethodType), never a closure over the model's
+    own bound `forward`: `copy.deepcopy` rebinds a method to the copy, so a clone (SDPO's teacher, GRPO's
+    reference) computes with *its own* weights. (A closure would keep calling the original: a teacher
+    whose weights change nothing.) functools.wraps keeps forward's signature: `generate` reads it."""
+    plain_forward = type(model).forward
+
+    @functools.wraps(plain_forward)
+    def forward_autocast(self, *args, **kwargs):
         with torch.autocast(device_type, dtype=dtype):
-            return forward(*args, **kwargs)
-    return forward_autocast
+            return plain_forward(self, *args, **kwargs)
+    model.forward = types.MethodType(forward_autocast, model)
+    return model
 
 
 def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, distributed=None):
@@ -80,7 +88,7 @@ def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, 
         model = model.to(device)
     model.compute_dtype = compute
     if compute != weights and not distributed:
-        model.forward = with_autocast(model.forward, device.type, compute)
+        with_autocast(model, device.type, compute)
     if grad_checkpointing:   # (transformers 5 renames it; both exist for now)
         getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
     if tok.pad_token_id is None:  # some chat models ship without a pad token; the mask never uses ids

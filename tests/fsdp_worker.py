@@ -64,6 +64,13 @@ def check_state(out):
     batch = rollout.collect(again, tok, tasks.builtin_split("math", "test", 1), 4, 16)
     kl = grpo.grpo_update(again, opt2, batch, args, ref, tok.pad_token_id)["kl"]
     t1, t2 = infra.full_state_dict(teacher), infra.full_state_dict(teacher2)
+    # the sharded clone computes with its own weights: zero them, and its logits must change (issue 26)
+    zeroed = infra.clone_model(again)
+    with torch.no_grad():
+        for p in zeroed.parameters():
+            p.zero_()
+        with infra.gathered(again, zeroed):
+            clone_gap = (again(input_ids=ids).logits.float() - zeroed(input_ids=ids).logits.float()).abs().max().item()
     shards = [p.to_local().numel() for p in model.parameters()]
     if infra.is_main():
         result = {"resumed_step_diff": max((a[k] - b[k]).abs().max().item() for k in a),
@@ -71,7 +78,7 @@ def check_state(out):
                   "teacher_moved": max((t1[k] - a[k]).abs().max().item() for k in t1),
                   "local_fraction": sum(shards) / sum(v.numel() for k, v in a.items()),
                   "sharded": infra.is_sharded(model) and infra.is_sharded(teacher2) and infra.is_sharded(ref),
-                  "first_step_kl": kl}
+                  "first_step_kl": kl, "zeroed_clone_gap": clone_gap}
         json.dump(result, open(os.path.join(out, "state.json"), "w"))
 
 

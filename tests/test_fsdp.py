@@ -41,6 +41,7 @@ def test_checkpoint_optimizer_and_teacher_round_trip(worker_results):
     assert r["resumed_step_diff"] == 0.0 and r["teacher_diff"] == 0.0
     assert r["teacher_moved"] > 0                                 # the teacher is not the student
     assert 0 <= r["first_step_kl"] < 1e-6                         # GRPO's sharded reference = the start model
+    assert r["zeroed_clone_gap"] > 1.0                            # a clone computes with its own weights
     assert (out / "ckpt" / "model.safetensors").exists() and (out / "ckpt" / "config.json").exists()
 
 

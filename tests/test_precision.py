@@ -1,9 +1,14 @@
 """--dtype bf16 on one device: bf16 compute (autocast) over fp32 master weights moves the weights as far
 as fp32 does; bf16 weights themselves (--dtype bf16-weights) lose most of each small AdamW update to
 rounding — the failure the release avoids by keeping fp32 master weights (issue 20)."""
+import types
+
+import pytest
 import torch
 
+import infra
 import rollout
+import sdpo
 
 
 def displacement(dtype, steps=100, lr=1e-6):
@@ -51,3 +56,44 @@ def test_bf16_autocast_samples_like_fp32_with_and_without_the_shared_prefill():
     plain = rollout.sample(bf16, tok, prompts, 2, 24, temperature=0, share_prefill=False)
     assert shared == plain
     assert sum(a == b for a, b in zip(shared, want)) >= 6   # bf16 rounding may flip a near-tie, not the answers
+
+
+# ---- the teacher and the reference are models of their own in every --dtype (issue 26) ----
+DTYPE_NAMES = ["fp32", "bf16", "bf16-weights"]
+
+
+def logits_of(model, ids):
+    with torch.no_grad():
+        return model(input_ids=ids).logits.float()                                      # [1, T, V]
+
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+def test_a_clone_computes_with_its_own_weights(dtype):
+    """infra.clone_model (SDPO's teacher, GRPO's reference): zero the clone's weights and its logits must
+    change. With bf16 autocast as a closure over the student's bound forward, the clone kept calling the
+    student (difference 0.0)."""
+    model, _ = rollout.load_model("tiny", "cpu", dtype)
+    clone = infra.clone_model(model)
+    ids = torch.tensor([[3, 4, 5, 6, 7]])
+    with torch.no_grad():
+        for p in clone.parameters():
+            p.zero_()
+    assert (logits_of(model, ids) - logits_of(clone, ids)).abs().max().item() > 1.0
+    assert model(input_ids=ids).logits.dtype == clone(input_ids=ids).logits.dtype   # the same compute dtype
+
+
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+def test_an_sdpo_step_with_alpha_0_leaves_the_teacher_as_it_was(dtype):
+    """(T1, α = 0) one SDPO step moves the student, and the teacher's outputs stay bit-identical."""
+    from test_grpo import fake_batch
+    model, tok = rollout.load_model("tiny", "cpu", dtype)
+    teacher = sdpo.stage_teacher(model)
+    ids = torch.tensor([[3, 4, 5, 6, 7]])
+    before, student_before = logits_of(teacher, ids), logits_of(model, ids)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    args = types.SimpleNamespace(cot=False, feedback=False, mask_ratio=0.0, micro_batch=0, beta=0.5, topk=None,
+                                 max_grad_norm=1.0, loss_agg="seq-mean-token-mean")
+    sdpo.sdpo_update(model, teacher, opt, fake_batch(tok), args, tok, 1)
+    sdpo.teacher_after_step(teacher, model, 1, alpha=0.0)
+    assert (logits_of(model, ids) - student_before).abs().max().item() > 0    # the student moved
+    assert torch.equal(logits_of(teacher, ids), before)                       # the teacher did not
