@@ -270,17 +270,20 @@ def pack(prompt_ids, response_ids, pad_id, device):
     return input_ids, attention, positions, r_mask, p_ids.shape[1]
 
 
-def response_logits(model, prompt_ids, response_ids, pad_id, share_prefix=True):
+def response_logits(model, prompt_ids, response_ids, pad_id, share_prefix=True, as_float=True):
     """Logits that predict each response token: [B, T, V], with the response mask [B, T] and ids [B, T].
 
     When prompts repeat (a group's G responses share one prompt), each distinct prompt is computed
     once (`shared_prefix_logits`): the same numbers up to float rounding, far fewer tokens.
+    as_float=False keeps the compute dtype (bf16 on GPUs): no fp32 copy of a [B, T, V] tensor, for the
+    top-k path that only ever needs k values per position in fp32 (sdpo.topk_logprobs).
     """
     # (checkpointing drops the cache; a sharded model's forwards must be the same on every rank: one)
     if share_prefix and len(set(map(tuple, prompt_ids))) < len(prompt_ids) \
             and not getattr(model, "is_activation_checkpointing", False) \
             and (not is_sharded(model) or getattr(model, "_gathered", False)):
-        return shared_prefix_logits(model, prompt_ids, response_ids, pad_id)
+        logits, r_mask, r_ids = shared_prefix_logits(model, prompt_ids, response_ids, pad_id)
+        return (logits.float() if as_float else logits), r_mask, r_ids
     device = next(model.parameters()).device
     input_ids, attention, positions, r_mask, P = pack(prompt_ids, response_ids, pad_id, device)
     T = r_mask.shape[1]
@@ -289,7 +292,8 @@ def response_logits(model, prompt_ids, response_ids, pad_id, share_prefix=True):
     logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                    logits_to_keep=T + 1).logits                                          # [B, T+1, V]
     # the shift: the logit at column c predicts the token at column c+1 (kept column 0 = column P-1)
-    return logits[:, :T].float(), r_mask, input_ids[:, P:]  # [B, T, V], [B, T], [B, T]
+    logits = logits[:, :T]
+    return (logits.float() if as_float else logits), r_mask, input_ids[:, P:]  # [B, T, V], [B, T], [B, T]
 
 
 def shared_prefix_logits(model, prompt_ids, response_ids, pad_id):
@@ -326,7 +330,7 @@ def shared_prefix_logits(model, prompt_ids, response_ids, pad_id):
     out = model(input_ids=r_ids, attention_mask=attention, position_ids=positions, cache=cache,
                 use_cache=True).logits                                                   # [B, T, V]
     logits = torch.cat([prefix.logits.index_select(0, rows), out[:, :T - 1]], dim=1)    # [B, T, V] the shift
-    return logits.float(), r_mask, r_ids
+    return logits, r_mask, r_ids
 
 
 def token_logprobs(logits, targets):
@@ -334,10 +338,54 @@ def token_logprobs(logits, targets):
     return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
-def token_entropy(logits):
-    """Per-token entropy H(π(·|h_t)) = -Σ_v p log p, [B, T, V] -> [B, T]."""
-    logp = torch.log_softmax(logits, dim=-1)
-    return -(logp.exp() * logp).sum(-1)
+ROWS_PER_CHUNK = 1024   # positions per chunk of a full-vocabulary reduction: [1024, 152k] fp32 is 0.6 GB
+
+
+@torch.no_grad()
+def token_entropy(logits, rows=ROWS_PER_CHUNK):
+    """Per-token entropy H(π(·|h_t)) = -Σ_v p log p, [B, T, V] -> [B, T] (fp32), for the logs.
+
+    Computed `rows` positions at a time, so the fp32 log-softmax never exists for the whole batch
+    (each position's entropy is its own row: the same numbers as one big call)."""
+    flat = logits.reshape(-1, logits.shape[-1])                                        # [B*T, V]
+    out = torch.empty(flat.shape[0], dtype=torch.float32, device=logits.device)
+    for s in range(0, flat.shape[0], rows):
+        logp = torch.log_softmax(flat[s:s + rows].float(), dim=-1)                     # [rows, V]
+        out[s:s + rows] = -(logp.exp() * logp).sum(-1)
+    return out.reshape(logits.shape[:-1])
+
+
+class ChunkedLogSumExp(torch.autograd.Function):
+    """log Σ_v exp(x_v) over the last dimension, in fp32, `rows` positions at a time, for logits in any
+    dtype. Autograd keeps only the logits themselves (which the graph holds anyway) and the result:
+    torch.logsumexp(x.float()) would keep an fp32 copy of the whole [B, T, V] tensor for its backward.
+    Backward: ∂lse/∂x_v = softmax(x)_v, again chunk by chunk, returned in the logits' dtype."""
+
+    @staticmethod
+    def forward(ctx, logits, rows):
+        flat = logits.reshape(-1, logits.shape[-1])                                    # [N, V]
+        lse = torch.empty(flat.shape[0], dtype=torch.float32, device=logits.device)    # [N]
+        for s in range(0, flat.shape[0], rows):
+            lse[s:s + rows] = torch.logsumexp(flat[s:s + rows].float(), dim=-1)
+        ctx.save_for_backward(logits, lse)
+        ctx.rows = rows
+        return lse.reshape(logits.shape[:-1])                                          # [B, T]
+
+    @staticmethod
+    def backward(ctx, grad_lse):
+        logits, lse = ctx.saved_tensors
+        flat, g = logits.reshape(-1, logits.shape[-1]), grad_lse.reshape(-1)
+        grad = torch.empty_like(flat)                                                  # [N, V], logits' dtype
+        for s in range(0, flat.shape[0], ctx.rows):
+            # ∂lse/∂x = softmax(x) = exp(x − lse)
+            grad[s:s + ctx.rows] = (torch.exp(flat[s:s + ctx.rows].float() - lse[s:s + ctx.rows, None])
+                                    * g[s:s + ctx.rows, None]).to(grad.dtype)
+        return grad.reshape(logits.shape), None
+
+
+def chunked_logsumexp(logits, rows=ROWS_PER_CHUNK):
+    """fp32 log Σ_v exp(logits) over the last dim, [B, T, V] -> [B, T], with the memory of one chunk."""
+    return ChunkedLogSumExp.apply(logits, rows)
 
 
 def decode(tok, response_ids):

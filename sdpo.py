@@ -30,8 +30,8 @@ import tasks
 import train
 from infra import (NonFiniteError, all_finite, clone_model, gather_lists, gathered, global_sum, is_main, optimizer_step,
                    rank_and_world)
-from rollout import (add_common_args, chat_messages, encode_chat, fill_reprompt, micro_batches, response_logits,
-                     strip_think, validate_common_args)
+from rollout import (add_common_args, chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, micro_batches,
+                     response_logits, strip_think, token_entropy, validate_common_args)
 
 
 def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedback=False):
@@ -134,6 +134,26 @@ def topk_with_tail(student_logp, teacher_logp, k):
     # (S4) tail bucket log(1 − Σ_k p)
     s_tail = log1m_exp(torch.logsumexp(s_k, -1, keepdim=True))      # [..., 1]
     t_tail = log1m_exp(torch.logsumexp(t_k, -1, keepdim=True))      # [..., 1]
+    return torch.cat([s_k, s_tail], -1), torch.cat([t_k, t_tail], -1)
+
+
+def topk_logprobs(student_logits, teacher_logits, k):
+    """(S4) topk_with_tail from raw logits, without a full-vocabulary fp32 log-softmax on either side.
+
+    log p(v) = x_v − logsumexp(x): only the k gathered values and one fp32 logsumexp per position are
+    made (rollout.chunked_logsumexp, chunk by chunk), so at 8k tokens × 152k ids the student keeps its
+    logits (bf16 on GPUs) and nothing else of size V. The same numbers as
+    topk_with_tail(log_softmax(S), log_softmax(T), k) up to float rounding.
+    student_logits, teacher_logits: [..., V]. Returns ([..., k+1], [..., k+1]).
+    """
+    ids = student_logits.topk(k, dim=-1).indices                            # [..., k] the student's top-k
+    # log p = x − logsumexp(x) on the k ids only
+    s_k = student_logits.gather(-1, ids).float() - chunked_logsumexp(student_logits).unsqueeze(-1)   # [..., k]
+    with torch.no_grad():
+        t_k = teacher_logits.gather(-1, ids).float() - chunked_logsumexp(teacher_logits).unsqueeze(-1)
+    # (S4) tail bucket log(1 − Σ_k p)
+    s_tail = log1m_exp(torch.logsumexp(s_k, -1, keepdim=True))              # [..., 1]
+    t_tail = log1m_exp(torch.logsumexp(t_k, -1, keepdim=True))              # [..., 1]
     return torch.cat([s_k, s_tail], -1), torch.cat([t_k, t_tail], -1)
 
 
@@ -279,22 +299,35 @@ def sdpo_update(model, teacher, opt, batch, args, tok, step):
 
 
 def sdpo_micro_batch(model, teacher, batch, idx, user_texts, keep, tok, args, n_tok, n_seq):
-    """The SDPO loss of the responses `idx` (all with a teacher signal): (S2)–(S5). Returns (loss, stats)."""
+    """The SDPO loss of the responses `idx` (all with a teacher signal): (S2)–(S5). Returns (loss, stats).
+
+    Full vocabulary (args.topk None, the built-in model's default): both fp32 log-softmaxes [b, T, V].
+    Top-k (S4, the release's 100 on real models): only k+1 values per position (topk_logprobs)."""
     responses = [batch["response_ids"][i] for i in idx]
     t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], user_texts[i])) for i in idx]
-    t_logp = teacher_logprobs(teacher, t_prompts, responses, tok.pad_token_id)             # [b, T, V] (S2)
-    logits, mask, _ = response_logits(model, [batch["prompt_ids"][i] for i in idx], responses,
-                                      tok.pad_token_id)                                       # [b, T, V]
-    s_logp = torch.log_softmax(logits, dim=-1)                                               # [b, T, V]
+    if args.topk:
+        with torch.no_grad():   # (S2) the teacher's logits, in the compute dtype, never a full fp32 copy
+            t_logits, _, _ = response_logits(teacher, t_prompts, responses, tok.pad_token_id, as_float=False)
+        logits, mask, _ = response_logits(model, [batch["prompt_ids"][i] for i in idx], responses,
+                                          tok.pad_token_id, as_float=False)                # [b, T, V]
+        s_dist, t_dist = topk_logprobs(logits, t_logits, args.topk)                        # [b, T, k+1] (S4)
+        entropies = token_entropy(logits), token_entropy(t_logits)                         # [b, T] each (logs)
+        del t_logits
+    else:
+        t_dist = teacher_logprobs(teacher, t_prompts, responses, tok.pad_token_id)         # [b, T, V] (S2)
+        logits, mask, _ = response_logits(model, [batch["prompt_ids"][i] for i in idx], responses,
+                                          tok.pad_token_id)                                 # [b, T, V]
+        s_dist = torch.log_softmax(logits, dim=-1)                                         # [b, T, V]
+        with torch.no_grad():
+            entropies = -(s_dist.exp() * s_dist).sum(-1), -(t_dist.exp() * t_dist).sum(-1)   # [b, T] each
     for j, i in enumerate(idx):   # (S7) masked tokens leave the loss
         mask[j, :len(keep[i])] *= keep[i].to(mask.device, mask.dtype)
-    loss, per_token = sdpo_loss(s_logp, t_logp, mask, args.beta, args.topk, num_tokens=n_tok,
+    loss, per_token = sdpo_loss(s_dist, t_dist, mask, args.beta, None, num_tokens=n_tok,
                                 mode=args.loss_agg, num_seqs=n_seq)                          # (S3)–(S5)
     with torch.no_grad():
         fm = mask.float()                                                                    # [b, T]
-        stats = {"js_sum": (per_token * fm).sum().item(),
-                 "entropy_sum": (-(s_logp.exp() * s_logp).sum(-1) * fm).sum().item(),
-                 "teacher_entropy_sum": (-(t_logp.exp() * t_logp).sum(-1) * fm).sum().item()}
+        stats = {"js_sum": (per_token * fm).sum().item(), "entropy_sum": (entropies[0] * fm).sum().item(),
+                 "teacher_entropy_sum": (entropies[1] * fm).sum().item()}
     return loss, stats
 
 
@@ -332,7 +365,9 @@ def add_sdpo_args(ap, sweep=False):
     else:
         g.add_argument("--alpha", type=float, default=0.05, help="teacher EMA rate α (T1); 0 = frozen teacher")
     g.add_argument("--beta", type=float, default=0.5, help="GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
-    g.add_argument("--topk", type=int, default=None, help="distil on the student's top-k ids + a tail (S4); default: full vocabulary")
+    g.add_argument("--topk", type=int, default=None, help="distil on the student's top-k ids + a tail (S4); 0 = the full "
+                   "vocabulary. Default: 100 (the release's) for a real model, the full vocabulary for the built-in "
+                   "tiny model, where it is cheap")
     g.add_argument("--cot", action="store_true", help="SDPO-CoT: keep <think> spans in the demonstration (S6)")
     g.add_argument("--mask-ratio", type=float, default=0.0, help="token masking (S7): drop each distilled token "
                    "with this probability, drawn per step; 0 = off")
@@ -350,9 +385,20 @@ def validate_sdpo_args(ap, args):
                               ("--gamma", 0 < args.gamma <= 1, "in (0, 1]"),
                               ("--refresh-every", args.refresh_every >= 0, ">= 0"),
                               ("--mask-ratio", 0 <= args.mask_ratio < 1, "in [0, 1)"),
-                              ("--topk", args.topk is None or args.topk >= 1, ">= 1")]:
+                              ("--topk", args.topk is None or args.topk >= 0, ">= 0")]:
         if not ok:
             ap.error(f"{flag} must be {allowed}")
+    args.topk = default_topk(args.model) if args.topk is None else (args.topk or None)
+
+
+BUILT_IN_MODELS = ("tiny", "tiny_think")
+RELEASE_TOPK = 100   # (S4) the release's distillation top-k (actor.yaml)
+
+
+def default_topk(model):
+    """(S4) --topk when not given: the release's 100 for a real model (a full-vocabulary GJSD over 150k ids
+    at 8k tokens does not fit a GPU, docs/GPU.md); None (the full vocabulary) for the built-in tiny model."""
+    return None if model in BUILT_IN_MODELS else RELEASE_TOPK
 
 
 def main(argv=None):

@@ -7,7 +7,7 @@ import torch
 
 import sdpo
 from conftest import random_logp
-from rollout import chat_messages, encode_chat, fill_reprompt, response_logits
+from rollout import chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, response_logits, token_entropy
 
 
 def brute_kl(p, q):
@@ -81,6 +81,53 @@ def test_topk_tail_sums_to_one_and_full_k_is_exact():
     full = sdpo.generalized_jsd(S, T, 0.5)
     s_v, t_v = sdpo.topk_with_tail(S, T, 30)
     np.testing.assert_allclose(sdpo.generalized_jsd(s_v, t_v, 0.5).numpy(), full.numpy(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [1, 5, 1024])
+def test_chunked_logsumexp_equals_torch_in_value_and_gradient(rows):
+    """rollout.chunked_logsumexp against torch.logsumexp in float64, any chunk size, bf16 input too."""
+    x = torch.randn(3, 4, 50, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    w = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    a = x.float().requires_grad_()
+    (chunked_logsumexp(a, rows) * w.float()).sum().backward()
+    b = x.clone().requires_grad_()
+    (torch.logsumexp(b, -1) * w).sum().backward()
+    np.testing.assert_allclose(chunked_logsumexp(x.float(), rows).detach().numpy(), torch.logsumexp(x, -1).numpy(),
+                               rtol=1e-6)
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=1e-6)
+    h = x.bfloat16().requires_grad_()
+    out = chunked_logsumexp(h, rows)
+    assert out.dtype == torch.float32                               # fp32 whatever the logits' dtype
+    np.testing.assert_allclose(out.detach().numpy(), torch.logsumexp(h.detach().double(), -1).numpy(), rtol=1e-6)
+    out.sum().backward()
+    assert h.grad.dtype == torch.bfloat16                           # the gradient in the logits' dtype
+
+
+def test_token_entropy_by_chunks_equals_one_call():
+    logits = torch.randn(3, 7, 40, generator=torch.Generator().manual_seed(2))
+    logp = torch.log_softmax(logits, -1)
+    assert torch.equal(token_entropy(logits, rows=4), -(logp.exp() * logp).sum(-1))
+
+
+def test_topk_from_logits_equals_topk_of_full_log_softmax():
+    """(S4) topk_logprobs (no full log-softmax) = topk_with_tail(log_softmax(S), log_softmax(T)), values and
+    the student's gradient; the teacher gets none."""
+    g = torch.Generator().manual_seed(3)
+    s_logits, t_logits = (3 * torch.randn(2, 5, 60, generator=g)).requires_grad_(), 3 * torch.randn(2, 5, 60, generator=g)
+    s2 = s_logits.detach().clone().requires_grad_()
+    s_k, t_k = sdpo.topk_logprobs(s_logits, t_logits, 7)
+    want_s, want_t = sdpo.topk_with_tail(torch.log_softmax(s2, -1), torch.log_softmax(t_logits, -1), 7)
+    np.testing.assert_allclose(s_k.detach().numpy(), want_s.detach().numpy(), rtol=1e-4, atol=2e-6)   # (the tail,
+    np.testing.assert_allclose(t_k.numpy(), want_t.numpy(), rtol=1e-4, atol=2e-6)   # log(1 − Σp), amplifies rounding)
+    assert not t_k.requires_grad
+    sdpo.generalized_jsd(s_k, t_k, 0.5).sum().backward()
+    sdpo.generalized_jsd(want_s, want_t, 0.5).sum().backward()
+    np.testing.assert_allclose(s_logits.grad.numpy(), s2.grad.numpy(), atol=1e-5)
+
+
+def test_topk_default_is_the_release_100_for_real_models_and_full_for_tiny():
+    assert sdpo.default_topk("tiny") is None and sdpo.default_topk("tiny_think") is None
+    assert sdpo.default_topk("Qwen/Qwen3-4B-Instruct-2507") == 100 == sdpo.RELEASE_TOPK
 
 
 def test_sdpo_loss_is_token_mean_over_distilled_tokens():
