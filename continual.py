@@ -158,7 +158,8 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
         row.update({"run": run_name, "stage": stage_idx + 1, "domain": domain})
         if args.curve_every > 0 and step % args.curve_every == 0:  # the light in-stage curve
             torch.manual_seed(args.eval_seed)   # (training steps seed themselves: train.run_steps)
-            curve.append([step, evaluate.acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens)[0]])
+            curve.append([step, evaluate.acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens,
+                                                              batch_size=args.sample_batch)[0]])
         rows.append(row)
         if is_main():
             append_jsonl(log_path, row)
@@ -435,7 +436,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
     """Evaluate the base once, then every configuration through every stage (resuming where it stopped)."""
     log_path = os.path.join(run_dir, "log.jsonl")
     ev = dict(n=args.eval_n, k=args.eval_k, max_new_tokens=args.max_new_tokens, seed=args.eval_seed,
-              max_prompt_len=args.max_prompt_len)
+              max_prompt_len=args.max_prompt_len, sample_batch=args.sample_batch)
     base_model, tok = load_model(args.model, device, args.dtype)  # θ_0: evaluated once, kept for the drift measurements
     base_model = shard(base_model, device)      # (torchrun: sharded like the student)
     if "base" in progress and not os.path.exists(drift.responses_path(run_dir, "base")):

@@ -28,9 +28,9 @@ import torch
 import evaluate
 import tasks
 from evaluate import collapse
-from infra import setup_torch
-from rollout import (chat_messages, check_device_flag, check_model_flag, encode_chat, load_model, response_logits, sample,
-                     token_logprobs)
+from infra import is_sharded, setup_torch
+from rollout import (SAMPLE_BATCH, chat_messages, check_device_flag, check_model_flag, encode_chat, load_model,
+                     response_logits, sample, token_logprobs)
 
 RANK_FRAC, MASK_Q = 0.1, 0.1
 
@@ -156,11 +156,12 @@ def parameter_drift(before, after, rank_frac=RANK_FRAC, q=MASK_Q, device="cpu"):
 # Response drift (A7)
 # ----------------------------------------------------------------------------------------------
 @torch.no_grad()
-def embed_texts(model, tok, texts, batch_size=128):
+def embed_texts(model, tok, texts, batch_size=SAMPLE_BATCH):
     """Mean-pooled last hidden states of each text (BOS + its tokens, right-padded): [N, H], float32.
 
-    `model` is any HF model that returns hidden states: the base causal LM by default, or an
-    encoder loaded with AutoModel (--embed-model).
+    `model` is any HF model: the base causal LM by default, or an encoder loaded with AutoModel
+    (--embed-model). Only its body runs (`base_model`, the decoder without the LM head): no logits, which
+    for a 150k-token vocabulary would be most of the memory. batch_size texts at a time (--sample-batch).
     """
     device = next(model.parameters()).device
     out = []
@@ -175,10 +176,20 @@ def embed_texts(model, tok, texts, batch_size=128):
         for i, s in enumerate(ids):
             x[i, :len(s)], m[i, :len(s)] = torch.tensor(s), 1
         x, m = x.to(device), m.to(device)
-        h = model(input_ids=x, attention_mask=m, output_hidden_states=True).hidden_states[-1].float()  # [b, L, H]
+        h = hidden_states(model, x, m)                                                               # [b, L, H]
         w = m.unsqueeze(-1).float()
         out.append(((h * w).sum(1) / w.sum(1)).cpu())                                                # [b, H]
     return torch.cat(out)
+
+
+def hidden_states(model, ids, mask):
+    """The last hidden states of the model's body (after its final norm, as the causal LM's own
+    hidden_states[-1]): [b, L, H] float32, under the model's compute dtype."""
+    body = model.base_model                              # (the decoder of a causal LM; an encoder itself)
+    weights = next(model.parameters()).dtype
+    compute = getattr(model, "compute_dtype", weights)
+    with torch.autocast(ids.device.type, dtype=compute, enabled=compute != weights and not is_sharded(model)):
+        return body(input_ids=ids, attention_mask=mask).last_hidden_state.float()
 
 
 def quantile(values, p):
@@ -189,24 +200,24 @@ def quantile(values, p):
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
-def embed_cached(embedder, tok, texts, cache):
+def embed_cached(embedder, tok, texts, cache, batch_size=SAMPLE_BATCH):
     """embed_texts, remembered per list of texts (the base samples are compared at every stage)."""
     if cache is None:
-        return embed_texts(embedder, tok, texts)
+        return embed_texts(embedder, tok, texts, batch_size)
     key = tuple(texts)   # the texts themselves: an exact key
     if key not in cache:
-        cache[key] = embed_texts(embedder, tok, texts)
+        cache[key] = embed_texts(embedder, tok, texts, batch_size)
     return cache[key]
 
 
-def response_drift(embedder, tok, texts_a, texts_b, cache=None):
+def response_drift(embedder, tok, texts_a, texts_b, cache=None, batch_size=SAMPLE_BATCH):
     """(A7) cos(e(y_a), e(y_b)) for responses to the same prompts (paired by index):
     {'mean', 'p5', 'p25', 'p50', 'n'}. cache: optional dict that keeps embeddings between calls."""
     if len(texts_a) != len(texts_b):
         raise ValueError(f"response drift needs paired responses, got {len(texts_a)} and {len(texts_b)}")
     if not texts_a:
         return {"mean": None, "p5": None, "p25": None, "p50": None, "n": 0}
-    ea, eb = embed_cached(embedder, tok, texts_a, cache), embed_cached(embedder, tok, texts_b, cache)
+    ea, eb = embed_cached(embedder, tok, texts_a, cache, batch_size), embed_cached(embedder, tok, texts_b, cache, batch_size)
     # (A7) cosine similarity of the embeddings, one per pair
     cos = torch.nn.functional.cosine_similarity(ea, eb, dim=-1).tolist()
     return {"mean": sum(cos) / len(cos), "p5": quantile(cos, 0.05), "p25": quantile(cos, 0.25),
@@ -217,22 +228,25 @@ def response_drift(embedder, tok, texts_a, texts_b, cache=None):
 # KL to the base (the quantity of the forgetting law, B4)
 # ----------------------------------------------------------------------------------------------
 @torch.no_grad()
-def kl_to_base(model, base, tok, records, samples=2, max_new_tokens=64, seed=0):
+def kl_to_base(model, base, tok, records, samples=2, max_new_tokens=64, seed=0, batch_size=SAMPLE_BATCH):
     """Monte-Carlo sequence KL(π_θ ‖ π_0) on the records' prompts:
 
         KL ≈ (1/N) Σ_i Σ_t [log π_θ(y_t | h_t) − log π_0(y_t | h_t)],   y_i ~ π_θ (temperature 1)
 
     Returns {'kl', 'stderr', 'n'} in nats per response (responses cut at max_new_tokens, so it is
     the KL of the length-limited policies). The sampling RNG is forked: training is not disturbed.
+    batch_size (--sample-batch): sequences sampled and scored at once; each chunk's log-probs are taken
+    from its own logits, so no [N, T, V] tensor of all the samples ever exists.
     """
     prompts = [encode_chat(tok, chat_messages(r)) for r in records]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        responses = sample(model, tok, prompts, samples, max_new_tokens, temperature=1.0, top_p=1.0)
+        responses = sample(model, tok, prompts, samples, max_new_tokens, temperature=1.0, top_p=1.0,
+                           batch_size=batch_size)
     expanded = [p for p in prompts for _ in range(samples)]
     diffs = []
-    for s in range(0, len(expanded), 128):
-        p, r = expanded[s:s + 128], responses[s:s + 128]
+    for s in range(0, len(expanded), batch_size):
+        p, r = expanded[s:s + batch_size], responses[s:s + batch_size]
         lg, mask, targets = response_logits(model, p, r, tok.pad_token_id)           # [b, T, V]
         lp = token_logprobs(lg, targets)                                             # [b, T]
         lg0, _, _ = response_logits(base, p, r, tok.pad_token_id)
@@ -268,11 +282,12 @@ def stage_drift(model, base, prev_state, responses, base_responses, prev_respons
     texts = [t for b in names for t in responses[b]["texts"]]
     cache = {} if embed_cache is None else embed_cache   # this stage's samples are embedded once, the base's once per run
     out["responses_vs_base"] = response_drift(embedder, embed_tok, [t for b in names for t in base_responses[b]["texts"]],
-                                              texts, cache)
+                                              texts, cache, args.sample_batch)
     prev = prev_responses if prev_responses is not None else base_responses
     out["responses_vs_prev"] = response_drift(embedder, embed_tok, [t for b in names for t in prev[b]["texts"]], texts,
-                                              cache)
-    out["kl_to_base"] = {b: kl_to_base(model, base, tok, recs, args.kl_samples, args.max_new_tokens, args.eval_seed)
+                                              cache, args.sample_batch)
+    out["kl_to_base"] = {b: kl_to_base(model, base, tok, recs, args.kl_samples, args.max_new_tokens, args.eval_seed,
+                                       args.sample_batch)
                          for b, recs in kl_records.items()}
     out["kl_to_base_mean"] = sum(v["kl"] for v in out["kl_to_base"].values()) / max(1, len(out["kl_to_base"]))
     out["collapse"] = collapse(texts, [h for b in names for h in responses[b]["hit_limit"]])
@@ -340,10 +355,13 @@ def main(argv=None):
                                              "for a finished continual.py run (SPEC A4–A8).")
     ap.add_argument("run_dir", help="a runs/<name>/ directory written by continual.py")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences per forward or generate call")
     add_drift_args(ap)
     args = ap.parse_args(argv)
     validate_drift_args(ap, args)
     check_device_flag(ap, args.device)
+    if args.sample_batch < 1:
+        ap.error(f"--sample-batch must be >= 1, got {args.sample_batch}")
     cfg_path, prog_path = os.path.join(args.run_dir, "config.json"), os.path.join(args.run_dir, "progress.json")
     if not os.path.isfile(cfg_path) or not os.path.isfile(prog_path):
         ap.error(f"{args.run_dir} is not a continual.py run directory (no config.json / progress.json)")

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 import tasks
 from infra import gather_lists, init_distributed, is_main, my_share, shard
-from rollout import (DTYPES, MAX_EVAL_N, MAX_TOKENS, chat_messages, check_device_flag, check_model_flag, configure_run, decode,
+from rollout import (DTYPES, MAX_EVAL_N, MAX_TOKENS, SAMPLE_BATCH, chat_messages, check_device_flag, check_model_flag, configure_run, decode,
                      drop_long_prompts, encode_chat, fill_reprompt, load_model, sample)
 
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
@@ -60,10 +60,11 @@ def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0):
 
 @torch.no_grad()
 def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPERATURE, top_p=EVAL_TOP_P,
-             prompts=None, batch_size=512):
+             prompts=None, batch_size=SAMPLE_BATCH):
     """(C3) Acc@k = mean over prompts of (1/k) Σ_j correct(y_j), y_j ~ π(·|x) at the eval temperature.
 
     prompts: optional user texts replacing each record's prompt (the teacher check's reprompts).
+    batch_size: sequences generated at once (--sample-batch): it bounds the KV cache, not the result's size.
     Returns (accuracy, per-prompt accuracies [N], responses [N*k], scores [N*k],
     hit_limit [N*k]: whether each response ran to max_new_tokens without an EOS).
     """
@@ -102,9 +103,9 @@ def mean_interval(values):
 
 
 @torch.no_grad()
-def teacher_check(model, tok, records, k=8, max_new_tokens=64):
+def teacher_check(model, tok, records, k=8, max_new_tokens=64, sample_batch=SAMPLE_BATCH):
     """Success without vs with a correct demonstration (a successful own sample) in the prompt."""
-    _, per_prompt, responses, scores, _ = acc_at_k(model, tok, records, k, max_new_tokens)
+    _, per_prompt, responses, scores, _ = acc_at_k(model, tok, records, k, max_new_tokens, batch_size=sample_batch)
     shown, reprompts, before = [], [], []
     for i, rec in enumerate(records):
         ok = [resp for resp, s in zip(responses[i * k:(i + 1) * k], scores[i * k:(i + 1) * k]) if s == 1.0]
@@ -114,7 +115,7 @@ def teacher_check(model, tok, records, k=8, max_new_tokens=64):
             before.append(per_prompt[i])
     if not shown:
         return {"prompts_with_demo": 0, "without_demo": None, "with_demo": None}
-    with_demo, _, _, _, _ = acc_at_k(model, tok, shown, k, max_new_tokens, prompts=reprompts)
+    with_demo, _, _, _, _ = acc_at_k(model, tok, shown, k, max_new_tokens, prompts=reprompts, batch_size=sample_batch)
     return {"prompts_with_demo": len(shown), "prompts": len(records),
             "without_demo": sum(before) / len(before), "with_demo": with_demo}
 
@@ -162,7 +163,7 @@ def markdown_table(headers, rows):
 
 
 def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=True, degenerate=None,
-             responses=None, max_prompt_len=0):
+             responses=None, max_prompt_len=0, sample_batch=SAMPLE_BATCH):
     """Acc@k per benchmark: {name: accuracy}.
 
     degenerate: optional dict filled with each benchmark's share of collapsed responses (A8);
@@ -172,7 +173,7 @@ def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=T
     for name in tqdm(names, desc="evaluate", disable=not progress or not is_main(), leave=False):
         torch.manual_seed(seed)
         records = benchmark_records(name, n, seed, tok, max_prompt_len)
-        acc, _, texts, _, hit = acc_at_k(model, tok, records, k, max_new_tokens)
+        acc, _, texts, _, hit = acc_at_k(model, tok, records, k, max_new_tokens, batch_size=sample_batch)
         out[name] = acc
         if degenerate is not None:
             degenerate[name] = collapse(texts, hit)["share"]   # (A8)
@@ -194,12 +195,15 @@ def main(argv=None):
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     ap.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this (0 = keep all)")
+    ap.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences generated at once (bounds "
+                    "the KV cache: at 8k tokens set it to what fits, docs/GPU.md)")
     ap.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None)
     ap.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False)
     ap.add_argument("--no-teacher-check", action="store_true", help="skip the with/without-demonstration check")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
-    for flag, v, top in (("--k", args.k, 1024), ("--n", args.n, MAX_EVAL_N), ("--max-new-tokens", args.max_new_tokens, MAX_TOKENS)):
+    for flag, v, top in (("--k", args.k, 1024), ("--n", args.n, MAX_EVAL_N), ("--max-new-tokens", args.max_new_tokens, MAX_TOKENS),
+                         ("--sample-batch", args.sample_batch, 1 << 20)):
         if not 1 <= v <= top:
             ap.error(f"{flag} must be in [1, {top}], got {v}")
     check_model_flag(ap, "--model", args.model)
@@ -218,7 +222,7 @@ def main(argv=None):
     t0 = time.time()
     try:
         accs = evaluate(model, tok, names, args.n, args.k, args.max_new_tokens, args.seed,
-                        max_prompt_len=args.max_prompt_len)
+                        max_prompt_len=args.max_prompt_len, sample_batch=args.sample_batch)
     except ValueError as e:
         ap.error(str(e))
     result = {"model": args.model, "k": args.k, "n": args.n, "acc": accs}
@@ -230,7 +234,7 @@ def main(argv=None):
         for name in trained:
             torch.manual_seed(args.seed)
             checks[name] = teacher_check(model, tok, benchmark_records(name, args.n, args.seed, tok, args.max_prompt_len), args.k,
-                                         args.max_new_tokens)
+                                         args.max_new_tokens, args.sample_batch)
         result["teacher_check"] = checks
         print("\nTeacher check: success on the same prompts without / with a correct demonstration (S1)")
         print(markdown_table(["domain", "prompts with a success", "without demo %", "with demo %"],

@@ -29,6 +29,10 @@ from infra import gathered, is_sharded, under_torchrun
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY_DIR = os.path.join(HERE, "tiny_model")
 PAD_MULTIPLE = 16  # pad lengths up to a multiple of this: CPU kernels are slow on every *new* shape
+# --sample-batch: sequences per forward or generate call wherever the count grows with the data (rollout,
+# evaluation, the teacher check, drift's embeddings and KL, tokens.py). At 8k new tokens the KV cache of
+# 512 Qwen3-4B sequences is ~770 GB: on a GPU set it to what fits (docs/GPU.md gives the sizes).
+SAMPLE_BATCH = 512
 
 
 def round_up(n, m=PAD_MULTIPLE):
@@ -192,7 +196,7 @@ def eos_ids_of(model, tok):
     return {i for i in ids if i is not None}
 
 
-def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=1.0, top_p=1.0, batch_size=256,
+def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=1.0, top_p=1.0, batch_size=SAMPLE_BATCH,
            share_prefill=True):
     """Sample `group_size` responses for every prompt with plain HF generate.
 
@@ -228,8 +232,18 @@ def _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top
                               **gen_kw)  # [b, P+T]
         for row in seqs[:, ids.shape[1]:].tolist():
             out.append(cut_at_eos(row, eos))
+        del seqs, gen_kw                          # the generation cache goes before the next chunk's
+    free_device_cache(device)
     model.train(was_training)
     return out
+
+
+def free_device_cache(device):
+    """Hand the allocator's cached blocks back between rollout and update (CUDA only; a no-op on CPU):
+    generation's KV cache and the update's activations have different shapes, and with
+    expandable_segments (infra.setup_torch) the freed memory is reusable rather than fragmented."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def shared_prefill(model, ids, mask, group_size):
@@ -397,7 +411,7 @@ def decode(tok, response_ids):
 # One group per prompt: sample, decode, grade
 # ----------------------------------------------------------------------------------------------
 def collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, top_p=1.0, enable_thinking=None,
-            sample_batch=256):
+            sample_batch=SAMPLE_BATCH):
     """Rollouts for one step: G responses per record, graded. Everything is grouped contiguously.
 
     Returns a dict: records [N*G], prompt_ids [N*G] (id lists), response_ids [N*G] (id lists, EOS
@@ -436,8 +450,9 @@ def add_common_args(ap):
     g.add_argument("--group-size", "--num-generations", type=int, default=8, dest="group_size",
                    help="responses sampled per prompt (G)")
     g.add_argument("--max-new-tokens", type=int, default=64)
-    g.add_argument("--sample-batch", type=int, default=256, help="sequences generated at once (whole groups; "
-                   "their KV cache bounds the rollout's memory: python bench.py --memory)")
+    g.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences per generate or scoring "
+                   "call in rollouts, evaluation and drift (whole groups; their KV cache bounds the memory: python "
+                   "bench.py --memory)")
     g.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
     g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus sampling")
     g.add_argument("--dtype", default="auto", choices=["auto", *DTYPES],

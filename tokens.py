@@ -28,7 +28,7 @@ import grpo
 import sdpo
 import tasks
 from infra import setup_torch
-from rollout import chat_messages, collect, encode_chat, load_model, response_logits
+from rollout import SAMPLE_BATCH, chat_messages, collect, encode_chat, load_model, response_logits, right_pad
 
 try:
     import matplotlib
@@ -39,22 +39,26 @@ except ImportError:
 
 
 @torch.no_grad()
-def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64, beta=0.5, seed=0, top=3):
+def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64, beta=0.5, seed=0, top=3,
+                  sample_batch=SAMPLE_BATCH):
     """Sample and grade a group per record, then the per-token signals of every response.
 
     Returns a list of dicts, one per response: prompt, reward, advantage (G1), has_signal (S1), and
     tokens: [{'text', 'gjsd' (S3), 'p_student', 'p_teacher', 'teacher_top': [(text, p), ...]}]
     (the SDPO fields are None for a response without a successful sibling).
+    sample_batch: responses scored per forward; only their per-token numbers are kept, never [N, T, V].
     """
     torch.manual_seed(seed)
-    batch = collect(model, tok, records, group_size, max_new_tokens, temperature=1.0)
+    batch = collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, sample_batch=sample_batch)
     adv = grpo.group_advantages(batch["rewards"], group_size)                                # [N*G] (G1)
     users, m, _ = sdpo.build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"], group_size)  # (S1)
-    # the signalled responses in one batched forward each for student and teacher (prompts shared, S2)
-    sig = [i for i in range(len(users)) if m[i] > 0]
+    # the signalled responses, sample_batch at a time: one forward each for student and teacher (S2)
+    signalled = [i for i in range(len(users)) if m[i] > 0]
     scored = {}
-    if sig:
+    for start in range(0, len(signalled), sample_batch):
+        sig = signalled[start:start + sample_batch]
         responses = [batch["response_ids"][i] for i in sig]
+        targets = right_pad(responses, tok.pad_token_id, "cpu")[0].unsqueeze(-1)              # [S, T, 1]
         s_logits, _, _ = response_logits(model, [batch["prompt_ids"][i] for i in sig], responses,
                                          tok.pad_token_id)                                      # [S, T, V]
         t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], users[i])) for i in sig]
@@ -62,7 +66,8 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
         s_logp = torch.log_softmax(s_logits, -1)                                                 # [S, T, V]
         gjsd = sdpo.generalized_jsd(s_logp, t_logp, beta)                                        # [S, T] (S3)
         alt = t_logp.exp().topk(top, -1)                                                         # [S, T, top]
-        scored = {i: (s_logp[j], t_logp[j], gjsd[j], alt.values[j], alt.indices[j]) for j, i in enumerate(sig)}
+        s_own, t_own = s_logp.cpu().gather(-1, targets)[..., 0], t_logp.cpu().gather(-1, targets)[..., 0]  # [S, T]
+        scored.update({i: (s_own[j], t_own[j], gjsd[j], alt.values[j], alt.indices[j]) for j, i in enumerate(sig)})
     out = []
     for i, ids in enumerate(batch["response_ids"]):
         row = {"prompt": batch["records"][i]["prompt"], "reward": float(batch["rewards"][i]),
@@ -71,7 +76,7 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
         if i in scored:
             s_lp, t_lp, g, top_p, top_v = scored[i]
             row["tokens"] = [{"text": texts[t], "gjsd": g[t].item(),
-                              "p_student": s_lp[t, ids[t]].exp().item(), "p_teacher": t_lp[t, ids[t]].exp().item(),
+                              "p_student": s_lp[t].exp().item(), "p_teacher": t_lp[t].exp().item(),
                               "teacher_top": [(tok.decode([int(v)]), round(p.item(), 3)) for p, v in zip(top_p[t], top_v[t])]}
                              for t in range(len(ids))]
         else:
@@ -182,10 +187,11 @@ def main(argv=None):
     ap.add_argument("--beta", type=float, default=0.5, help="GJSD mix (S3)")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences per generate or forward call")
     ap.add_argument("--out", default=os.path.join("runs", "tokens"))
     args = ap.parse_args(argv)
     for flag, ok in (("--prompts", args.prompts >= 1), ("--group-size", args.group_size >= 2),
-                     ("--show", args.show >= 1), ("--beta", 0 <= args.beta <= 1),
+                     ("--show", args.show >= 1), ("--beta", 0 <= args.beta <= 1), ("--sample-batch", args.sample_batch >= 1),
                      ("--max-new-tokens", 1 <= args.max_new_tokens <= 4096)):
         if not ok:
             ap.error(f"{flag} is out of range")
@@ -202,7 +208,8 @@ def main(argv=None):
     device = setup_torch("cpu" if not torch.cuda.is_available() else "auto")
     model, tok = load_model(args.model, device)
     teacher = sdpo.stage_teacher(model) if args.teacher is None else load_model(args.teacher, device)[0].eval()
-    rows = token_signals(model, teacher, tok, records, args.group_size, args.max_new_tokens, args.beta, args.seed)
+    rows = token_signals(model, teacher, tok, records, args.group_size, args.max_new_tokens, args.beta, args.seed,
+                         sample_batch=args.sample_batch)
     chosen = pick(rows, args.show)
     os.makedirs(args.out, exist_ok=True)
     title = f"{args.task}: {os.path.basename(os.path.normpath(args.model))}"

@@ -61,7 +61,7 @@ def sample_and_grade(model, tok, chosen, args, step):
         torch.manual_seed(args.seed * 100_003 + step + 1_000_003 * b)  # reproducible per step and block
         try:
             parts.append(collect(model, tok, chosen[b * per:(b + 1) * per], args.group_size, args.max_new_tokens,
-                                 args.temperature, args.top_p, sample_batch=getattr(args, "sample_batch", 256)))
+                                 args.temperature, args.top_p, sample_batch=args.sample_batch))
         except RuntimeError as e:   # torch's "probability tensor contains either inf, nan or element < 0"
             if "inf" not in str(e) and "nan" not in str(e):
                 raise
@@ -147,7 +147,7 @@ def train_one_task(ap, args, method_name, make_method):
 
     def acc():   # the evaluation's own seed: the same test prompts and sampling whatever the training seed
         torch.manual_seed(args.eval_seed)
-        return evaluate.acc_at_k(model, tok, test, args.eval_k, args.max_new_tokens)[0]
+        return evaluate.acc_at_k(model, tok, test, args.eval_k, args.max_new_tokens, batch_size=args.sample_batch)[0]
 
     before = acc()
     print(f"{method_name} on {args.task}: Acc@{args.eval_k} before = {100 * before:.1f}% ({len(test)} test prompts)")
