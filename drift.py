@@ -28,7 +28,7 @@ import torch
 import evaluate
 import tasks
 from evaluate import collapse
-from infra import is_sharded, setup_torch
+from infra import setup_torch
 from rollout import (SAMPLE_BATCH, chat_messages, check_device_flag, check_model_flag, encode_chat, load_model,
                      response_logits, sample, token_logprobs)
 
@@ -160,8 +160,8 @@ def embed_texts(model, tok, texts, batch_size=SAMPLE_BATCH):
     """Mean-pooled last hidden states of each text (BOS + its tokens, right-padded): [N, H], float32.
 
     `model` is any HF model: the base causal LM by default, or an encoder loaded with AutoModel
-    (--embed-model). Only its body runs (`base_model`, the decoder without the LM head): no logits, which
-    for a 150k-token vocabulary would be most of the memory. batch_size texts at a time (--sample-batch).
+    (--embed-model). No logits are built (`hidden_states`): for a 150k-token vocabulary they would be most
+    of the memory. batch_size texts at a time (--sample-batch).
     """
     device = next(model.parameters()).device
     out = []
@@ -183,13 +183,13 @@ def embed_texts(model, tok, texts, batch_size=SAMPLE_BATCH):
 
 
 def hidden_states(model, ids, mask):
-    """The last hidden states of the model's body (after its final norm, as the causal LM's own
-    hidden_states[-1]): [b, L, H] float32, under the model's compute dtype."""
-    body = model.base_model                              # (the decoder of a causal LM; an encoder itself)
-    weights = next(model.parameters()).dtype
-    compute = getattr(model, "compute_dtype", weights)
-    with torch.autocast(ids.device.type, dtype=compute, enabled=compute != weights and not is_sharded(model)):
-        return body(input_ids=ids, attention_mask=mask).last_hidden_state.float()
+    """The last hidden states: [b, L, H] float32. A causal LM runs whole (through its root, as a sharded
+    model requires) with its LM head on one position only (`logits_to_keep=1`): its hidden_states[-1]
+    (after the final norm) without the [b, L, V] logits. An encoder (--embed-model) gives them directly."""
+    if model.get_output_embeddings() is None:
+        return model(input_ids=ids, attention_mask=mask).last_hidden_state.float()
+    return model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+                 logits_to_keep=1).hidden_states[-1].float()
 
 
 def quantile(values, p):

@@ -47,6 +47,9 @@ def setup_torch(device="auto", threads=0):
     (docs/RESULTS.md): pass --threads 1 there, or run one job at a time.
     """
     global _THREADS_SET
+    # CUDA: let freed blocks of one shape (generation's cache) serve another (the update's activations)
+    # instead of fragmenting; read when CUDA first allocates, so set before that (a user's setting stands)
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     if threads > 0:
         torch.set_num_threads(threads)
         _THREADS_SET = True
@@ -172,7 +175,8 @@ def shard(model, device=None):
     bf16 over fp32 weights (`model.compute_dtype`, set by rollout.load_model) a MixedPrecisionPolicy
     all-gathers the fp32 shards as bf16 for compute and reduce-scatters the gradients in fp32.
     Gradients are *summed* over ranks (our losses carry the global normalisation). Without torchrun the
-    model is returned as it is."""
+    model is returned as it is. A model that only rank 0 has read (rollout.load_model under torchrun:
+    the other ranks hold it on the meta device) is filled from rank 0's weights, each rank its shard."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     world = rank_and_world()[1]
@@ -183,10 +187,19 @@ def shard(model, device=None):
     compute = getattr(model, "compute_dtype", weights)
     low = compute if compute != weights else None
     policy = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=torch.float32 if low is not None else None)
+    from_rank0 = getattr(model, "_weights_on_rank0", False)
+    whole = model.state_dict() if from_rank0 and is_main() else {}   # (rank 0: before its weights are cut)
     mesh = init_device_mesh(device.type, (world,))
     for layer in decoder_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=policy)     # (moves this rank's shard to the device)
     fully_shard(model, mesh=mesh, mp_policy=policy)
+    if from_rank0:
+        if not is_main():
+            model.to_empty(device=device)           # meta -> this rank's (uninitialised) shard
+        load_full_state_dict(model, whole)          # rank 0's weights, broadcast shard by shard
+        for b in model.buffers():                   # (buffers outside the state dict: rotary frequencies)
+            dist.broadcast(b, src=0)
+        model._weights_on_rank0 = False
     for m in fsdp_modules(model):
         m.set_gradient_divide_factor(1.0)          # Σ over ranks, not the mean
         m.set_force_sum_reduction_for_comms(True)  # (a plain SUM: gloo has no pre-scaled sum)

@@ -24,7 +24,7 @@ import types
 import torch
 
 import tasks
-from infra import gathered, is_sharded, under_torchrun
+from infra import gathered, is_main, is_sharded, under_torchrun
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY_DIR = os.path.join(HERE, "tiny_model")
@@ -80,14 +80,25 @@ def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, 
     fp32 weights, one process wraps the forward in bf16 autocast; under torchrun (`distributed`, default:
     when launched by it) infra.shard's mixed-precision policy does it instead (`model.compute_dtype`).
     grad_checkpointing: recompute activations in the backward (less memory, ~30% slower)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
     path = {"tiny": TINY_DIR, "tiny_think": TINY_DIR + "_think"}.get(name, name)   # (the thinking variant: tiny.py)
     device = torch.device(device)
     weights, compute = resolve_dtype(dtype, device)
     tok = AutoTokenizer.from_pretrained(path)
     if distributed is None:
         distributed = under_torchrun()
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=weights)
+    if distributed and not is_main():
+        # torchrun: only rank 0 reads the weights; the others build the model empty (meta device), and
+        # infra.shard gives each rank its own shard from rank 0's copy (host memory: 1 model, not N)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=weights)
+        try:
+            model.generation_config = GenerationConfig.from_pretrained(path)
+        except OSError:   # (no generation_config.json: the one from_config made stands)
+            pass
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=weights)
+    model._weights_on_rank0 = distributed   # read by infra.shard
     if not distributed:        # (torchrun: it stays in host memory until infra.shard moves each rank's shard)
         model = model.to(device)
     model.compute_dtype = compute
