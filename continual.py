@@ -36,9 +36,9 @@ import plots
 import sdpo
 import tasks
 import train
-from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, full_state_dict, gathered,
-                   init_distributed, is_main, load_full_state_dict, load_optimizer_state, optimizer_state, read_jsonl,
-                   save_checkpoint, shard)
+from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states, full_state_dict,
+                   gathered, init_distributed, is_main, load_optimizer, load_teacher, read_jsonl, save_checkpoint, shard,
+                   under_torchrun)
 from rollout import add_common_args, check_dir_flag, drop_long_prompts, load_model, per_seed, validate_common_args
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
@@ -148,9 +148,9 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
         steps = grpo.make_grpo(model, tok, opt, stage_args)
     curve, rows, start = [], [], 0
     if resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
-        load_optimizer_state(model, opt, torch.load(os.path.join(partial_dir, "optimizer.pt")))
+        load_optimizer(partial_dir, model, opt)
         if steps["teacher"] is not None:
-            load_full_state_dict(steps["teacher"], torch.load(os.path.join(partial_dir, "teacher.pt")))
+            load_teacher(partial_dir, steps["teacher"])
         curve, rows, start = resume["curve"], resume["rows"], resume["step"]
     curve_test = evaluate.benchmark_records(domain, args.curve_n, args.eval_seed) if args.curve_every > 0 else []
 
@@ -168,12 +168,10 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
         train.run_steps(model, tok, records, stage_args, steps, None, desc=f"{run_name} {stage_idx + 1}:{domain}",
                         start_step=start, on_step=on_step)
     except Interrupted as e:  # Ctrl-C at a step boundary: save everything needed to continue exactly
-        extra = {"optimizer.pt": optimizer_state(model, opt),   # (sharded: gathered; every rank takes part)
-                 "partial.pt": {"run": run_name, "stage": stage_idx, "step": e.completed_steps,
+        extra = {"partial.pt": {"run": run_name, "stage": stage_idx, "step": e.completed_steps,
                                 "rows": rows, "curve": curve}}
-        if steps["teacher"] is not None:
-            extra["teacher.pt"] = full_state_dict(steps["teacher"])
-        save_checkpoint(model, tok, partial_dir, extra)
+        # (sharded: every rank takes part, each writing its own shard of the optimizer and teacher)
+        save_checkpoint(model, tok, partial_dir, extra, opt=opt, teacher=steps["teacher"])
         raise
     return curve, rows, steps["teacher"]
 
@@ -418,9 +416,7 @@ def load_partial(partial_dir, run_name, stage, has_teacher, device, args):
         saved = torch.load(os.path.join(partial_dir, "partial.pt"))
         if saved["run"] != run_name or saved["stage"] != stage:
             return None
-        torch.load(os.path.join(partial_dir, "optimizer.pt"))
-        if has_teacher:
-            torch.load(os.path.join(partial_dir, "teacher.pt"))
+        check_states(partial_dir, ["optimizer", "teacher"] if has_teacher else ["optimizer"], under_torchrun())
         model, tok = load_model(partial_dir, device, args.dtype, args.grad_checkpointing)
         return saved, model, tok
     except Exception as e:
@@ -511,7 +507,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
             carry = method == "sdpo" and settings["teacher_init"] == "carry"
             if carry and prev_teacher is None and k > 0:   # (T3) resuming: the previous stage's teacher, from disk
                 prev_teacher = sdpo.init_teacher(model)
-                load_full_state_dict(prev_teacher, torch.load(os.path.join(done[-1]["checkpoint"], "teacher.pt")))
+                load_teacher(done[-1]["checkpoint"], prev_teacher)
             curve, rows, teacher = train_stage(model, tok, domain, k, method, settings, args, log_path, run_name,
                                                partial_dir, resume, prev_teacher)
             prev_teacher = teacher if carry else None
@@ -537,7 +533,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
                           f"{stage_drift['kl_to_base_mean']:.2f} nats ({time.time() - t1:.0f}s)")
             ckpt = os.path.join(run_dir, "checkpoints", run_name, f"stage{k + 1}-{os.path.basename(domain)}")
             # (with --teacher-init carry, the stage's final teacher too; sharded: every rank takes part)
-            save_checkpoint(model, tok, ckpt, {"teacher.pt": full_state_dict(teacher)} if carry else None)
+            save_checkpoint(model, tok, ckpt, teacher=teacher if carry else None)
             done.append({"domain": domain, "acc": acc, "degenerate": deg, "drift": stage_drift, "curve": curve,
                          "checkpoint": ckpt,
                          "train_seconds": round(train_s, 1),

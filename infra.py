@@ -268,19 +268,62 @@ def load_full_state_dict(model, state):
     set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
 
 
-def optimizer_state(model, opt):
-    """AdamW's state, whole (rank 0), for a checkpoint."""
-    if not is_sharded(model):
-        return opt.state_dict()
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
-    return get_optimizer_state_dict(model, opt, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+# Optimizer and teacher states beside a checkpoint. One process: optimizer.pt and teacher.pt (torch.save).
+# Sharded (torchrun): optimizer/ and teacher/, written by torch.distributed.checkpoint, one file per rank
+# holding that rank's shard: no rank ever holds the whole state (AdamW's is ~58 GB for a 7B model).
+def state_path(ckpt_dir, name, sharded):
+    """Where a state ('optimizer' or 'teacher') lives: NAME.pt (one process) or the directory NAME/ (sharded)."""
+    return os.path.join(ckpt_dir, name if sharded else name + ".pt")
 
 
-def load_optimizer_state(model, opt, state):
+def save_states(ckpt_dir, model, opt=None, teacher=None):
+    """Write the optimizer's and the teacher's states into ckpt_dir (sharded: every rank must call it)."""
+    sharded = is_sharded(model)
+    if not sharded:
+        for name, obj in (("optimizer", opt), ("teacher", teacher)):
+            if obj is not None:
+                torch.save(obj.state_dict(), state_path(ckpt_dir, name, False))
+        return
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+    if opt is not None:
+        dcp.save(get_optimizer_state_dict(model, opt), checkpoint_id=state_path(ckpt_dir, "optimizer", True))
+    if teacher is not None:
+        dcp.save(get_model_state_dict(teacher), checkpoint_id=state_path(ckpt_dir, "teacher", True))
+
+
+def load_optimizer(ckpt_dir, model, opt):
+    """AdamW's state from ckpt_dir into `opt` (sharded: each rank reads its own shard)."""
     if not is_sharded(model):
-        return opt.load_state_dict(state)
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
-    set_optimizer_state_dict(model, opt, state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+        return opt.load_state_dict(torch.load(state_path(ckpt_dir, "optimizer", False), weights_only=True))
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+    state = get_optimizer_state_dict(model, opt)      # (the layout to fill: this rank's shards)
+    dcp.load(state, checkpoint_id=state_path(ckpt_dir, "optimizer", True))
+    set_optimizer_state_dict(model, opt, state)
+
+
+def load_teacher(ckpt_dir, teacher):
+    """The teacher's weights from ckpt_dir into `teacher` (a copy of the student, sharded like it)."""
+    if not is_sharded(teacher):
+        return teacher.load_state_dict(torch.load(state_path(ckpt_dir, "teacher", False), weights_only=True))
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+    state = get_model_state_dict(teacher)
+    dcp.load(state, checkpoint_id=state_path(ckpt_dir, "teacher", True))
+    set_model_state_dict(teacher, state)
+
+
+def check_states(ckpt_dir, names, sharded):
+    """Raise if a state is missing or unreadable, without loading it whole: a .pt file is memory-mapped
+    (nothing read into memory), a sharded one's metadata is read."""
+    for name in names:
+        path = state_path(ckpt_dir, name, sharded)
+        if sharded:
+            from torch.distributed.checkpoint import FileSystemReader
+            FileSystemReader(path).read_metadata()
+        else:
+            torch.load(path, mmap=True, weights_only=True)
 
 
 def idle_loss(model):
@@ -391,14 +434,15 @@ class StepBoundarySigint:
 # ----------------------------------------------------------------------------------------------
 # Files that survive a crash
 # ----------------------------------------------------------------------------------------------
-def save_checkpoint(model, tok, out_dir, extra=None):
-    """One Hugging Face directory (`from_pretrained` loads it), written atomically: save_pretrained into
-    a temporary sibling directory, then renamed into place. A crash at any moment leaves either the old
-    checkpoint or the new one, never half of one.
+def save_checkpoint(model, tok, out_dir, extra=None, opt=None, teacher=None):
+    """One Hugging Face directory (`from_pretrained` loads it), written atomically: everything goes into
+    a temporary sibling directory, then it is renamed into place. A crash at any moment leaves either
+    the old checkpoint or the new one, never half of one.
 
-    Sharded: every rank must call it (the weights are gathered on rank 0, which alone writes).
-    `extra`: optional {filename: object} saved with torch.save beside the weights (optimizer, teacher...),
-    already whole (`optimizer_state`, `full_state_dict`).
+    Sharded: every rank must call it (the weights are gathered on rank 0, which alone writes them; each
+    rank writes its own shard of the optimizer and teacher states, save_states).
+    `extra`: optional {filename: small object} saved with torch.save beside the weights (rank 0);
+    `opt`, `teacher`: the optimizer and the teacher whose states go with it.
     """
     state = full_state_dict(model) if is_sharded(model) else None
     if state is not None and is_main():   # tied embeddings: the LM head is the input embedding, saved once
@@ -406,10 +450,15 @@ def save_checkpoint(model, tok, out_dir, extra=None):
         if out_emb is not None and out_emb.weight is in_emb.weight:
             head = next(name for name, m in model.named_modules() if m is out_emb)
             state.pop(f"{head}.weight", None)
+    out_dir = out_dir.rstrip("/")
+    tmp, old = out_dir + ".tmp", out_dir + ".old"
     if is_main():
-        out_dir = out_dir.rstrip("/")
-        tmp, old = out_dir + ".tmp", out_dir + ".old"
         shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+    barrier()
+    save_states(tmp, model, opt, teacher)
+    barrier()
+    if is_main():
         model.save_pretrained(tmp, state_dict=state)
         tok.save_pretrained(tmp)
         for name, obj in (extra or {}).items():

@@ -42,14 +42,13 @@ def check_state(out):
     step(model, opt, ids)
     sdpo.ema_update(teacher, model, 0.3)                  # (T1) shard by shard
     ckpt = os.path.join(out, "ckpt")
-    infra.save_checkpoint(model, tok, ckpt, {"optimizer.pt": infra.optimizer_state(model, opt),
-                                             "teacher.pt": infra.full_state_dict(teacher)})
+    infra.save_checkpoint(model, tok, ckpt, opt=opt, teacher=teacher)   # (states: one file per rank)
     again, _ = rollout.load_model(ckpt, "cpu")           # the directory from_pretrained loads
     again = infra.shard(again, "cpu")
     opt2 = torch.optim.AdamW(again.parameters(), lr=1e-3)
-    infra.load_optimizer_state(again, opt2, torch.load(os.path.join(ckpt, "optimizer.pt")))
+    infra.load_optimizer(ckpt, again, opt2)
     teacher2 = sdpo.init_teacher(again)
-    infra.load_full_state_dict(teacher2, torch.load(os.path.join(ckpt, "teacher.pt")))
+    infra.load_teacher(ckpt, teacher2)
     step(model, opt, ids)                                 # the same next step from both
     step(again, opt2, ids)
     a, b = infra.full_state_dict(model), infra.full_state_dict(again)

@@ -43,6 +43,9 @@ def test_checkpoint_optimizer_and_teacher_round_trip(worker_results):
     assert 0 <= r["first_step_kl"] < 1e-6                         # GRPO's sharded reference = the start model
     assert r["zeroed_clone_gap"] > 1.0                            # a clone computes with its own weights
     assert (out / "ckpt" / "model.safetensors").exists() and (out / "ckpt" / "config.json").exists()
+    # the optimizer and teacher states: torch.distributed.checkpoint directories, one shard file per rank
+    for name in ("optimizer", "teacher"):
+        assert (out / "ckpt" / name / ".metadata").exists() and len(list((out / "ckpt" / name).glob("*.distcp"))) == 2
 
 
 def test_measured_peak_memory_per_rank_agrees_with_the_formula(worker_results):
@@ -73,7 +76,7 @@ def test_continual_under_torchrun_resumes_to_the_same_results(tmp_path):
         raise AssertionError(out.stderr[-3000:])
     run("full")
     full = tmp_path / "runs" / "full"
-    assert (full / "checkpoints" / "sdpo_a0.05_carry" / "stage1-math" / "teacher.pt").exists()
+    assert (full / "checkpoints" / "sdpo_a0.05_carry" / "stage1-math" / "teacher" / ".metadata").exists()   # (sharded)
     part = interrupted_copy(full, "sdpo_a0.05_carry", keep=1)
     assert "resuming after stage 1" in run("part")
     assert results_as_if_full(part) == json.loads((full / "results.json").read_text())
