@@ -33,7 +33,7 @@ import sdpo
 import tasks
 import tiny
 from infra import setup_torch
-from rollout import (add_common_args, chat_messages, check_device_flag, check_dir_flag, check_model_flag, per_seed, collect, encode_chat, left_pad, load_model, micro_batches,
+from rollout import (ROWS_PER_CHUNK, add_common_args, chat_messages, check_device_flag, check_dir_flag, check_model_flag, per_seed, collect, encode_chat, left_pad, load_model, micro_batches,
                      round_up)
 
 
@@ -393,7 +393,7 @@ def parameter_counts(s):
     return layer, root, s["layers"] * layer + root
 
 
-def memory_per_rank(s, ranks, method="sdpo", tokens=10240, rollout_seqs=32, compute_bytes=2):
+def memory_per_rank(s, ranks, method="sdpo", tokens=10240, rollout_seqs=32, compute_bytes=2, topk=100):
     """Peak bytes per rank of one training step, by phase, for FSDP2 over `ranks` (bf16 compute over fp32
     master weights: compute_bytes 2; fp32 compute: 4). With P parameters, P_l per layer, P_r in the root,
     T tokens in an update micro-batch (one response, as the release), V the vocabulary:
@@ -404,24 +404,146 @@ def memory_per_rank(s, ranks, method="sdpo", tokens=10240, rollout_seqs=32, comp
                           + 2·P_l·4              a layer's unsharded fp32 gradient before its reduce-scatter
                           + L·T·d·c              layer inputs kept by activation checkpointing
                           + T·(4d + 3ff)·c·2     one layer's activations, recomputed, and their gradients
-                          + T·V·(c + 12) [+ T·V·12 SDPO]   logits, fp32 log-probs and their gradient
-                                                 [the teacher's log-probs, the mixture, the divergence]
+                          + T·V·b                the logits and everything made from them, forward and
+                                                 backward: b measured (LOGIT_BYTES, `--logit-memory`)
+                          + R·V·12               one chunk of R = rollout.ROWS_PER_CHUNK positions' fp32
+                                                 temporaries (entropy, logsumexp)
       rollout             + P·c                  the student gathered for sampling
                           + 2·L·kv·hd·(T·S)·c    the KV cache of S sequences sampled at once
-    """
+    topk: SDPO's --topk (None: the full vocabulary)."""
     layer, root, P = parameter_counts(s)
     N, c, T, L = ranks, compute_bytes, tokens, s["layers"]
     sdpo = method == "sdpo"
     sharded = P * 16 / N + (P * 4 / N if sdpo else 0)
+    per_logit = LOGIT_BYTES[logit_case(method, topk, "bf16" if c == 2 else "fp32")]
     update = {"sharded states": sharded,
               "teacher gathered": P * c if sdpo else 0.0,
               "layer buffers": (2 * layer + root) * c + 2 * layer * 4,
               "activations": L * T * s["d"] * c + T * (4 * s["d"] + 3 * s["ff"]) * c * 2,
-              "logits": T * s["vocab"] * (c + 12 + (12 if sdpo else 0))}
+              "logits": T * s["vocab"] * per_logit + min(T, ROWS_PER_CHUNK) * s["vocab"] * CHUNK_BYTES}
     rollout = {"sharded states": sharded, "student gathered": P * c,
-               "kv cache": 2 * L * s["kv_heads"] * s["head_dim"] * T * rollout_seqs * c}
+               "kv cache": kv_cache_bytes(s, T, rollout_seqs, c)}
     return {"update": update, "rollout": rollout, "update_total": sum(update.values()),
             "rollout_total": sum(rollout.values()), "parameters": P}
+
+
+CHUNK_BYTES = 12   # fp32 bytes per (position × id) of one chunk's temporaries: log-softmax, exp, product
+
+
+def kv_cache_bytes(s, tokens, seqs, c=2):
+    """The KV cache of `seqs` sequences of `tokens` tokens: 2 (keys, values) · L · kv heads · head dim · c."""
+    return 2 * s["layers"] * s["kv_heads"] * s["head_dim"] * tokens * seqs * c
+
+
+def memory_per_stage(s, ranks, method="sdpo", tokens=8192, sample_batch=8, c=2, topk=100):
+    """Peak bytes per rank in each stage of a continual run (bf16 compute, FSDP2 over `ranks`):
+      evaluation  sharded states + the student gathered + the KV cache of S = --sample-batch sequences
+      rollout     the same with the step's sampling (memory_per_rank)
+      update      memory_per_rank's update peak (the largest response: T tokens)
+      drift       rank 0: sharded states + the student and the base gathered + the KV cache of S samples
+                  (KL) and then their scoring, S sequences at once: logits S·T·V·c + a chunk (no fp32
+                  copy: log-probs by chunked logsumexp); the embeddings build no logits."""
+    m = memory_per_rank(s, ranks, method, tokens, sample_batch, c, topk)
+    states, P = m["update"]["sharded states"], m["parameters"]
+    kv = kv_cache_bytes(s, tokens, sample_batch, c)
+    scoring = sample_batch * tokens * s["vocab"] * c + ROWS_PER_CHUNK * s["vocab"] * CHUNK_BYTES
+    return {"evaluation": states + P * c + kv, "rollout": m["rollout_total"], "update": m["update_total"],
+            "drift": states + 2 * P * c + max(kv, scoring), "parameters": P}
+
+
+def stage_table(tokens=8192, ranks=(1, 8), sample_batches=(4, 16)):
+    """Markdown: the peak per GPU in each stage for the paper's models at `tokens` tokens."""
+    lines = [f"Per GPU, bf16 compute over fp32 master weights, FSDP2, T = {tokens} tokens (prompt + response); "
+             f"S = --sample-batch; SDPO at the release's top-k 100.", "",
+             "| model | method | GPUs | S | evaluation | rollout | update | drift |", "|---|---|---|---|---|---|---|---|"]
+    for name, s in MODEL_SHAPES.items():
+        for method in ("grpo", "sdpo"):
+            for n in ranks:
+                for S in sample_batches:
+                    m = memory_per_stage(s, n, method, tokens, S)
+                    lines.append(f"| {name} | {method.upper()} | {n} | {S} | " + " | ".join(
+                        f"{m[k] / GB:.0f} GB" for k in ("evaluation", "rollout", "update", "drift")) + " |")
+    return "\n".join(lines)
+
+
+# ---- the logits' share, measured: bytes per (response token × vocabulary id) of one update micro-batch ----
+LOGIT_CASES = {   # name: (method, --topk, compute dtype)
+    "grpo": ("grpo", None, "bf16"), "sdpo full": ("sdpo", None, "bf16"), "sdpo top-100": ("sdpo", 100, "bf16"),
+    "grpo fp32": ("grpo", None, "fp32"), "sdpo full fp32": ("sdpo", None, "fp32"),
+    "sdpo top-100 fp32": ("sdpo", 100, "fp32")}
+# Measured by `python bench.py --logit-memory` (AMD EPYC, 2 cores, torch 2.13; V = 128,000, 1 tiny layer,
+# one response of 128 then 640 tokens, chunks of 64 positions: the slope of the process's peak resident
+# memory). The update's logits term of memory_per_rank is T·V times these. The old formula's 14 (GRPO) and
+# 26 (SDPO) bytes assumed; full-vocabulary SDPO measures 57.
+LOGIT_BYTES = {"grpo": 11.7, "sdpo full": 57.2, "sdpo top-100": 10.2,
+               "grpo fp32": 11.6, "sdpo full fp32": 57.1, "sdpo top-100 fp32": 11.6}
+
+
+def logit_case(method, topk, dtype):
+    """The LOGIT_BYTES key of a method's update: GRPO, SDPO over the full vocabulary, or SDPO at top-k."""
+    name = method if method == "grpo" else ("sdpo full" if not topk else "sdpo top-100")
+    return name + ("" if dtype == "bf16" else " fp32")
+
+
+def logit_memory_slope(case, vocab=128_000, lengths=(128, 640)):
+    """Run one update micro-batch (forward, loss, backward) of `case` on a 1-layer model with `vocab` ids,
+    for one response of each length, in increasing order, in this process; returns bytes per token × V:
+    the growth of the peak resident memory (VmHWM) between the two lengths over ΔT·V. Run it in a fresh
+    process with MALLOC_MMAP_THRESHOLD_ set, so that freed tensors leave the resident set (main does)."""
+    import types
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from rollout import with_autocast
+    method, topk, dtype = LOGIT_CASES[case]
+    _, tok = load_model("tiny", "cpu")
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True,
+                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg)
+    model.compute_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
+    if dtype == "bf16":
+        with_autocast(model, "cpu", torch.bfloat16)
+    teacher = copy.deepcopy(model).requires_grad_(False) if method == "sdpo" else None
+    args = types.SimpleNamespace(cot=False, feedback=False, mask_ratio=0.0, micro_batch=0, beta=0.5, topk=topk,
+                                 max_grad_norm=1.0, loss_agg="seq-mean-token-mean", kl_coef=0.0, epsilon=0.2,
+                                 epsilon_high=0.28, clip_ratio_c=3.0)
+    prompt = encode_chat(tok, chat_messages({"prompt": "What is 2+3?"}))
+    peaks = []
+    for T in lengths:
+        response = torch.randint(3, vocab, (T,), generator=torch.Generator().manual_seed(T)).tolist()
+        batch = {"prompt_ids": [prompt], "response_ids": [response], "records": [{"prompt": "What is 2+3?"}],
+                 "texts": ["x"], "rewards": torch.tensor([1.0]), "group_size": 1}
+        if method == "sdpo":
+            loss, _ = sdpo.sdpo_micro_batch(model, teacher, batch, [0], ["What is 2+3? \\boxed{5}"],
+                                            [torch.ones(T, dtype=torch.bool)], tok, args, T, 1)
+        else:
+            loss, _ = grpo.grpo_micro_batch(model, batch, [0], torch.tensor([1.0]), None, None, args,
+                                            tok.pad_token_id, T, 1)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        del loss
+        peaks.append(next(int(line.split()[1]) * 1024 for line in open("/proc/self/status")
+                          if line.startswith("VmHWM")))
+    return (peaks[1] - peaks[0]) / ((lengths[1] - lengths[0]) * vocab)
+
+
+def measure_logit_memory():
+    """{case: bytes per token × V}, each case in a fresh interpreter (a peak only ever grows)."""
+    import subprocess
+    import sys
+    out = {}
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
+    for case in LOGIT_CASES:
+        # (chunks of 64 positions: the chunk's own fp32 temporaries are then the same at both lengths and
+        # leave the slope; they are the separate term ROWS_PER_CHUNK·V·CHUNK_BYTES of memory_per_rank)
+        code = (f"import bench, rollout, torch; torch.set_num_threads(1); rollout.ROWS_PER_CHUNK = 64; "
+                f"print(bench.logit_memory_slope({case!r}))")
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                             cwd=os.path.dirname(os.path.abspath(__file__)))
+        if res.returncode != 0:
+            raise RuntimeError(res.stderr[-2000:])
+        out[case] = float(res.stdout.strip().splitlines()[-1])
+    return out
 
 
 def memory_table(tokens=10240, prompts_per_step=32, group_size=8):
@@ -474,10 +596,19 @@ def main(argv=None):
     ap.add_argument("--memory", action="store_true", help="print the per-GPU memory table of the paper's models "
                                                           "under FSDP2 (a formula: nothing runs) and stop")
     ap.add_argument("--memory-tokens", type=int, default=10240, help="prompt + response tokens for --memory")
+    ap.add_argument("--logit-memory", action="store_true", help="measure the bytes per (token × vocabulary id) "
+                    "of each update's logits (LOGIT_BYTES), each case in a fresh process (~90 s), and stop")
     args = ap.parse_args(argv)
     if args.memory:
         print(memory_table(args.memory_tokens))
+        print("\nPeak per stage at 8k tokens\n\n" + stage_table())
         return None
+    if args.logit_memory:
+        measured = measure_logit_memory()
+        print("| update | bytes per token × V, measured | LOGIT_BYTES (the formula's) |\n|---|---|---|")
+        for case, b in measured.items():
+            print(f"| {case} | {b:.1f} | {LOGIT_BYTES[case]:.1f} |")
+        return measured
     for flag in ("prompts", "group_size", "max_new_tokens", "eval_prompts", "eval_k", "repeat", "sweep_repeat"):
         if getattr(args, flag) < (2 if flag == "group_size" else 1):
             ap.error(f"--{flag.replace('_', '-')} must be >= {2 if flag == 'group_size' else 1}")

@@ -30,7 +30,7 @@ import tasks
 from evaluate import collapse
 from infra import setup_torch
 from rollout import (SAMPLE_BATCH, chat_messages, check_device_flag, check_model_flag, encode_chat, load_model,
-                     response_logits, sample, token_logprobs)
+                     response_logits, sample, sampled_logprobs)
 
 RANK_FRAC, MASK_Q = 0.1, 0.1
 
@@ -247,10 +247,12 @@ def kl_to_base(model, base, tok, records, samples=2, max_new_tokens=64, seed=0, 
     diffs = []
     for s in range(0, len(expanded), batch_size):
         p, r = expanded[s:s + batch_size], responses[s:s + batch_size]
-        lg, mask, targets = response_logits(model, p, r, tok.pad_token_id)           # [b, T, V]
-        lp = token_logprobs(lg, targets)                                             # [b, T]
-        lg0, _, _ = response_logits(base, p, r, tok.pad_token_id)
-        lp0 = token_logprobs(lg0, targets)
+        lg, mask, targets = response_logits(model, p, r, tok.pad_token_id, as_float=False)   # [b, T, V]
+        lp = sampled_logprobs(lg, targets)                                                   # [b, T]
+        del lg
+        lg0, _, _ = response_logits(base, p, r, tok.pad_token_id, as_float=False)
+        lp0 = sampled_logprobs(lg0, targets)
+        del lg0
         # log π_θ(y) − log π_0(y), summed over the response tokens (EOS included)
         diffs += ((lp - lp0) * mask).sum(-1).tolist()
     n = len(diffs)

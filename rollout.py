@@ -363,15 +363,23 @@ def token_logprobs(logits, targets):
     return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
+@torch.no_grad()
+def sampled_logprobs(logits, targets):
+    """log π(y_t | h_t) = x_{y_t} − logsumexp(x), [B, T, V] logits in any dtype -> [B, T] fp32, without an
+    fp32 copy of the logits (chunked_logsumexp): for measurements, where nothing flows back."""
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1).float() - chunked_logsumexp(logits)
+
+
 ROWS_PER_CHUNK = 1024   # positions per chunk of a full-vocabulary reduction: [1024, 152k] fp32 is 0.6 GB
 
 
 @torch.no_grad()
-def token_entropy(logits, rows=ROWS_PER_CHUNK):
+def token_entropy(logits, rows=None):
     """Per-token entropy H(π(·|h_t)) = -Σ_v p log p, [B, T, V] -> [B, T] (fp32), for the logs.
 
     Computed `rows` positions at a time, so the fp32 log-softmax never exists for the whole batch
     (each position's entropy is its own row: the same numbers as one big call)."""
+    rows = rows or ROWS_PER_CHUNK
     flat = logits.reshape(-1, logits.shape[-1])                                        # [B*T, V]
     out = torch.empty(flat.shape[0], dtype=torch.float32, device=logits.device)
     for s in range(0, flat.shape[0], rows):
@@ -402,15 +410,15 @@ class ChunkedLogSumExp(torch.autograd.Function):
         flat, g = logits.reshape(-1, logits.shape[-1]), grad_lse.reshape(-1)
         grad = torch.empty_like(flat)                                                  # [N, V], logits' dtype
         for s in range(0, flat.shape[0], ctx.rows):
-            # ∂lse/∂x = softmax(x) = exp(x − lse)
-            grad[s:s + ctx.rows] = (torch.exp(flat[s:s + ctx.rows].float() - lse[s:s + ctx.rows, None])
-                                    * g[s:s + ctx.rows, None]).to(grad.dtype)
+            # ∂lse/∂x = softmax(x) = exp(x − lse), in place on one fp32 copy of the chunk
+            part = flat[s:s + ctx.rows].to(torch.float32, copy=True)
+            grad[s:s + ctx.rows] = part.sub_(lse[s:s + ctx.rows, None]).exp_().mul_(g[s:s + ctx.rows, None])
         return grad.reshape(logits.shape), None
 
 
-def chunked_logsumexp(logits, rows=ROWS_PER_CHUNK):
+def chunked_logsumexp(logits, rows=None):
     """fp32 log Σ_v exp(logits) over the last dim, [B, T, V] -> [B, T], with the memory of one chunk."""
-    return ChunkedLogSumExp.apply(logits, rows)
+    return ChunkedLogSumExp.apply(logits, rows or ROWS_PER_CHUNK)
 
 
 def decode(tok, response_ids):

@@ -53,3 +53,17 @@ def test_peak_memory_grows_with_the_chunk_not_the_number_of_sequences():
     # embeddings of 24 texts of ~200 tokens: logits would be 24 × 200 × 128k × 4 B = 2.5 GB; none are built
     assert r["embed_24"] - r["kl_24_by_2"] < 2 * per_seq, r
     assert r["embed_shape"] == [24, 16]
+
+
+def test_the_formulas_logit_bytes_are_what_an_update_measures():
+    """bench.LOGIT_BYTES (the update's bytes per token × vocabulary id in memory_per_rank and docs/GPU.md)
+    against a fresh measurement of SDPO's update at the release's top-k 100 with bf16 compute: within 25%."""
+    import bench
+    code = ("import bench, rollout, torch; torch.set_num_threads(1); rollout.ROWS_PER_CHUNK = 64; "
+            "print(bench.logit_memory_slope('sdpo top-100'))")
+    env = dict(os.environ, PYTHONPATH=ROOT, MALLOC_MMAP_THRESHOLD_="131072")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    measured = float(res.stdout.strip().splitlines()[-1])
+    assert abs(measured / bench.LOGIT_BYTES["sdpo top-100"] - 1) < 0.25, measured
+    assert measured < bench.LOGIT_BYTES["sdpo full"] / 3     # top-k keeps no full fp32 log-softmax

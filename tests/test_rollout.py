@@ -2,6 +2,8 @@
 import torch
 import torch.nn.functional as F
 
+import rollout
+
 from rollout import (chat_messages, cut_at_eos, decode, encode_chat, micro_batches, pack, response_logits,
                      sample, token_logprobs)
 
@@ -117,3 +119,16 @@ def test_shared_prefix_is_used_only_when_prompts_repeat(tiny, monkeypatch):
     assert calls == []                                       # two different prompts: the packed path
     rollout.response_logits(model, prompts[:3], responses[:3], tok.pad_token_id)
     assert calls == [1]
+
+
+def test_sampled_logprobs_equal_log_softmax_gathered_in_any_dtype():
+    """rollout.sampled_logprobs (x_y − chunked logsumexp, no fp32 copy) = log_softmax(x)[y] in float64."""
+    g = torch.Generator().manual_seed(0)
+    logits = 4 * torch.randn(3, 5, 70, generator=g, dtype=torch.float64)
+    targets = torch.randint(0, 70, (3, 5), generator=g)
+    want = torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    got = rollout.sampled_logprobs(logits.float(), targets)
+    assert got.dtype == torch.float32 and torch.allclose(got.double(), want, atol=1e-5)
+    bf16 = rollout.sampled_logprobs(logits.bfloat16(), targets)          # the logits' own rounding only
+    assert torch.allclose(bf16.double(), torch.log_softmax(logits.bfloat16().double(), -1).gather(
+        -1, targets.unsqueeze(-1)).squeeze(-1), atol=1e-5)
