@@ -398,36 +398,43 @@ def memory_per_rank(s, ranks, method="sdpo", tokens=10240, rollout_seqs=32, comp
     master weights: compute_bytes 2; fp32 compute: 4). With P parameters, P_l per layer, P_r in the root,
     T tokens in an update micro-batch (one response, as the release), V the vocabulary:
 
-      sharded, always     P·(4 weights + 4 gradients + 8 AdamW)/N  [+ P·4/N the teacher, SDPO]
-      update (the peak)   + P·c                 the teacher gathered for its forwards (SDPO; infra.gathered)
+      sharded, always     P·(4 weights + 8 AdamW)/N  [+ P·4/N the teacher, SDPO]
+      update (the peak)   + P·4/N                the gradients (freed after the step: infra.optimizer_step)
+                          + P·c                  the teacher gathered for its forwards (SDPO; infra.gathered)
                           + (2·P_l + P_r)·c      the student's layer being computed, the next one, the root
                           + 2·P_l·4              a layer's unsharded fp32 gradient before its reduce-scatter
                           + L·T·d·c              layer inputs kept by activation checkpointing
                           + T·(4d + 3ff)·c·2     one layer's activations, recomputed, and their gradients
                           + T·V·b                the logits and everything made from them, forward and
                                                  backward: b measured (LOGIT_BYTES, `--logit-memory`)
-                          + R·V·12               one chunk of R = rollout.ROWS_PER_CHUNK positions' fp32
-                                                 temporaries (entropy, logsumexp)
-      rollout             + P·c                  the student gathered for sampling
+                          + min(T, R)·V·k        one chunk of R = rollout.ROWS_PER_CHUNK positions' fp32
+                                                 temporaries: k = 8 (an fp32 copy and one temporary) with
+                                                 bf16 logits, 4 with fp32 ones (no copy is made)
+      rollout             + (P + P_r)·c          the student gathered for sampling; the largest module (the
+                                                 root) twice while it is gathered: FSDP2 all-gathers into a
+                                                 buffer, then copies out
                           + 2·L·kv·hd·(T·S)·c    the KV cache of S sequences sampled at once
     topk: SDPO's --topk (None: the full vocabulary)."""
     layer, root, P = parameter_counts(s)
     N, c, T, L = ranks, compute_bytes, tokens, s["layers"]
     sdpo = method == "sdpo"
-    sharded = P * 16 / N + (P * 4 / N if sdpo else 0)
+    sharded = P * 12 / N + (P * 4 / N if sdpo else 0)
     per_logit = LOGIT_BYTES[logit_case(method, topk, "bf16" if c == 2 else "fp32")]
-    update = {"sharded states": sharded,
+    update = {"sharded states": sharded + P * 4 / N,
               "teacher gathered": P * c if sdpo else 0.0,
               "layer buffers": (2 * layer + root) * c + 2 * layer * 4,
               "activations": L * T * s["d"] * c + T * (4 * s["d"] + 3 * s["ff"]) * c * 2,
-              "logits": T * s["vocab"] * per_logit + min(T, ROWS_PER_CHUNK) * s["vocab"] * CHUNK_BYTES}
-    rollout = {"sharded states": sharded, "student gathered": P * c,
+              "logits": T * s["vocab"] * per_logit + min(T, ROWS_PER_CHUNK) * s["vocab"] * chunk_bytes(c)}
+    rollout = {"sharded states": sharded, "student gathered": (P + root) * c,
                "kv cache": kv_cache_bytes(s, T, rollout_seqs, c)}
     return {"update": update, "rollout": rollout, "update_total": sum(update.values()),
             "rollout_total": sum(rollout.values()), "parameters": P}
 
 
-CHUNK_BYTES = 12   # fp32 bytes per (position × id) of one chunk's temporaries: log-softmax, exp, product
+def chunk_bytes(c):
+    """Bytes per (position × id) of one chunk's fp32 temporaries at the peak: a copy of bf16 logits (none of
+    fp32 ones: .float() returns them as they are) and one temporary of the chunk's size."""
+    return 8 if c == 2 else 4
 
 
 def kv_cache_bytes(s, tokens, seqs, c=2):
@@ -436,19 +443,25 @@ def kv_cache_bytes(s, tokens, seqs, c=2):
 
 
 def memory_per_stage(s, ranks, method="sdpo", tokens=8192, sample_batch=8, c=2, topk=100):
-    """Peak bytes per rank in each stage of a continual run (bf16 compute, FSDP2 over `ranks`):
+    """Peak bytes per rank in each stage of a continual run (bf16 compute, FSDP2 over `ranks`), each with
+    the base model θ_0's shard (4P/N, kept for drift) besides memory_per_rank's states:
       evaluation  sharded states + the student gathered + the KV cache of S = --sample-batch sequences
       rollout     the same with the step's sampling (memory_per_rank)
       update      memory_per_rank's update peak (the largest response: T tokens)
-      drift       rank 0: sharded states + the student and the base gathered + the KV cache of S samples
-                  (KL) and then their scoring, S sequences at once: logits S·T·V·c + a chunk (no fp32
-                  copy: log-probs by chunked logsumexp); the embeddings build no logits."""
+      drift       rank 0: sharded states + the student and the base gathered (2·P·c) + the KV cache of S
+                  samples (KL) or their scoring, S sequences at once: logits S·T·V·c + a chunk (no fp32
+                  copy: log-probs by chunked logsumexp), whichever is larger; the embeddings build no
+                  logits."""
     m = memory_per_rank(s, ranks, method, tokens, sample_batch, c, topk)
-    states, P = m["update"]["sharded states"], m["parameters"]
+    P, root = m["parameters"], parameter_counts(s)[1]
+    base = P * 4 / ranks                                          # θ_0's fp32 shard
+    states, gathered = m["rollout"]["sharded states"] + base, m["rollout"]["student gathered"]
     kv = kv_cache_bytes(s, tokens, sample_batch, c)
-    scoring = sample_batch * tokens * s["vocab"] * c + ROWS_PER_CHUNK * s["vocab"] * CHUNK_BYTES
-    return {"evaluation": states + P * c + kv, "rollout": m["rollout_total"], "update": m["update_total"],
-            "drift": states + 2 * P * c + max(kv, scoring), "parameters": P}
+    rows = sample_batch * tokens
+    scoring = rows * s["vocab"] * c + min(rows, ROWS_PER_CHUNK) * s["vocab"] * chunk_bytes(c)
+    return {"evaluation": states + gathered + kv, "rollout": m["rollout_total"] + base,
+            "update": m["update_total"] + base, "drift": states + 2 * P * c + max(gathered - P * c + kv, scoring),
+            "parameters": P}
 
 
 def stage_table(tokens=8192, ranks=(1, 8), sample_batches=(4, 16)):
@@ -535,7 +548,7 @@ def measure_logit_memory():
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
     for case in LOGIT_CASES:
         # (chunks of 64 positions: the chunk's own fp32 temporaries are then the same at both lengths and
-        # leave the slope; they are the separate term ROWS_PER_CHUNK·V·CHUNK_BYTES of memory_per_rank)
+        # leave the slope; they are the separate term min(T, ROWS_PER_CHUNK)·V·chunk_bytes of memory_per_rank)
         code = (f"import bench, rollout, torch; torch.set_num_threads(1); rollout.ROWS_PER_CHUNK = 64; "
                 f"print(bench.logit_memory_slope({case!r}))")
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

@@ -116,18 +116,157 @@ def check(out, model_name, device_arg, dtype, tol):
     print("GPU check passed")
 
 
+# ----------------------------------------------------------------------------------------------
+# Memory at a long response length (issue 26): each stage's measured peak against bench's formula
+# ----------------------------------------------------------------------------------------------
+# Model shapes for the memory check: a Llama of Qwen3-0.6B's size and vocabulary on a GPU (random
+# weights: memory does not depend on them, and nothing is downloaded); a small one for 2 CPU ranks.
+MEMORY_SHAPES = {
+    "qwen3-0.6b": dict(layers=28, d=1024, ff=3072, heads=16, kv_heads=8, head_dim=128, vocab=151936, tied=True),
+    "cpu": dict(layers=2, d=256, ff=512, heads=4, kv_heads=4, head_dim=64, vocab=128000, tied=True),
+}
+
+
+def build_model(shape, tok, device, compute, tokens):
+    """A randomly initialised Llama of `shape` (the same weights on every rank: one seed), sharded."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=shape["vocab"], hidden_size=shape["d"], intermediate_size=shape["ff"],
+                      num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
+                      num_key_value_heads=shape["kv_heads"], head_dim=shape["head_dim"],
+                      tie_word_embeddings=shape["tied"], max_position_embeddings=tokens + 256,
+                      pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.compute_dtype = compute
+    return infra.shard(model, device)
+
+
+def peak_reset(device):
+    """Start a new peak: CUDA's allocator statistics, or the process's resident high-water mark (CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    else:
+        with open("/proc/self/clear_refs", "w") as f:     # VmHWM back to the current resident size
+            f.write("5")
+
+
+def peak_bytes(device, baseline):
+    """The peak since peak_reset, above `baseline` (CPU: the resident size before the model was built)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated()
+    return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM")) - baseline
+
+
+def forced_batch(tok, prompt, n, length, vocab, seed):
+    """n responses of exactly `length` random ids to one prompt, all 'successful' (each has a sibling to
+    show, with a short demonstration text): the longest work an update can get."""
+    g = torch.Generator().manual_seed(seed)
+    return {"prompt_ids": [prompt] * n, "response_ids": torch.randint(3, vocab, (n, length), generator=g).tolist(),
+            "texts": ["\\boxed{5}"] * n, "records": [{"prompt": "What is 2+3?", "kind": "math", "answer": "5"}] * n,
+            "rewards": torch.ones(n), "group_size": n}
+
+
+def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
+    """Peak memory per rank of evaluation, a GRPO update, an SDPO update (top-k 100) and drift, on a
+    model with a real vocabulary at `tokens` tokens, next to bench.memory_per_stage; exits 1 when a stage
+    is off by more than `tol` (relative). Also checks that the teacher computes with its own weights."""
+    import bench
+    import drift
+    device = infra.init_distributed(device_arg)
+    world = infra.rank_and_world()[1]
+    compute = torch.bfloat16 if device.type == "cuda" else torch.float32
+    c = 2 if compute == torch.bfloat16 else 4
+    shape = MEMORY_SHAPES[shape_name]
+    _, tok = rollout.load_model("tiny", "cpu")
+    prompt = rollout.encode_chat(tok, rollout.chat_messages({"prompt": "What is 2+3?"}))
+    new = tokens - len(prompt)
+    baseline = 0 if device.type == "cuda" else peak_bytes(device, 0)
+    model = build_model(shape, tok, device, compute, tokens)
+    base = infra.clone_model(model).eval().requires_grad_(False)       # θ_0, kept for drift (continual.py)
+    formula = {k: v for k, v in bench.memory_per_stage(shape, world, "grpo", tokens, sample_batch, c).items()}
+    formula["update: sdpo top-100"] = bench.memory_per_stage(shape, world, "sdpo", tokens, sample_batch, c)["update"]
+    formula["update: grpo"] = formula.pop("update")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    measured, bad = {}, []
+    grpo_args = method_args("grpo", ["--mini-batches", "1", "--micro-batch", "1"])
+    for i in range(2):     # (the second: AdamW's states exist from the first, as in a run)
+        peak_reset(device)
+        grpo.grpo_update(model, opt, forced_batch(tok, prompt, 2, new, shape["vocab"], i),
+                         grpo_args, None, tok.pad_token_id)
+        measured["update: grpo"] = peak_bytes(device, baseline)
+    peak_reset(device)
+    torch.manual_seed(1)
+    rollout.sample(model, tok, [prompt] * max(1, sample_batch // 2), 2, new, 0.6, 0.95, sample_batch)
+    measured["evaluation"] = peak_bytes(device, baseline)
+    measured["rollout"] = measured["evaluation"]      # (the same generate call at the same S)
+    sdpo_args = method_args("sdpo", ["--micro-batch", "1", "--topk", "100"])
+    sdpo.validate_sdpo_args(argparse.ArgumentParser(), sdpo_args)
+    teacher = sdpo.init_teacher(model)
+    for i in range(2):
+        peak_reset(device)
+        sdpo.sdpo_update(model, teacher, opt, forced_batch(tok, prompt, 2, new, shape["vocab"], 10 + i), sdpo_args,
+                         tok, 1)
+        measured["update: sdpo top-100"] = peak_bytes(device, baseline)
+    # the teacher is a model of its own (issue 26): zero a clone's weights and its logits must change
+    ids = torch.tensor([prompt], device=device)
+    zeroed = infra.clone_model(model)
+    with torch.no_grad(), infra.gathered(model, zeroed):
+        for p in zeroed.parameters():
+            p.zero_()
+        gap = (model(input_ids=ids).logits.float() - zeroed(input_ids=ids).logits.float()).abs().max().item()
+    if gap == 0.0:
+        bad.append("a clone of the model computes with the model's weights")
+    print(f"teacher independence: a zeroed clone's logits differ by {gap:.3f} {'ok' if gap > 0 else 'FAILED'}")
+    del teacher, zeroed
+    peak_reset(device)
+    with infra.gathered(model, base):    # (as continual.py: every rank gathers, rank 0 alone measures)
+        if infra.is_main():
+            records = [{"prompt": "What is 2+3?"}] * max(1, sample_batch // 2)
+            drift.kl_to_base(model, base, tok, records, 2, new, 0, sample_batch)
+            drift.embed_texts(base, tok, ["x " * (new // 2)] * sample_batch, sample_batch)
+    measured["drift"] = peak_bytes(device, baseline)
+    infra.barrier()
+    print(f"memory per rank at {tokens} tokens, S = {sample_batch}, model {shape_name} "
+          f"({bench.parameter_counts(shape)[2] / 1e6:.0f}M parameters), {world} rank(s), compute {compute}:")
+    for stage in ("evaluation", "rollout", "update: grpo", "update: sdpo top-100", "drift"):
+        got = max(infra.gather_lists([measured[stage]])) if stage != "drift" else measured["drift"]
+        want = formula[stage]
+        ok = abs(got / want - 1) <= tol
+        if infra.is_main() or stage != "drift":
+            print(f"  {stage:<22} measured {got / 1e9:7.2f} GB   formula {want / 1e9:7.2f} GB   "
+                  f"{got / want - 1:+.0%} {'ok' if ok else 'MISMATCH'}")
+        if not ok and (infra.is_main() or stage != "drift"):
+            bad.append(f"{stage}: measured {got / 1e9:.2f} GB vs formula {want / 1e9:.2f} GB")
+    if infra.is_main():
+        with open(os.path.join(out, f"memory-{world}.json"), "w") as f:
+            json.dump({"measured": measured, "formula": formula, "mismatches": bad}, f)
+    if bad:
+        print("memory check FAILED: " + "; ".join(bad), file=sys.stderr)
+        sys.exit(1)
+    print("memory check passed")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="The sharded bf16 path against the CPU fp32 path, on one batch.")
-    ap.add_argument("mode", choices=["reference", "check"])
+    ap.add_argument("mode", choices=["reference", "check", "memory"])
     ap.add_argument("out")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="bf16", choices=list(rollout.DTYPES))
     ap.add_argument("--tol", type=float, default=0.05, help="largest relative difference from the CPU reference")
     ap.add_argument("--ranks", type=int, default=1, help="reference: the number of ranks the check will run on")
+    ap.add_argument("--shape", default="qwen3-0.6b", choices=list(MEMORY_SHAPES), help="memory: the model's shape")
+    ap.add_argument("--tokens", type=int, default=4096, help="memory: prompt + response tokens")
+    ap.add_argument("--sample-batch", type=int, default=8, help="memory: sequences generated and scored at once")
+    ap.add_argument("--mem-tol", type=float, default=0.25, help="memory: largest relative difference from the formula")
     args = ap.parse_args(argv)
     if args.mode == "reference":
         reference(args.out, args.model, args.ranks)
+    elif args.mode == "memory":
+        memory(args.out, args.shape, args.device, args.tokens, args.sample_batch, args.mem_tol)
     else:
         check(args.out, args.model, args.device, args.dtype, args.tol)
 

@@ -8,9 +8,14 @@
 #    gradient norm of one GRPO update (2 steps per batch) and one SDPO update (with its EMA teacher).
 # 2. The same batch and updates under torchrun on the GPUs, bf16 compute over fp32 master weights,
 #    FSDP2: exits non-zero when a loss or gradient norm differs from the CPU's (scripts/gpu_check.py).
-# 3. A few real steps (STEPS, default 3; 0 skips them) of grpo.py and sdpo.py on the GPUs at bf16: step
+# 3. Memory at a long response length (MEM_TOKENS, default 4096) with a real vocabulary: a randomly
+#    initialised Llama of Qwen3-0.6B's shape (MEM_SHAPE; 'cpu' for the small one the suite uses) runs
+#    evaluation (--sample-batch MEM_S, default 8), a GRPO update, an SDPO update at top-k 100 and drift;
+#    each stage's peak per rank next to bench.memory_per_stage, non-zero exit when one is off by > 25%;
+#    and a zeroed clone (the teacher) must compute with its own weights.
+# 4. A few real steps (STEPS, default 3; 0 skips them) of grpo.py and sdpo.py on the GPUs at bf16: step
 #    time and peak memory per step.
-# The model: Qwen/Qwen3-0.6B when the hub is reachable, else the committed tiny model.
+# The model of 1, 2 and 4: Qwen/Qwen3-0.6B when the hub is reachable, else the committed tiny model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/gpu_check}
@@ -29,7 +34,11 @@ timeout 300 python scripts/gpu_check.py reference "$OUT" --ranks "$NGPU" --model
 echo "== 2. the same batch on the GPUs: bf16 compute, fp32 master weights, FSDP2"
 timeout 300 $RUN scripts/gpu_check.py check "$OUT" --model "$MODEL" --device "$DEVICE" --dtype bf16
 
-echo "== 3. a few real steps of each method"
+echo "== 3. memory per stage at a long response length, against the formula (bench.memory_per_stage)"
+MALLOC_MMAP_THRESHOLD_=131072 timeout 480 $RUN scripts/gpu_check.py memory "$OUT" --device "$DEVICE" \
+  --shape "${MEM_SHAPE:-qwen3-0.6b}" --tokens "${MEM_TOKENS:-4096}" --sample-batch "${MEM_S:-8}"
+
+echo "== 4. a few real steps of each method"
 [ "${STEPS:-3}" -gt 0 ] || { echo "gpu_check: passed (STEPS=0: no real steps)"; exit 0; }
 for script in grpo sdpo; do
   extra=""; [ "$script" = grpo ] && extra="--mini-batches 2"

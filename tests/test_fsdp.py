@@ -86,11 +86,14 @@ def test_the_gpu_check_script_runs_and_can_fail(tmp_path):
     """scripts/gpu_check.sh, as it will run on the first GPU machine, here on 2 CPU ranks: it passes; with
     a reference loss changed by 20% its check step exits non-zero, naming the mismatch. (Its third part,
     a few real steps of grpo.py and sdpo.py under torchrun, is what test_distributed.py runs: skipped here.)"""
-    env = dict(os.environ, OUT=str(tmp_path), DEVICE="cpu", NGPU="2", MODEL="tiny", STEPS="0", PYTHONPATH=ROOT)
+    env = dict(os.environ, OUT=str(tmp_path), DEVICE="cpu", NGPU="2", MODEL="tiny", STEPS="0", PYTHONPATH=ROOT,
+               MEM_SHAPE="cpu", MEM_TOKENS="192", MEM_S="4")
     out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_check.sh")], capture_output=True, text=True,
                          timeout=600, env=env)
     assert out.returncode == 0 and "gpu_check: passed" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
     assert "GPU check passed" in out.stdout and "sdpo grad_norm" in out.stdout
+    assert "memory check passed" in out.stdout and "update: sdpo top-100" in out.stdout   # (step 3, 2 CPU ranks)
+    assert "teacher independence: a zeroed clone's logits differ" in out.stdout
     ref = json.loads((tmp_path / "reference.json").read_text())
     ref["sdpo"]["loss"] *= 1.2
     (tmp_path / "reference.json").write_text(json.dumps(ref))
