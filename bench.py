@@ -453,7 +453,7 @@ def memory_per_stage(s, ranks, method="sdpo", tokens=8192, sample_batch=8, c=2, 
                   copy: log-probs by chunked logsumexp), whichever is larger; the embeddings build no
                   logits."""
     m = memory_per_rank(s, ranks, method, tokens, sample_batch, c, topk)
-    P, root = m["parameters"], parameter_counts(s)[1]
+    P = m["parameters"]
     base = P * 4 / ranks                                          # θ_0's fp32 shard
     states, gathered = m["rollout"]["sharded states"] + base, m["rollout"]["student gathered"]
     kv = kv_cache_bytes(s, tokens, sample_batch, c)
@@ -565,7 +565,7 @@ def memory_table(tokens=10240, prompts_per_step=32, group_size=8):
     step, whose rollout fits the GPU ('—': none does)."""
     lines = [f"Per GPU, bf16 compute over fp32 master weights, FSDP2; T = {tokens} tokens (prompt + response) per "
              f"update micro-batch (one response, as the release); {prompts_per_step} prompts × {group_size} samples "
-             f"per step, shared over the GPUs.", "",
+             f"per step, shared over the GPUs; SDPO at the release's top-k 100.", "",
              "| model | method | GPUs | sharded states | update peak | 80 GB: S, rollout peak | 141 GB: S, rollout peak |",
              "|---|---|---|---|---|---|---|"]
     for name, s in MODEL_SHAPES.items():
