@@ -33,7 +33,7 @@ import sdpo
 import tasks
 import tiny
 from infra import setup_torch
-from rollout import (ROWS_PER_CHUNK, add_common_args, chat_messages, check_device_flag, check_dir_flag, check_model_flag, per_seed, collect, encode_chat, left_pad, load_model, micro_batches,
+from rollout import (ROWS_PER_CHUNK, add_common_args, with_autocast, chat_messages, check_device_flag, check_dir_flag, check_model_flag, per_seed, collect, encode_chat, left_pad, load_model, micro_batches,
                      round_up)
 
 
@@ -505,7 +505,6 @@ def logit_memory_slope(case, vocab=128_000, lengths=(128, 640)):
     process with MALLOC_MMAP_THRESHOLD_ set, so that freed tensors leave the resident set (main does)."""
     import types
     from transformers import LlamaConfig, LlamaForCausalLM
-    from rollout import with_autocast
     method, topk, dtype = LOGIT_CASES[case]
     _, tok = load_model("tiny", "cpu")
     cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1,

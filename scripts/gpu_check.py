@@ -22,6 +22,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import bench     # noqa: E402
+import drift     # noqa: E402
 import grpo      # noqa: E402
 import infra     # noqa: E402
 import rollout   # noqa: E402
@@ -173,8 +175,6 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
     """Peak memory per rank of evaluation, a GRPO update, an SDPO update (top-k 100) and drift, on a
     model with a real vocabulary at `tokens` tokens, next to bench.memory_per_stage; exits 1 when a stage
     is off by more than `tol` (relative). Also checks that the teacher computes with its own weights."""
-    import bench
-    import drift
     device = infra.init_distributed(device_arg)
     world = infra.rank_and_world()[1]
     compute = torch.bfloat16 if device.type == "cuda" else torch.float32
