@@ -399,7 +399,7 @@ def memory_per_rank(s, ranks, method="sdpo", tokens=10240, rollout_seqs=32, comp
     T tokens in an update micro-batch (one response, as the release), V the vocabulary:
 
       sharded, always     P·(4 weights + 8 AdamW)/N  [+ P·4/N the teacher, SDPO]
-      update (the peak)   + P·4/N                the gradients (freed after the step: infra.optimizer_step)
+      update (the peak)   + P·4/N                the gradients (freed after each update: train.run_steps)
                           + P·c                  the teacher gathered for its forwards (SDPO; infra.gathered)
                           + (2·P_l + P_r)·c      the student's layer being computed, the next one, the root
                           + 2·P_l·4              a layer's unsharded fp32 gradient before its reduce-scatter

@@ -393,7 +393,6 @@ def optimizer_step(model, opt, micro_batch_indices, loss_of, max_grad_norm):
     for name, p in model.named_parameters():   # a step that overflows (--lr far too large) stops here
         if not all_finite(p):
             raise NonFiniteError(f"the optimizer step made {name} non-finite (is --lr too large?)")
-    opt.zero_grad(set_to_none=True)   # the gradients' memory is free again for the next rollout
     return total.item(), stats, norm.item()
 
 

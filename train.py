@@ -91,6 +91,7 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
             # ---- 2. the method's update: GRPO (G1–G5) or SDPO (S1–S5) ----
             torch.manual_seed(args.seed * 100_003 + step + 7)   # the update's own RNG, the same on every rank
             stats = method["update"](batch, step + 1)
+            model.zero_grad(set_to_none=True)   # the gradients' memory is free for the next rollout
             # ---- 3. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----
             if method.get("after_step"):
                 method["after_step"](step + 1)

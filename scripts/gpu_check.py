@@ -196,6 +196,7 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
         peak_reset(device)
         grpo.grpo_update(model, opt, forced_batch(tok, prompt, 2, new, shape["vocab"], i),
                          grpo_args, None, tok.pad_token_id)
+        model.zero_grad(set_to_none=True)              # (as train.run_steps after every update)
         measured["update: grpo"] = peak_bytes(device, baseline)
     peak_reset(device)
     torch.manual_seed(1)
@@ -209,6 +210,7 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
         peak_reset(device)
         sdpo.sdpo_update(model, teacher, opt, forced_batch(tok, prompt, 2, new, shape["vocab"], 10 + i), sdpo_args,
                          tok, 1)
+        model.zero_grad(set_to_none=True)
         measured["update: sdpo top-100"] = peak_bytes(device, baseline)
     # the teacher is a model of its own (issue 26): zero a clone's weights and its logits must change
     ids = torch.tensor([prompt], device=device)
