@@ -39,7 +39,8 @@ import train
 from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states, full_state_dict,
                    gathered, init_distributed, is_main, load_optimizer, load_teacher, read_jsonl, save_checkpoint, shard,
                    under_torchrun)
-from rollout import add_common_args, check_dir_flag, drop_long_prompts, load_model, per_seed, validate_common_args
+from rollout import (add_common_args, check_dir_flag, drop_long_prompts, load_model, model_defaults, per_seed,
+                     validate_common_args)
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
 
@@ -253,6 +254,8 @@ def parse_args(argv=None):
     for flag in ("curve_every", "curve_n", "curve_k"):
         if getattr(args, flag) < (0 if flag == "curve_every" else 1):
             ap.error(f"--{flag.replace('_', '-')} must be >= {0 if flag == 'curve_every' else 1}")
+    # a flag left to the model's own default is not a change (rollout.model_defaults, sdpo.default_topk)
+    defaults.update(model_defaults(args.model), topk=sdpo.default_topk(args.model))
     configs = run_configs(args)
     names = [c[2] for c in configs]
     if len(set(names)) < len(names):

@@ -27,8 +27,8 @@ import torch
 
 import tasks
 import train
-from infra import clone_model, gathered, global_sum, my_share, optimizer_step, rank_and_world
-from rollout import (add_common_args, micro_batches, response_logits, token_entropy, token_logprobs,
+from infra import clone_model, gathered, global_sum, local_blocks, optimizer_step
+from rollout import (add_common_args, batch_order, micro_batches, response_logits, token_entropy, token_logprobs,
                      validate_common_args)
 
 
@@ -134,7 +134,8 @@ def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
     lengths = [len(r) for r in batch["response_ids"]]
     totals = {"loss": 0.0, "clip_frac": 0.0, "entropy": 0.0, "kl": 0.0, "grad_norm": 0.0}
     n_updates = 0
-    for mini in mini_batch_split(len(adv), batch["group_size"], args):
+    seq_lengths = [len(p) + len(r) for p, r in zip(batch["prompt_ids"], batch["response_ids"])]
+    for mini in mini_batch_split(len(adv), batch["group_size"], args, seq_lengths):
         # (G5) the whole mini-batch's token and sequence counts, over all ranks: every micro-batch
         # divides by them, so summing micro-batch gradients gives the mini-batch gradient
         n_tok, n_seq = global_sum(sum(lengths[i] for i in mini)), global_sum(len(mini))
@@ -187,17 +188,29 @@ def several_steps(args):
     return args.epochs > 1 or args.mini_batches > 1
 
 
-def mini_batch_split(n, group_size, args):
+def mini_batch_split(n, group_size, args, seq_lengths=None):
     """Index lists of the optimizer steps on one batch: `epochs` passes of `mini_batches` parts each.
 
-    As the release does (verl's `data.split(ppo_mini_batch_size)`): whole groups, in order, no shuffle.
-    The prompts were drawn in a random order already. Example: 8 prompts × G = 8, 4 mini-batches ->
-    responses 0–15, 16–31, 32–47, 48–63, each two whole groups. With several sample blocks on this
-    rank (`--sample-blocks`), each block is split the same way, so one process with N blocks takes
-    the same steps as N ranks.
+    As the release does: the batch put in its order, then cut into contiguous mini-batches (verl's
+    `data.split(ppo_mini_batch_size)`, no shuffle).
+    --mini-batch-order balanced (default, the release's `_balance_batch`): the order is
+      rollout.balanced_order of the prompt + response lengths (`seq_lengths`), so each mini-batch is a
+      band of similar lengths drawn from many groups. Example, 64 responses, 4 mini-batches: the
+      shortest band of the even-ranked, the longer even-ranked, the longest odd-ranked, the shorter ones.
+    --mini-batch-order contiguous: sampling order, so whole groups: 8 prompts × G = 8, 4 mini-batches ->
+      responses 0–15, 16–31, 32–47, 48–63, each two whole groups.
+    With several sample blocks on this rank (`--sample-blocks`), each block is ordered and split the
+    same way, so one process with N blocks takes the same steps as N ranks.
     """
-    blocks = max(1, len(my_share(args.sample_blocks or rank_and_world()[1])))   # sample blocks on this rank
+    blocks = local_blocks(args.sample_blocks)                                  # sample blocks on this rank
     per_block = n // blocks                                                    # responses per block
+    if args.mini_batch_order == "balanced":
+        order = batch_order(seq_lengths, blocks, "balanced")                  # [blocks][per_block]
+        cut = [mb * per_block // args.mini_batches for mb in range(args.mini_batches + 1)]
+        for _ in range(args.epochs):
+            for mb in range(args.mini_batches):
+                yield [i for block in order for i in block[cut[mb]:cut[mb + 1]]]
+        return
     groups = per_block // group_size                                           # groups per block
     for _ in range(args.epochs):
         for mb in range(args.mini_batches):
@@ -241,7 +254,7 @@ def make_grpo(model, tok, opt, args):
     """GRPO as a method for train.run_steps: an update, no teacher. (G4)'s reference is the starting model."""
     ref = clone_model(model).eval().requires_grad_(False) if args.kl_coef > 0 else None
     return {"update": lambda batch, step: grpo_update(model, opt, batch, args, ref, tok.pad_token_id),
-            "after_step": None, "teacher": None}
+            "after_step": None, "teacher": None, "optimizer": opt}
 
 
 def run_name(s):

@@ -136,6 +136,13 @@ def my_share(n, rank=None, world=None):
     return range(min(n, rank * per), min(n, (rank + 1) * per))
 
 
+def local_blocks(sample_blocks=0):
+    """How many of a step's sample blocks this rank holds (`--sample-blocks`, default one per rank): a
+    batch's order and GRPO's mini-batches are made block by block, so N blocks in one process take the
+    same steps as N ranks."""
+    return max(1, len(my_share(sample_blocks or rank_and_world()[1])))
+
+
 def barrier():
     if rank_and_world()[1] > 1:
         dist.barrier()

@@ -142,8 +142,11 @@ def encode_chat(tok, messages, enable_thinking=None):
 SOLUTION_TEMPLATE = "\nCorrect solution:\n\n{successful_previous_attempt}"
 REPROMPT_TEMPLATE = "{prompt}{solution}{feedback}\n\nCorrectly solve the original question."
 # (S8) the release's feedback section (`feedback_template`), used when no sibling succeeded (--feedback)
-FEEDBACK_TEMPLATE = "\nThe following is feedback from your unsuccessful earlier attempt:\n\n{feedback_raw}\n\n"
+# (byte for byte the yaml that runs, `actor.yaml`'s `|-` block: no trailing newline; the dataclass default
+# in `actor.py` ends with "\n\n", but the yaml overrides it)
+FEEDBACK_TEMPLATE = "\nThe following is feedback from your unsuccessful earlier attempt:\n\n{feedback_raw}"
 THINK_SPAN = re.compile(r"<think>.*?</think>\s*", flags=re.S)
+LEADING_TRACE = re.compile(r"^.*?</think>\s*", flags=re.S)
 
 
 def strip_think(text):
@@ -151,14 +154,14 @@ def strip_think(text):
     `</think>` (thinking templates pre-fill the opening tag, so the response starts inside the trace),
     as the release's `_remove_thinking_trace` does. SDPO-CoT keeps them.
 
+    Exactly the release's two substitutions, nothing else stripped: the second cuts at the *first* lone
+    `</think>` left (`^.*?`, non-greedy), so text after it — a second `</think>` included — stays.
     Example: "I think 3+4=7</think>\\boxed{7}" -> "\\boxed{7}".
     """
-    # (S6) matched <think>…</think> spans
+    # (S6) matched <think>…</think> spans (and the whitespace after each)
     text = THINK_SPAN.sub("", text)
-    # (S6) then everything up to (and including) a lone </think>
-    if "</think>" in text:
-        text = text.rsplit("</think>", 1)[1]
-    return text.strip()
+    # (S6) then everything from the start up to the first remaining </think> (and the whitespace after it)
+    return LEADING_TRACE.sub("", text, count=1)
 
 
 def fill_reprompt(prompt, demonstration=None, feedback=None):
@@ -445,6 +448,30 @@ def collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, to
             "response_ids": response_ids, "texts": texts, "rewards": rewards, "group_size": group_size}
 
 
+def balanced_order(seq_lengths):
+    """The release's batch order on one rank (verl's `_balance_batch`, `balance_batch: True`): responses
+    sorted by their workload 24576·L + L² — the same order as L, prompt + response tokens — ties by
+    position, then laid out as the even-ranked ascending followed by the odd-ranked descending (short
+    at both ends, long in the middle). Returns the indices in that order. GRPO's mini-batches are then
+    contiguous slices of it, and SDPO's demonstration is the first success in it.
+
+    Example, lengths [5, 9, 3, 7, 4, 8]: ranked by length [2, 4, 0, 3, 5, 1] -> evens [2, 0, 5] +
+    odds reversed [1, 3, 4] -> [2, 0, 5, 1, 3, 4].
+    """
+    ranked = sorted(range(len(seq_lengths)), key=lambda i: (seq_lengths[i], i))
+    return ranked[::2] + ranked[1::2][::-1]
+
+
+def batch_order(seq_lengths, blocks, mode):
+    """The order of a rank's batch: 'balanced' (the release's, within each of its `blocks` sample blocks:
+    one per rank, so the order does not depend on how many ranks share the step) or 'contiguous'
+    (sampling order). Returns a list of `blocks` index lists."""
+    per = len(seq_lengths) // blocks
+    if mode == "contiguous":
+        return [list(range(b * per, (b + 1) * per)) for b in range(blocks)]
+    return [[b * per + j for j in balanced_order(seq_lengths[b * per:(b + 1) * per])] for b in range(blocks)]
+
+
 def micro_batches(lengths, size):
     """Index lists of at most `size` sequences, length-aware: sorted by length so padding stays small.
 
@@ -484,7 +511,15 @@ def add_common_args(ap):
                    help="pass enable_thinking=False to the chat template")
     g = ap.add_argument_group("optimisation")
     g.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate")
-    g.add_argument("--weight-decay", type=float, default=0.0)
+    g.add_argument("--weight-decay", type=float, default=None, help="AdamW's weight decay; default 0.01 (the "
+                   "release's) for a real model, 0 for the built-in tiny one (docs/PROTOCOL.md)")
+    g.add_argument("--warmup-steps", type=int, default=None, help="linear learning-rate warmup from 0 over this "
+                   "many steps, as the release (its first step moves nothing); default 10 for a real model, 0 "
+                   "for the built-in tiny one")
+    g.add_argument("--mini-batch-order", choices=["balanced", "contiguous"], default="balanced",
+                   help="the batch's order: 'balanced', the release's length-balanced order (GRPO's mini-batches are "
+                        "bands of similar length; SDPO's demonstration is the first success in it), or "
+                        "'contiguous', whole groups in sampling order")
     g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping")
     g.add_argument("--micro-batch", type=int, default=0, help="sequences per forward (0 = all); same update")
     g.add_argument("--loss-agg", default="seq-mean-token-mean", choices=["seq-mean-token-mean", "token-mean"],
@@ -614,7 +649,9 @@ def validate_common_args(ap, args):
               ("--group-size", 2 <= args.group_size <= 1024, "in [2, 1024] (advantages and teachers need siblings)"),
               ("--max-new-tokens", 1 <= args.max_new_tokens <= MAX_TOKENS, f"in [1, {MAX_TOKENS}]"),
               ("--lr", finite(args.lr) and 0 < args.lr <= 1, "in (0, 1]"),
-              ("--weight-decay", finite(args.weight_decay) and 0 <= args.weight_decay <= 1, "in [0, 1]"),
+              ("--weight-decay", args.weight_decay is None or (finite(args.weight_decay) and 0 <= args.weight_decay <= 1),
+               "in [0, 1]"),
+              ("--warmup-steps", args.warmup_steps is None or args.warmup_steps >= 0, ">= 0"),
               ("--temperature", finite(args.temperature) and 1e-3 <= args.temperature <= 100, "in [0.001, 100]"),
               ("--top-p", 0 < args.top_p <= 1, "in (0, 1]"),
               ("--eval-n", 1 <= args.eval_n <= MAX_EVAL_N, f"in [1, {MAX_EVAL_N}]"),
@@ -637,4 +674,19 @@ def validate_common_args(ap, args):
     if args.prompts_per_step % blocks:
         ap.error(f"--prompts-per-step {args.prompts_per_step} must be divisible by the {blocks} sample blocks "
                  f"(one per rank unless --sample-blocks says otherwise)")
+    for key, value in model_defaults(args.model).items():   # flags left to the model's default
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     configure_run(args)
+
+
+BUILT_IN_MODELS = ("tiny", "tiny_think")
+
+
+def model_defaults(model):
+    """The optimizer settings a model gets when its flags are not given: the release's on a real model
+    (AdamW weight decay 0.01, a 10-step warmup), the tiny world's own on the built-in ones (0 and 0:
+    docs/PROTOCOL.md says why)."""
+    if model in BUILT_IN_MODELS:
+        return {"weight_decay": 0.0, "warmup_steps": 0}
+    return {"weight_decay": 0.01, "warmup_steps": 10}

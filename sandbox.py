@@ -44,6 +44,11 @@ PARALLEL = 2         # programs run at once
 ALLOWED_MODULES = ("math", "cmath", "itertools", "functools", "operator", "statistics", "random", "collections",
                    "heapq", "bisect", "array", "string", "re", "typing", "json", "io", "fractions", "decimal",
                    "dataclasses", "datetime", "time", "sys")
+# The names the release's code grader puts into every program's namespace before running it ("Auto-import
+# common typing aliases", `feedback/code.py`): a LiveCodeBench answer annotated `List[int]` needs no import.
+TYPING_PRELUDE = ("Any", "Optional", "Union", "List", "Dict", "Set", "Tuple", "Callable", "Iterable", "Iterator",
+                  "Sequence", "Mapping", "MutableMapping", "MutableSequence", "MutableSet", "DefaultDict", "Deque",
+                  "FrozenSet", "Type", "TypeVar", "Generic", "Literal", "TypedDict", "NoReturn", "overload")
 
 # The code that runs in the fresh interpreter, before and around the program (trusted; it reads the
 # job from stdin, which then goes away). Everything after `sys.addaudithook` is reachable by the
@@ -92,6 +97,8 @@ def release_import(name, globals=None, locals=None, fromlist=(), level=0):
         raise ImportError(f"Import of module '{name}' is not allowed")
     return real_import(name, globals, locals, fromlist, level)
 program_builtins = dict(builtins.__dict__, __import__=release_import, open=None)
+# the release's typing prelude: these names are in every program's namespace, as if imported
+prelude = {name: getattr(typing, name) for name in job["typing"] if hasattr(typing, name)}
 
 def send(outcome):
     os.write(channel, (json.dumps(outcome) + "\n").encode())
@@ -126,7 +133,7 @@ try:
     sys.addaudithook(hook)
     if job["fn_name"]:   # functional tests: run the program once, call the function on every input
         sys.stdin, sys.stdout = io.StringIO(""), Capped()
-        ns = {"__name__": "__main__", "__builtins__": program_builtins}
+        ns = {"__name__": "__main__", "__builtins__": program_builtins, **prelude}
         exec(compiled, ns)
         fn = the_function(ns, job["fn_name"])
         for kind, args in job["inputs"]:
@@ -136,7 +143,7 @@ try:
                 send(failure(e))
     elif job["mode"] == "code":   # test code (asserts) run after the program, in its namespace
         sys.stdin, sys.stdout = io.StringIO(""), Capped()
-        ns = {"__name__": "__main__", "__builtins__": program_builtins}
+        ns = {"__name__": "__main__", "__builtins__": program_builtins, **prelude}
         exec(compiled, ns)
         for test in job["inputs"]:
             try:
@@ -148,7 +155,7 @@ try:
         for text in job["inputs"]:
             sys.stdin, sys.stdout = io.StringIO(text), Capped()
             try:
-                exec(compiled, {"__name__": "__main__", "__builtins__": program_builtins})
+                exec(compiled, {"__name__": "__main__", "__builtins__": program_builtins, **prelude})
                 send(["ok", sys.stdout.getvalue()])
             except BaseException as e:
                 send(failure(e))
@@ -252,7 +259,7 @@ def start(code, tests, workdir, uid, limits):
     functional = bool(tests.get("fn_name"))
     inputs = [call_of(x) for x in tests["inputs"]] if functional else [str(x) for x in tests["inputs"]]
     job = {"code": code, "fn_name": tests.get("fn_name"), "inputs": inputs, "uid": uid, "mode": tests.get("testtype"),
-           "allowed": ALLOWED_MODULES, "preload": [m for m in ALLOWED_MODULES if m in code],
+           "allowed": ALLOWED_MODULES, "typing": TYPING_PRELUDE, "preload": [m for m in ALLOWED_MODULES if m in code],
            "limits": {k: limits[k] for k in ("cpu", "mem", "files", "print")}}
     proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", HARNESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, cwd=workdir, env={"PATH": "/usr/bin:/bin"},

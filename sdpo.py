@@ -28,17 +28,19 @@ import torch
 
 import tasks
 import train
-from infra import (NonFiniteError, all_finite, clone_model, gather_lists, gathered, global_sum, is_main, optimizer_step,
-                   rank_and_world)
-from rollout import (add_common_args, chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, micro_batches,
+from infra import (NonFiniteError, all_finite, clone_model, gather_lists, gathered, global_sum, is_main, local_blocks,
+                   optimizer_step, rank_and_world)
+from rollout import (BUILT_IN_MODELS, add_common_args, batch_order, chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, micro_batches,
                      response_logits, strip_think, token_entropy, validate_common_args)
 
 
-def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedback=False):
+def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedback=False, position=None):
     """(S1) The teacher's user turn for every response, and the signal mask m; (S8) with feedback.
 
     records, texts: [N*G] (grouped contiguously); rewards: [N*G] (1.0 = success).
-    For response i: j* = the first j ≠ i in i's group with r_j = 1. If there is none, m_i = 0 and the
+    position: each response's place in the batch's order (rollout.batch_order; the release's is
+    length-balanced); default: sampling order.
+    For response i: j* = the first j ≠ i in i's group with r_j = 1, first in that order. If there is none, m_i = 0 and the
     teacher text is None. The demonstration is y_{j*} with <think> spans stripped unless `cot` (S6).
     feedback=True (S8, the release's environment feedback, only where no sibling succeeded): a response
     without j* whose grader has something to say about it (tasks.feedback) gets a teacher prompt with
@@ -48,11 +50,13 @@ def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedba
     Example, G = 3, rewards [0, 1, 1]: response 0 -> j*=1; response 1 -> j*=2 (itself excluded);
     response 2 -> j*=1. Rewards [1, 0, 0]: response 0 has no other success -> m_0 = 0.
     """
+    position = list(range(len(records))) if position is None else position
     user_texts, mask, demo_of = [], [], []
     for i, rec in enumerate(records):
         g0 = (i // group_size) * group_size
-        # (S1) the first successful *other* response of the same group
-        j_star = next((j for j in range(g0, g0 + group_size) if j != i and float(rewards[j]) == 1.0), None)
+        # (S1) the first successful *other* response of the same group, in the batch's order
+        successes = [j for j in range(g0, g0 + group_size) if j != i and float(rewards[j]) == 1.0]
+        j_star = min(successes, key=lambda j: position[j]) if successes else None
         demo_of.append(j_star)
         if j_star is not None:
             demo = texts[j_star] if cot else strip_think(texts[j_star])  # (S6)
@@ -269,9 +273,15 @@ def sdpo_update(model, teacher, opt, batch, args, tok, step):
     release does: AdamW's moments decay and its step count moves, so the weights still move a little.
     """
     B = len(batch["response_ids"])
+    # the batch's order (the release's length-balanced one by default): it decides which success is "first"
+    lengths_with_prompt = [len(p) + len(r) for p, r in zip(batch["prompt_ids"], batch["response_ids"])]
+    position = [0] * B
+    for block in batch_order(lengths_with_prompt, local_blocks(args.sample_blocks), args.mini_batch_order):
+        for place, i in enumerate(block):
+            position[i] = place
     # (S1, S8) the teacher's user turn for each response, and m_i = 1 where it has something to show
     user_texts, m, _ = build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
-                                             batch["group_size"], args.cot, args.feedback)
+                                             batch["group_size"], args.cot, args.feedback, position)
     lengths = [len(r) for r in batch["response_ids"]]
     # (S7) the tokens distilled this step (every token unless --mask-ratio)
     # (this rank's first response, globally: one all-gather, and only when tokens are masked)
@@ -340,7 +350,7 @@ def make_sdpo(model, tok, opt, args, teacher=None):
     return {"update": lambda batch, step: sdpo_update(model, teacher, opt, batch, args, tok, step),
             "after_step": lambda step: teacher_after_step(teacher, model, step, args.alpha, args.refresh_every,
                                                           args.gamma),
-            "teacher": teacher}
+            "teacher": teacher, "optimizer": opt}
 
 
 def run_name(s):
@@ -391,7 +401,6 @@ def validate_sdpo_args(ap, args):
     args.topk = default_topk(args.model) if args.topk is None else (args.topk or None)
 
 
-BUILT_IN_MODELS = ("tiny", "tiny_think")
 RELEASE_TOPK = 100   # (S4) the release's distillation top-k (actor.yaml)
 
 

@@ -73,6 +73,13 @@ def sample_and_grade(model, tok, chosen, args, step):
     return batch
 
 
+def warmup_lr(lr, step, warmup_steps):
+    """The learning rate of batch `step` (0-based): the release's constant schedule with a linear warmup
+    from 0 (verl `get_constant_schedule_with_warmup`, stepped once per batch), lr · min(1, step / W). So
+    with W = 10 the first batch's steps have rate 0 and batch 10 on the full rate; W = 0: always lr."""
+    return lr if warmup_steps <= 0 else lr * min(1.0, step / warmup_steps)
+
+
 def run_steps(model, tok, records, args, method, log_path=None, desc="train", start_step=0, on_step=None):
     """Steps `start_step+1 .. args.steps` of one task. Any step can be resumed: it has its own seed.
 
@@ -90,6 +97,8 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
             t1 = time.time()
             # ---- 2. the method's update: GRPO (G1–G5) or SDPO (S1–S5) ----
             torch.manual_seed(args.seed * 100_003 + step + 7)   # the update's own RNG, the same on every rank
+            for group in method["optimizer"].param_groups:     # this batch's rate (the release's warmup)
+                group["lr"] = warmup_lr(args.lr, step, args.warmup_steps)
             stats = method["update"](batch, step + 1)
             model.zero_grad(set_to_none=True)   # the gradients' memory is free for the next rollout
             # ---- 3. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----

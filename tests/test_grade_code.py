@@ -47,6 +47,17 @@ def test_livecodebench_functional_format():
     assert tasks.grade(LCB, fenced("def maxSum(nums, k):\n    return [5]")) == 0.0
 
 
+def test_typing_names_need_no_import():
+    """The release's typing prelude (`feedback/code.py`: "Auto-import common typing aliases"): a correct,
+    annotated LiveCodeBench answer scores 1 without `from typing import List` (it scored 0 before)."""
+    typed = ("class Solution:\n    def maxSum(self, nums: List[int], k: int) -> Optional[int]:\n"
+             "        seen: Dict[int, int] = {}\n        return sum(sorted(nums)[-k:])")
+    assert tasks.grade(LCB, fenced(typed)) == 1.0
+    assert tasks.grade(STDIN, fenced("x: List[int] = [int(input())]\nprint(2 * x[0])\nprint(2 * x[0] + 1)")) == 1.0
+    assert tasks.grade(ASSERTS, fenced("def add(a: Any, b: Any) -> Any:\n    return a + b")) == 1.0
+    assert tasks.grade(LCB, fenced("def maxSum(nums: Frobnicate[int], k):\n    return 5")) == 0.0   # only its names
+
+
 def test_assert_tests():
     assert tasks.grade(ASSERTS, fenced("def add(a, b):\n    return a + b")) == 1.0
     assert tasks.grade(ASSERTS, fenced("def add(a, b):\n    return a - b")) == 0.0

@@ -113,7 +113,7 @@ def fake_batch(tok, G=4, N=2):
 
 
 def args_for(**kw):
-    base = dict(adv_std=False, epochs=1, mini_batches=1, micro_batch=0, kl_coef=0.0, epsilon=0.2,
+    base = dict(adv_std=False, epochs=1, mini_batches=1, micro_batch=0, kl_coef=0.0, epsilon=0.2, mini_batch_order="balanced",
                 epsilon_high=0.28, loss_agg="token-mean", max_grad_norm=1e9, seed=0, clip_ratio_c=3.0, sample_blocks=0)
     base.update(kw)
     return types.SimpleNamespace(**base)

@@ -92,6 +92,7 @@ def test_an_sdpo_step_with_alpha_0_leaves_the_teacher_as_it_was(dtype):
     before, student_before = logits_of(teacher, ids), logits_of(model, ids)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     args = types.SimpleNamespace(cot=False, feedback=False, mask_ratio=0.0, micro_batch=0, beta=0.5, topk=None,
+                                 mini_batch_order="balanced", sample_blocks=0,
                                  max_grad_norm=1.0, loss_agg="seq-mean-token-mean")
     sdpo.sdpo_update(model, teacher, opt, fake_batch(tok), args, tok, 1)
     sdpo.teacher_after_step(teacher, model, 1, alpha=0.0)

@@ -10,8 +10,10 @@ import torch
 
 import continual
 import grpo
+import rollout
 import sdpo
 import tasks
+import train
 from rollout import fill_reprompt, strip_think
 from conftest import interrupted_copy, results_as_if_full
 from test_grpo import args_for, fake_batch
@@ -49,14 +51,70 @@ def test_dual_clip_worked_example():
 
 
 # ---- GRPO: four optimizer steps per batch, contiguous whole groups ------------------------------
-def test_mini_batches_are_contiguous_whole_groups():
-    args = types.SimpleNamespace(epochs=1, mini_batches=4, sample_blocks=0)
+def test_contiguous_mini_batches_are_whole_groups():
+    args = types.SimpleNamespace(epochs=1, mini_batches=4, sample_blocks=0, mini_batch_order="contiguous")
     parts = list(grpo.mini_batch_split(64, 8, args))
     assert parts == [list(range(16 * k, 16 * (k + 1))) for k in range(4)]
     # two sample blocks (as two ranks would): each block is split the same way
-    two = list(grpo.mini_batch_split(64, 8, types.SimpleNamespace(epochs=2, mini_batches=2, sample_blocks=2)))
+    two = list(grpo.mini_batch_split(64, 8, types.SimpleNamespace(epochs=2, mini_batches=2, sample_blocks=2,
+                                                                   mini_batch_order="contiguous")))
     assert len(two) == 4 and two[0] == two[2]
     assert two[0] == list(range(0, 16)) + list(range(32, 48))
+
+
+def release_balanced_order(seq_lengths):
+    """verl's `_balance_batch` on one rank, written out: workload 24576·L + L², sorted with ties by
+    position, then `partition[::2] + partition[1::2][::-1]`."""
+    workload = [24576 * n + n * n for n in seq_lengths]
+    part = sorted(range(len(seq_lengths)), key=lambda x: (workload[x], x))
+    return part[::2] + part[1::2][::-1]
+
+
+def test_balanced_mini_batches_are_length_bands():
+    """(release) --mini-batch-order balanced: 64 responses of mixed lengths (ties included), 4 mini-batches =
+    contiguous quarters of the release's order; each one a band of lengths drawn from several groups."""
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(5, 40, (64,), generator=g).tolist()
+    args = types.SimpleNamespace(epochs=1, mini_batches=4, sample_blocks=0, mini_batch_order="balanced")
+    parts = list(grpo.mini_batch_split(64, 8, args, lengths))
+    want = release_balanced_order(lengths)
+    assert parts == [want[16 * k:16 * (k + 1)] for k in range(4)]
+    assert sorted(i for p in parts for i in p) == list(range(64))
+    band = [sorted(lengths[i] for i in p) for p in parts]
+    assert band[0][-1] <= band[1][0] and band[3][-1] <= band[2][0]     # short, longer | longest, shorter
+    assert all(len({i // 8 for i in p}) >= 4 for p in parts)             # many groups in each, not 2 whole ones
+    assert rollout.balanced_order([5, 9, 3, 7, 4, 8]) == [2, 0, 5, 1, 3, 4]   # the docstring's example
+
+
+def test_the_demonstration_is_the_first_success_in_the_balanced_order():
+    """(S1, release) the release picks the first success of the group in its balanced order: here the
+    shorter of two successful siblings, where sampling order would give the longer one."""
+    recs = [{"prompt": "Q?", "kind": "math", "answer": "5"}] * 4
+    texts = ["wrong", "a long correct answer \\boxed{5}", "\\boxed{5}", "wrong"]
+    rewards = torch.tensor([0., 1, 1, 0])
+    lengths = [10 + len(t) for t in texts]                             # prompt 10 tokens + the response
+    position = [0] * 4
+    for place, i in enumerate(rollout.balanced_order(lengths)):
+        position[i] = place
+    users, _, demo = sdpo.build_teacher_prompts(recs, texts, rewards, 4, position=position)
+    assert demo[0] == 2 and demo[3] == 2                                  # the short success, first in the order
+    _, _, plain = sdpo.build_teacher_prompts(recs, texts, rewards, 4)
+    assert plain[0] == 1                                                  # sampling order: the first sampled
+    assert demo[2] == 1 and demo[1] == 2                                  # never itself
+
+
+def test_warmup_is_the_releases_linear_schedule_per_batch():
+    """verl's constant schedule with warmup, stepped once per batch: batch b (0-based) has lr·min(1, b/W)."""
+    assert [train.warmup_lr(1e-5, b, 10) for b in (0, 1, 5, 10, 30)] == pytest.approx([0.0, 1e-6, 5e-6, 1e-5, 1e-5])
+    assert train.warmup_lr(1e-4, 0, 0) == 1e-4
+
+
+def test_real_models_get_the_release_optimizer_settings_and_tiny_its_own(capsys):
+    assert rollout.model_defaults("tiny") == {"weight_decay": 0.0, "warmup_steps": 0}
+    assert rollout.model_defaults("Qwen/Qwen3-4B-Instruct-2507") == {"weight_decay": 0.01, "warmup_steps": 10}
+    _, args, _, _, _, defaults = continual.parse_args(["--method", "sdpo"])
+    assert args.weight_decay == 0.0 and args.warmup_steps == 0 and args.mini_batch_order == "balanced"
+    assert continual.run_dir_name(args, continual.run_configs(args), defaults) == "sdpo_a0.05-s0"   # no hash
 
 
 def test_grpo_takes_mini_batches_steps_and_the_ratio_moves(tiny):
@@ -109,6 +167,7 @@ def test_a_step_without_signal_still_moves_adam(tiny):
     teacher = sdpo.stage_teacher(m)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.0)
     args = types.SimpleNamespace(cot=False, feedback=False, mask_ratio=0.0, micro_batch=0, beta=0.5, topk=None,
+                                 mini_batch_order="balanced", sample_blocks=0,
                                  max_grad_norm=1.0, loss_agg="seq-mean-token-mean")
     batch = fake_batch(tok)
     sdpo.sdpo_update(m, teacher, opt, batch, args, tok, 1)           # a step with signal: Adam has momentum
@@ -156,9 +215,11 @@ def test_token_masking_rate_over_many_draws():
 
 # ---- (S8) environment feedback ------------------------------------------------------------------
 def test_feedback_prompt_text():
-    assert fill_reprompt("Q?", feedback="Your final answer 3 is incorrect.") == (
-        "Q?\nThe following is feedback from your unsuccessful earlier attempt:\n\n"
-        "Your final answer 3 is incorrect.\n\n\n\nCorrectly solve the original question.")
+    """(S8) byte for byte the yaml that runs (`actor.yaml`'s `|-` blocks: no trailing newline in the feedback
+    section, so 2 newlines before the closing line, not the dataclass default's 4)."""
+    assert fill_reprompt("Q?", feedback="Your final answer 3 is incorrect.").encode() == (
+        b"Q?\nThe following is feedback from your unsuccessful earlier attempt:\n\n"
+        b"Your final answer 3 is incorrect.\n\nCorrectly solve the original question.")
     # a demonstration alone is exactly S1's text (what the tiny model was pretrained on)
     assert fill_reprompt("Q?", "\\boxed{5}") == "Q?\nCorrect solution:\n\n\\boxed{5}\n\nCorrectly solve the original question."
 
@@ -193,6 +254,11 @@ def test_built_in_graders_give_the_release_feedback():
 
 # ---- (S6) thinking traces ----------------------------------------------------------------------
 def test_lone_closing_think_tag_is_stripped_too():
+    """(S6) the release's two substitutions: the cut is at the *first* lone </think>, and nothing else is
+    stripped (a demonstration keeps its own leading and trailing whitespace)."""
+    assert strip_think("a</think>b</think>c") == "b</think>c"             # first, not last
+    assert strip_think("  \\boxed{2} \n") == "  \\boxed{2} \n"          # no .strip()
+    assert strip_think("x</think>  \n y ") == "y "                          # the whitespace after the tag goes
     assert strip_think("I add 3 and 4</think>\n\\boxed{7}") == "\\boxed{7}"
     assert strip_think("<think>a</think>mid <think>b</think>end") == "mid end"
     assert strip_think("pre-filled</think><think>x</think>\\boxed{1}") == "\\boxed{1}"
@@ -287,7 +353,8 @@ def test_whole_update_with_shared_prefix_equals_packed(tiny, method, monkeypatch
                              tok.pad_token_id)
         else:
             args = types.SimpleNamespace(cot=False, feedback=False, mask_ratio=0.3, micro_batch=3, beta=0.5,
-                                         topk=None, max_grad_norm=1e9, loss_agg="seq-mean-token-mean")
+                                         topk=None, max_grad_norm=1e9, loss_agg="seq-mean-token-mean",
+                                         mini_batch_order="balanced", sample_blocks=0)
             sdpo.sdpo_update(m, sdpo.stage_teacher(model), opt, batch, args, tok, 1)
         return torch.cat([p.grad.flatten() for p in m.parameters()])
     packed, shared = grads(False), grads(True)

@@ -49,7 +49,7 @@ def sdpo_grads(model, tok, batch, micro_batch=0, grad_checkpointing=False, loss_
     opt = torch.optim.SGD(m.parameters(), lr=0.0)
     args = types.SimpleNamespace(cot=False, micro_batch=micro_batch, beta=0.5, topk=None, max_grad_norm=1e9,
                                  alpha=0.0, refresh_every=0, gamma=1.0, loss_agg=loss_agg, mask_ratio=mask_ratio,
-                                 feedback=False)
+                                 feedback=False, mini_batch_order="balanced", sample_blocks=0)
     torch.manual_seed(3)   # (S7) the step's masking draw, as train.run_steps seeds it
     sdpo.sdpo_update(m, teacher, opt, batch, args, tok, 1)
     return torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])
