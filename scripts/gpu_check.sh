@@ -24,6 +24,9 @@ NGPU=${NGPU:-$(python -c "import torch; print(torch.cuda.device_count())")}
 if [ "$NGPU" -lt 1 ]; then echo "gpu_check: no GPU visible" >&2; exit 2; fi
 MODEL=${MODEL:-$(python -c "import rollout; print('Qwen/Qwen3-0.6B' if rollout.hub_config_reachable('Qwen/Qwen3-0.6B') else 'tiny')")}
 RUN="python -m torch.distributed.run --standalone --nproc_per_node $NGPU"
+# a torchrun launch that fails is tried once more (its rendezvous port can race with the launch before);
+# a real failure fails twice
+twice() { "$@" || { echo "gpu_check: that launch failed; trying it once more"; "$@"; }; }
 echo "gpu_check: $NGPU rank(s) on $DEVICE, model $MODEL, output in $OUT"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true
 rm -rf "$OUT"; mkdir -p "$OUT"
@@ -32,10 +35,10 @@ echo "== 1. CPU reference (fp32, one process)"
 timeout 300 python scripts/gpu_check.py reference "$OUT" --ranks "$NGPU" --model "$MODEL"
 
 echo "== 2. the same batch on the GPUs: bf16 compute, fp32 master weights, FSDP2"
-timeout 300 $RUN scripts/gpu_check.py check "$OUT" --model "$MODEL" --device "$DEVICE" --dtype bf16
+twice timeout 300 $RUN scripts/gpu_check.py check "$OUT" --model "$MODEL" --device "$DEVICE" --dtype bf16
 
 echo "== 3. memory per stage at a long response length, against the formula (bench.memory_per_stage)"
-MALLOC_MMAP_THRESHOLD_=131072 timeout 480 $RUN scripts/gpu_check.py memory "$OUT" --device "$DEVICE" \
+twice env MALLOC_MMAP_THRESHOLD_=131072 timeout 480 $RUN scripts/gpu_check.py memory "$OUT" --device "$DEVICE" \
   --shape "${MEM_SHAPE:-qwen3-0.6b}" --tokens "${MEM_TOKENS:-4096}" --sample-batch "${MEM_S:-8}"
 
 echo "== 4. a few real steps of each method"

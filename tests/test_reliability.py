@@ -29,7 +29,8 @@ def batch_for(tok):
 def args_for(**kw):
     base = dict(adv_std=False, epochs=1, mini_batches=1, micro_batch=0, kl_coef=0.0, epsilon=0.2, epsilon_high=0.28,
                 loss_agg="token-mean", max_grad_norm=1.0, seed=0, alpha=0.05, beta=0.5, topk=None, cot=False,
-                refresh_every=0, gamma=1.0, clip_ratio_c=3.0, mask_ratio=0.0, feedback=False, sample_blocks=0)
+                refresh_every=0, gamma=1.0, clip_ratio_c=3.0, mask_ratio=0.0, feedback=False, sample_blocks=0,
+                mini_batch_order="balanced")
     base.update(kw)
     return types.SimpleNamespace(**base)
 
