@@ -9,8 +9,9 @@ optionally plus a k3 KL to the starting model (G4) — aggregated over tokens (G
 clipping at 1.0. train.py runs the loop; this file holds the equations and the update.
 
 Which GRPO the paper compared (the release's `baseline_grpo.yaml`, docs/PROTOCOL.md): **four optimizer
-steps per rollout batch** (`--mini-batches 4`, the default here), each on a contiguous quarter of the
-groups. From the second step on π_old ≠ π_θ, so the ratio ρ and the clip (with the dual clip c = 3
+steps per rollout batch** (`--mini-batches 4`, the default here), each on a quarter of the batch in
+the release's length-balanced order (a band of similar-length responses from many groups;
+`--mini-batch-order contiguous`: a quarter of the groups). From the second step on π_old ≠ π_θ, so the ratio ρ and the clip (with the dual clip c = 3
 for negative advantages) act. `--mini-batches 1` is the on-policy variant: π_old = sg[π_θ], every
 ratio is 1, the clip never binds, and the gradient is exactly A_i ∇log π_θ (REINFORCE with a group
 baseline). SDPO takes one step per batch in both the release and here.
@@ -279,8 +280,8 @@ def add_grpo_args(ap):
     g.add_argument("--adv-std", action="store_true", help="divide advantages by the group std (G1)")
     g.add_argument("--epochs", type=int, default=DEFAULTS["epochs"], help="passes over each batch")
     g.add_argument("--mini-batches", type=int, default=DEFAULTS["mini_batches"],
-                   help="optimizer steps per pass, each on a contiguous quarter of the groups (the release: 4); "
-                        "1 = on-policy")
+                   help="optimizer steps per pass, each on an equal slice of the batch in its --mini-batch-order "
+                        "(the release: 4); 1 = on-policy")
     return ap
 
 
@@ -295,8 +296,9 @@ def validate_grpo_args(ap, args, used=True):
             ap.error(f"{flag} must be {allowed}")
     per_block = args.prompts_per_step // (args.sample_blocks or int(os.environ.get("WORLD_SIZE", "1")))
     if used and per_block % args.mini_batches:
-        ap.error(f"--mini-batches {args.mini_batches}: each mini-batch takes whole groups, so the {per_block} "
-                 f"prompts per sample block (--prompts-per-step / blocks) must be divisible by it")
+        ap.error(f"--mini-batches {args.mini_batches}: the mini-batches are equal slices of each sample block "
+                 f"(whole groups with --mini-batch-order contiguous), so the {per_block} prompts per sample block "
+                 f"(--prompts-per-step / blocks) must be divisible by it")
 
 
 def main(argv=None):

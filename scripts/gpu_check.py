@@ -109,13 +109,19 @@ def check(out, model_name, device_arg, dtype, tol):
             print(f"{method} {key}: {got:.6f} (CPU fp32 {want:.6f}) {'ok' if ok else 'MISMATCH'}")
         print(f"{method}: update {took:.2f} s on {world} rank(s), {dtype}, FSDP2; peak memory per rank (GB): "
               + ", ".join(f"{p:.2f}" for p in peaks))
+    finish(os.path.join(out, f"check-{world}.json"), {"world": world, "dtype": dtype, "mismatches": bad}, bad,
+           "GPU check")
+
+
+def finish(path, record, bad, what):
+    """Rank 0 writes `record` as JSON; exit 1 naming every mismatch, else say it passed."""
     if infra.is_main():
-        with open(os.path.join(out, f"check-{world}.json"), "w") as f:
-            json.dump({"world": world, "dtype": dtype, "mismatches": bad}, f)
+        with open(path, "w") as f:
+            json.dump(record, f)
     if bad:
-        print("GPU check FAILED: " + "; ".join(bad), file=sys.stderr)
+        print(f"{what} FAILED: " + "; ".join(bad), file=sys.stderr)
         sys.exit(1)
-    print("GPU check passed")
+    print(f"{what} passed")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -242,13 +248,8 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
                   f"{got / want - 1:+.0%} {'ok' if ok else 'MISMATCH'}")
         if not ok and (infra.is_main() or stage != "drift"):
             bad.append(f"{stage}: measured {got / 1e9:.2f} GB vs formula {want / 1e9:.2f} GB")
-    if infra.is_main():
-        with open(os.path.join(out, f"memory-{world}.json"), "w") as f:
-            json.dump({"measured": measured, "formula": formula, "mismatches": bad}, f)
-    if bad:
-        print("memory check FAILED: " + "; ".join(bad), file=sys.stderr)
-        sys.exit(1)
-    print("memory check passed")
+    finish(os.path.join(out, f"memory-{world}.json"), {"measured": measured, "formula": formula, "mismatches": bad},
+           bad, "memory check")
 
 
 def main(argv=None):
