@@ -84,7 +84,8 @@ def test_continual_under_torchrun_resumes_to_the_same_results(tmp_path):
 
 def test_the_gpu_check_script_runs_and_can_fail(tmp_path):
     """scripts/gpu_check.sh, as it will run on the first GPU machine, here on 2 CPU ranks: it passes; with
-    a reference loss changed by 20% its check step exits non-zero, naming the mismatch. (Its third part,
+    a reference loss changed by 20% its check step exits non-zero, naming the mismatch. Its third part, memory
+    per stage against the formula, runs here on a small real-vocabulary model. (Its fourth part,
     a few real steps of grpo.py and sdpo.py under torchrun, is what test_distributed.py runs: skipped here.)"""
     env = dict(os.environ, OUT=str(tmp_path), DEVICE="cpu", NGPU="2", MODEL="tiny", STEPS="0", PYTHONPATH=ROOT,
                MEM_SHAPE="cpu", MEM_TOKENS="192", MEM_S="4")
