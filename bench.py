@@ -23,7 +23,10 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
+import sys
 import time
+import types
 
 import torch
 
@@ -503,8 +506,7 @@ def logit_memory_slope(case, vocab=128_000, lengths=(128, 640)):
     for one response of each length, in increasing order, in this process; returns bytes per token × V:
     the growth of the peak resident memory (VmHWM) between the two lengths over ΔT·V. Run it in a fresh
     process with MALLOC_MMAP_THRESHOLD_ set, so that freed tensors leave the resident set (main does)."""
-    import types
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM   # (transformers is imported where a model is built)
     method, topk, dtype = LOGIT_CASES[case]
     _, tok = load_model("tiny", "cpu")
     cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
@@ -541,8 +543,6 @@ def logit_memory_slope(case, vocab=128_000, lengths=(128, 640)):
 
 def measure_logit_memory():
     """{case: bytes per token × V}, each case in a fresh interpreter (a peak only ever grows)."""
-    import subprocess
-    import sys
     out = {}
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
     for case in LOGIT_CASES:
