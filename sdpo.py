@@ -151,7 +151,7 @@ def topk_logprobs(student_logits, teacher_logits, k):
     student_logits, teacher_logits: [..., V]. Returns ([..., k+1], [..., k+1]).
     """
     ids = student_logits.topk(k, dim=-1).indices                            # [..., k] the student's top-k
-    # log p = x − logsumexp(x) on the k ids only
+    # (S4) log p = x − logsumexp(x), on the student's top-k ids only
     s_k = student_logits.gather(-1, ids).float() - chunked_logsumexp(student_logits).unsqueeze(-1)   # [..., k]
     with torch.no_grad():
         t_k = teacher_logits.gather(-1, ids).float() - chunked_logsumexp(teacher_logits).unsqueeze(-1)
