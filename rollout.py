@@ -92,10 +92,8 @@ def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, 
         # infra.shard gives each rank its own shard from rank 0's copy (host memory: 1 model, not N)
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=weights)
-        try:
-            model.generation_config = GenerationConfig.from_pretrained(path)
-        except OSError:   # (no generation_config.json: the one from_config made stands)
-            pass
+        if os.path.isfile(os.path.join(path, "generation_config.json")) or not os.path.isdir(path):
+            model.generation_config = GenerationConfig.from_pretrained(path)   # (else from_config's stands)
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=weights)
     model._weights_on_rank0 = distributed   # read by infra.shard
