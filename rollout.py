@@ -470,6 +470,16 @@ def batch_order(seq_lengths, blocks, mode):
     return [[b * per + j for j in balanced_order(seq_lengths[b * per:(b + 1) * per])] for b in range(blocks)]
 
 
+def batch_positions(batch, blocks=1, mode="balanced"):
+    """Each response's place in its block's order (batch_order over prompt + response lengths): [N*G]."""
+    lengths = [len(p) + len(r) for p, r in zip(batch["prompt_ids"], batch["response_ids"])]
+    position = [0] * len(lengths)
+    for block in batch_order(lengths, blocks, mode):
+        for place, i in enumerate(block):
+            position[i] = place
+    return position
+
+
 def micro_batches(lengths, size):
     """Index lists of at most `size` sequences, length-aware: sorted by length so padding stays small.
 

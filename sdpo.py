@@ -30,7 +30,7 @@ import tasks
 import train
 from infra import (NonFiniteError, all_finite, clone_model, gather_lists, gathered, global_sum, is_main, local_blocks,
                    optimizer_step, rank_and_world)
-from rollout import (BUILT_IN_MODELS, add_common_args, batch_order, chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, micro_batches,
+from rollout import (BUILT_IN_MODELS, add_common_args, batch_positions, chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, micro_batches,
                      response_logits, strip_think, token_entropy, validate_common_args)
 
 
@@ -274,11 +274,7 @@ def sdpo_update(model, teacher, opt, batch, args, tok, step):
     """
     B = len(batch["response_ids"])
     # the batch's order (the release's length-balanced one by default): it decides which success is "first"
-    lengths_with_prompt = [len(p) + len(r) for p, r in zip(batch["prompt_ids"], batch["response_ids"])]
-    position = [0] * B
-    for block in batch_order(lengths_with_prompt, local_blocks(args.sample_blocks), args.mini_batch_order):
-        for place, i in enumerate(block):
-            position[i] = place
+    position = batch_positions(batch, local_blocks(args.sample_blocks), args.mini_batch_order)
     # (S1, S8) the teacher's user turn for each response, and m_i = 1 where it has something to show
     user_texts, m, _ = build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
                                              batch["group_size"], args.cot, args.feedback, position)

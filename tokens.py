@@ -28,7 +28,7 @@ import grpo
 import sdpo
 import tasks
 from infra import setup_torch
-from rollout import SAMPLE_BATCH, batch_order, chat_messages, collect, encode_chat, load_model, response_logits, right_pad
+from rollout import SAMPLE_BATCH, batch_positions, chat_messages, collect, encode_chat, load_model, response_logits, right_pad
 
 try:
     import matplotlib
@@ -52,10 +52,8 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
     batch = collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, sample_batch=sample_batch)
     adv = grpo.group_advantages(batch["rewards"], group_size)                                # [N*G] (G1)
     # (S1) the demonstration: the first success in the release's length-balanced order, as sdpo_update picks it
-    order = batch_order([len(p) + len(r) for p, r in zip(batch["prompt_ids"], batch["response_ids"])], 1, "balanced")[0]
-    position = {i: place for place, i in enumerate(order)}
     users, m, _ = sdpo.build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"], group_size,
-                                             position=[position[i] for i in range(len(order))])      # (S1)
+                                             position=batch_positions(batch))                     # (S1)
     # the signalled responses, sample_batch at a time: one forward each for student and teacher (S2)
     signalled = [i for i in range(len(users)) if m[i] > 0]
     scored = {}
