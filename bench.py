@@ -30,13 +30,15 @@ import types
 
 import torch
 
+import drift
 import evaluate
 import grpo
+import rollout
 import sdpo
 import tasks
 import tiny
 from infra import setup_torch
-from rollout import (ROWS_PER_CHUNK, add_common_args, with_autocast, chat_messages, check_device_flag, check_dir_flag, check_model_flag, per_seed, collect, encode_chat, left_pad, load_model, micro_batches,
+from rollout import (ROWS_PER_CHUNK, SAMPLE_BATCH, add_common_args, with_autocast, chat_messages, check_device_flag, check_dir_flag, check_model_flag, per_seed, collect, encode_chat, left_pad, load_model, micro_batches,
                      round_up)
 
 
@@ -230,6 +232,122 @@ def bench_fixed(model, tok, device, args):
     out["grpo_update_matmul_flops"] = out["grpo_update_flops_padded"] / max(1e-9, out["grpo_update_matmul_share"])
     out.update(peak_memory_mib(device))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Evaluation and drift: what one stage of continual.py spends after its training steps
+# ----------------------------------------------------------------------------------------------
+def dynamic_cache(model, ids, mask, max_new_tokens, group_size=0):
+    """transformers' default generation cache (a DynamicCache, grown by torch.cat at every token) with the
+    same shared prefill: what rollout.generation_cache replaced, for the comparison."""
+    if group_size <= 1:
+        return None
+    cache = rollout.shared_prefill(model, ids[::group_size], mask[::group_size])
+    cache.batch_repeat_interleave(group_size)
+    return cache
+
+
+def bench_eval(model, tok, device, args):
+    """Seconds of each part of one stage's evaluation and drift at continual.py's defaults (8 benchmarks ×
+    --eval-n prompts × --eval-k samples), and generate's tokens/s by sample batch and cache."""
+    names = evaluate.resolve_benchmarks("all")
+    records = [r for b in names for r in evaluate.benchmark_records(b, args.eval_n, 0, tok)]
+    prompts = [encode_chat(tok, chat_messages(r)) for r in records]
+    out = {"config": {"benchmarks": len(names), "prompts": len(records), "k": args.eval_k, "repeat": args.repeat,
+                      "max_new_tokens": args.eval_max_new_tokens}}
+
+    def sampling(batch_size, cache_fn=None, m=model, warm=True):
+        real = rollout.generation_cache
+        if cache_fn:
+            rollout.generation_cache = cache_fn
+        try:
+            made = []
+
+            def run(i):
+                torch.manual_seed(i)
+                made.append(rollout.sample(m, tok, prompts, args.eval_k, args.eval_max_new_tokens, 0.6, 0.95,
+                                           batch_size=batch_size))
+            t, _ = median_time(run, args.repeat, device, warmup=0 if warm else 1)
+        finally:
+            rollout.generation_cache = real
+        tokens = statistics.median(sum(len(r) for r in ids) for ids in made[1:])
+        return {"s": t, "tokens": tokens, "tokens_per_s": tokens / t}
+
+    out["generate"] = {f"static, batch {b}": sampling(b, warm=b != 64) for b in (64, 128, 256, 512)}
+    out["generate"][f"dynamic, batch {SAMPLE_BATCH}"] = sampling(SAMPLE_BATCH, dynamic_cache)
+    sdpa = copy.deepcopy(model)
+    sdpa.set_attn_implementation("sdpa")
+    out["generate"][f"static, batch {SAMPLE_BATCH}, SDPA attention"] = sampling(SAMPLE_BATCH, m=sdpa, warm=False)
+    del sdpa
+
+    # one stage's evaluation and drift, the trained model played by a perturbed copy of the base
+    trained = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(0.002 * torch.randn_like(p))   # (a KL to the base of ~1 nat, as after a few stages)
+    stage = {}
+    base_resp, resp = {}, {}
+    t, _ = median_time(lambda i: evaluate.evaluate(trained, tok, names, args.eval_n, args.eval_k,
+                                                   args.eval_max_new_tokens, progress=False, responses=resp),
+                       args.repeat, device)
+    stage["evaluation"] = t
+    evaluate.evaluate(model, tok, names, args.eval_n, args.eval_k, args.eval_max_new_tokens, progress=False,
+                      responses=base_resp)
+    t, _ = median_time(lambda i: drift.parameter_drift(model, trained), args.repeat, device)
+    stage["drift: weights (A4–A6)"] = t
+    for m, label in ((1, "1 per prompt, the default"), (0, f"all {args.eval_k}")):
+        def embed(i, m=m):
+            def pick(r):
+                return [x for b in names for x in drift.first_samples(r[b]["texts"], args.eval_k, m)]
+            drift.response_drift(model, tok, pick(base_resp), pick(resp))
+        t, _ = median_time(embed, args.repeat, device)
+        stage[f"drift: response embeddings (A7), {label}"] = t
+    kl_records = {b: evaluate.benchmark_records(b, args.eval_n, 0, tok) for b in names}
+    t, _ = median_time(lambda i: drift.kl_to_base_per_benchmark(trained, model, tok, kl_records, 2,
+                                                                args.eval_max_new_tokens, 0, SAMPLE_BATCH),
+                       args.repeat, device)
+    stage["drift: KL to the base (2 samples per prompt)"] = t
+    out["stage_s"] = stage
+    if args.compile:   # transformers' compiled forward (a CompileConfig that allows the CPU), static cache
+        out["compile"] = bench_compile(model, tok, records[:args.prompts], args)
+    return out
+
+
+def bench_compile(model, tok, records, args):
+    """One training-shaped rollout (prompts × group) with torch.compile of the forward, against without."""
+    from transformers import CompileConfig
+    ids, mask = left_pad([encode_chat(tok, chat_messages(r)) for r in records for _ in range(args.group_size)],
+                         tok.pad_token_id, next(model.parameters()).device)
+    res = {}
+    for name, extra in (("plain", {"disable_compile": True}), ("compiled", {"compile_config": CompileConfig()})):
+        if name == "compiled":
+            extra["compile_config"]._compile_all_devices = True
+        times = []
+        for i in range(1 + args.repeat):
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=args.max_new_tokens,
+                               min_new_tokens=args.max_new_tokens, do_sample=True, top_k=0, top_p=1.0,
+                               pad_token_id=tok.pad_token_id, cache_implementation="static", **extra)
+            times.append(time.perf_counter() - t0)
+        res[name] = {"first_s": times[0], "ms_per_token": 1000 * statistics.median(times[1:]) / args.max_new_tokens}
+    return res
+
+
+def eval_report(res):
+    e = res["eval"]
+    c = e["config"]
+    lines = [f"Machine: {res['machine']['cpu']}, {res['machine']['cores']} cores, torch {res['machine']['torch']}",
+             f"Evaluation as continual.py runs it: {c['benchmarks']} benchmarks, {c['prompts']} prompts × k = {c['k']}, "
+             f"≤ {c['max_new_tokens']} new tokens; medians of {c['repeat']} runs after a warm-up.", "",
+             "| generate (all the evaluation's samples) | s | tokens | tokens/s |", "|---|---|---|---|"]
+    lines += [f"| {k} | {v['s']:.2f} | {v['tokens']:.0f} | {v['tokens_per_s']:.0f} |" for k, v in e["generate"].items()]
+    lines += ["", "| one stage, after training | s |", "|---|---|"]
+    lines += [f"| {k} | {v:.2f} |" for k, v in e["stage_s"].items()]
+    if "compile" in e:
+        lines += ["", "| training-shaped rollout | first call s | ms per token after |", "|---|---|---|"]
+        lines += [f"| {k} | {v['first_s']:.1f} | {v['ms_per_token']:.1f} |" for k, v in e["compile"].items()]
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -608,6 +726,12 @@ def main(argv=None):
     ap.add_argument("--memory", action="store_true", help="print the per-GPU memory table of the paper's models "
                                                           "under FSDP2 (a formula: nothing runs) and stop")
     ap.add_argument("--memory-tokens", type=int, default=10240, help="prompt + response tokens for --memory")
+    ap.add_argument("--eval", action="store_true", help="time one stage's evaluation and drift, and generate by "
+                    "sample batch and cache (~3 min at --repeat 3), and stop")
+    ap.add_argument("--eval-n", type=int, default=32, help="prompts per benchmark for --eval (continual.py's)")
+    ap.add_argument("--eval-max-new-tokens", type=int, default=64, help="new tokens for --eval (continual.py's)")
+    ap.add_argument("--compile", action="store_true", help="with --eval: also generate with transformers' "
+                    "torch.compile of the forward (its compile time counts once)")
     ap.add_argument("--logit-memory", action="store_true", help="measure the bytes per (token × vocabulary id) "
                     "of each update's logits (LOGIT_BYTES), each case in a fresh process (~90 s), and stop")
     args = ap.parse_args(argv)
@@ -635,6 +759,16 @@ def main(argv=None):
     device = setup_torch(args.device, args.threads)
     model, tok = load_model(args.model, device)
     t0 = time.time()
+    if args.eval:
+        res = {"model": args.model, "machine": machine(), "eval": bench_eval(model, tok, device, args)}
+        res["seconds"] = time.time() - t0
+        print(eval_report(res))
+        print(f"\n{res['seconds']:.0f}s; wrote {args.out}")
+        os.makedirs(out_dir, exist_ok=True)
+        with open(args.out + ".tmp", "w") as f:
+            json.dump(res, f, indent=1)
+        os.replace(args.out + ".tmp", args.out)
+        return res
     res = {"model": args.model, "machine": machine(), "fixed": bench_fixed(model, tok, device, args)}
     if args.sweep:
         res["sweep"] = bench_sweep(model, tok, device, args)

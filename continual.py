@@ -284,7 +284,9 @@ def main(argv=None):
     for one, run_dir in zip(seeds, dirs):   # every directory is checked before any work starts
         claim_run_dir(ap, one, run_dir, stages, benchmarks)
     t_start = time.time()
-    all_results = [run_seed(one, run_dir, stages, benchmarks, configs, device) for one, run_dir in zip(seeds, dirs)]
+    base_evals = {}   # the base is evaluated once for all the seeds (same test prompts, same evaluation seed)
+    all_results = [run_seed(one, run_dir, stages, benchmarks, configs, device, base_evals)
+                   for one, run_dir in zip(seeds, dirs)]
     if not is_main():
         return None
     if len(seeds) == 1:
@@ -329,12 +331,12 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks):
     barrier()
 
 
-def run_seed(args, run_dir, stages, benchmarks, configs, device):
+def run_seed(args, run_dir, stages, benchmarks, configs, device, base_evals):
     """One seed: every configuration through every stage, then results.json and report.md in run_dir."""
     progress_path = os.path.join(run_dir, "progress.json")
     progress = load_progress(progress_path)
     try:
-        run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device)
+        run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device, base_evals)
     except NonFiniteError as e:
         if is_main():
             append_jsonl(os.path.join(run_dir, "log.jsonl"), {"event": "non-finite", "message": str(e)})
@@ -431,8 +433,9 @@ def load_partial(partial_dir, run_name, stage, has_teacher, device, args):
         return None
 
 
-def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device):
-    """Evaluate the base once, then every configuration through every stage (resuming where it stopped)."""
+def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device, base_evals):
+    """Evaluate the base once, then every configuration through every stage (resuming where it stopped).
+    base_evals: {evaluation settings: (acc, degenerate, responses)} of the base, shared by the seeds."""
     log_path = os.path.join(run_dir, "log.jsonl")
     ev = dict(n=args.eval_n, k=args.eval_k, max_new_tokens=args.max_new_tokens, seed=args.eval_seed,
               max_prompt_len=args.max_prompt_len, sample_batch=args.sample_batch)
@@ -442,11 +445,17 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
         print("the base model's saved responses are missing: evaluating it again (same prompts, same result)")
         del progress["base"]
     if "base" not in progress:
-        torch.manual_seed(args.eval_seed)
-        deg, resp = {}, {}
+        # the base's evaluation depends on the test prompts and the evaluation seed, not on the training
+        # seed: within one invocation every seed after the first takes the first one's
+        key = json.dumps([args.model, args.dtype, benchmarks, ev])
         t0 = time.time()
-        progress["base"] = {"acc": evaluate.evaluate(base_model, tok, benchmarks, degenerate=deg, responses=resp, **ev),
-                            "degenerate": deg, "seconds": 0.0}
+        if key not in base_evals:
+            deg, resp = {}, {}
+            torch.manual_seed(args.eval_seed)
+            base_evals[key] = (evaluate.evaluate(base_model, tok, benchmarks, degenerate=deg, responses=resp, **ev),
+                               deg, resp)
+        acc, deg, resp = base_evals[key]
+        progress["base"] = {"acc": acc, "degenerate": deg, "seconds": 0.0}
         if is_main():
             drift.save_responses(run_dir, "base", resp)
         progress["base"]["seconds"] = round(time.time() - t0, 1)

@@ -20,8 +20,6 @@ import time
 
 import torch
 
-from tqdm import tqdm
-
 import tasks
 from infra import gather_lists, init_distributed, is_main, my_share, shard
 from rollout import (DTYPES, MAX_EVAL_N, MAX_TOKENS, SAMPLE_BATCH, chat_messages, check_device_flag, check_model_flag, configure_run, decode,
@@ -60,18 +58,20 @@ def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0):
 
 @torch.no_grad()
 def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPERATURE, top_p=EVAL_TOP_P,
-             prompts=None, batch_size=SAMPLE_BATCH):
+             prompts=None, batch_size=SAMPLE_BATCH, progress=False):
     """(C3) Acc@k = mean over prompts of (1/k) Σ_j correct(y_j), y_j ~ π(·|x) at the eval temperature.
 
     prompts: optional user texts replacing each record's prompt (the teacher check's reprompts).
     batch_size: sequences generated at once (--sample-batch): it bounds the KV cache, not the result's size.
+    progress: a progress bar over the `generate` calls.
     Returns (accuracy, per-prompt accuracies [N], responses [N*k], scores [N*k],
     hit_limit [N*k]: whether each response ran to max_new_tokens without an EOS).
     """
     texts = [None] * len(records) if prompts is None else prompts
     mine = my_share(len(records))  # data parallel: each rank samples its share, the results are gathered
     prompt_ids = [encode_chat(tok, chat_messages(records[i], texts[i])) for i in mine]
-    ids = sample(model, tok, prompt_ids, k, max_new_tokens, temperature, top_p, batch_size) if prompt_ids else []
+    ids = sample(model, tok, prompt_ids, k, max_new_tokens, temperature, top_p, batch_size,
+                 progress=progress) if prompt_ids else []
     responses = decode(tok, ids) if ids else []
     scores = tasks.grade_many([records[i] for i in mine for _ in range(k)], responses)
     hit_limit = [len(i) >= max_new_tokens for i in ids]
@@ -163,23 +163,42 @@ def markdown_table(headers, rows):
 
 
 def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=True, degenerate=None,
-             responses=None, max_prompt_len=0, sample_batch=SAMPLE_BATCH):
+             responses=None, max_prompt_len=0, sample_batch=SAMPLE_BATCH, passes=None):
     """Acc@k per benchmark: {name: accuracy}.
 
+    Every benchmark's prompts are sampled together, in as few `generate` calls as --sample-batch allows
+    (1 prompt's k samples never straddle two calls), under one seed: the same prompts and the same kind
+    of samples as one call per benchmark, but not the same random draws (test_evaluate checks both).
     degenerate: optional dict filled with each benchmark's share of collapsed responses (A8);
-    responses: optional dict filled with {'texts': [N*k], 'hit_limit': [N*k]} per benchmark (for drift.py).
+    responses: optional dict filled with {'texts': [N*k], 'hit_limit': [N*k]} per benchmark (for drift.py);
+    passes: optional dict filled with each benchmark's pass@k (`pass_at_k`).
     """
-    out = {}
-    for name in tqdm(names, desc="evaluate", disable=not progress or not is_main(), leave=False):
-        torch.manual_seed(seed)
-        records = benchmark_records(name, n, seed, tok, max_prompt_len)
-        acc, _, texts, _, hit = acc_at_k(model, tok, records, k, max_new_tokens, batch_size=sample_batch)
-        out[name] = acc
+    per_benchmark = {name: benchmark_records(name, n, seed, tok, max_prompt_len) for name in names}
+    records = [r for name in names for r in per_benchmark[name]]
+    torch.manual_seed(seed)
+    _, per_prompt, texts, scores, hit = acc_at_k(model, tok, records, k, max_new_tokens, batch_size=sample_batch,
+                                                 progress=progress)
+    out, start = {}, 0
+    for name in names:
+        m = len(per_benchmark[name])
+        rows = slice(start * k, (start + m) * k)                    # this benchmark's m·k samples
+        out[name] = sum(per_prompt[start:start + m]) / max(1, m)   # (C3) Acc@k, its prompts only
+        if passes is not None:
+            passes[name] = pass_at_k(scores[rows], k)
         if degenerate is not None:
-            degenerate[name] = collapse(texts, hit)["share"]   # (A8)
+            degenerate[name] = collapse(texts[rows], hit[rows])["share"]   # (A8)
         if responses is not None:
-            responses[name] = {"texts": texts, "hit_limit": hit}
+            responses[name] = {"texts": texts[rows], "hit_limit": hit[rows]}
+        start += m
     return out
+
+
+def pass_at_k(scores, k):
+    """pass@k: the share of prompts with at least one correct response among their k samples (scores
+    [N*k], prompt by prompt). Acc@k averages the k samples; pass@k − Acc@k is how much of what the
+    model *can* do it does not do reliably: the room that sharpening (RL) has."""
+    prompts = [scores[i:i + k] for i in range(0, len(scores), k)]
+    return sum(max(p) == 1.0 for p in prompts) / max(1, len(prompts))
 
 
 def main(argv=None):
@@ -221,13 +240,17 @@ def main(argv=None):
     model = shard(model, device)   # torchrun: each rank keeps 1/N of the weights; sampling gathers them
     t0 = time.time()
     try:
+        passes = {}
         accs = evaluate(model, tok, names, args.n, args.k, args.max_new_tokens, args.seed,
-                        max_prompt_len=args.max_prompt_len, sample_batch=args.sample_batch)
+                        max_prompt_len=args.max_prompt_len, sample_batch=args.sample_batch, passes=passes)
     except ValueError as e:
         ap.error(str(e))
-    result = {"model": args.model, "k": args.k, "n": args.n, "acc": accs}
-    print(f"\nAcc@{args.k} of {args.model} ({args.n} prompts each, T={EVAL_TEMPERATURE}, top-p={EVAL_TOP_P})")
-    print(markdown_table(["benchmark", f"Acc@{args.k} %"], [[n, a] for n, a in accs.items()]))
+    result = {"model": args.model, "k": args.k, "n": args.n, "acc": accs, "pass": passes,
+              "chance": {n: tasks.chance_level(n) for n in names}}
+    print(f"\nAcc@{args.k} and pass@{args.k} of {args.model} ({args.n} prompts each, T={EVAL_TEMPERATURE}, "
+          f"top-p={EVAL_TOP_P}); chance: the accuracy of guessing, where the format has one")
+    print(markdown_table(["benchmark", f"Acc@{args.k} %", f"pass@{args.k} %", "chance %"],
+                         [[n, a, passes[n], result["chance"][n]] for n, a in accs.items()]))
     trained = [n for n in names if n in tasks.TRAIN_DOMAINS]
     if trained and not args.no_teacher_check:
         checks = {}

@@ -22,6 +22,8 @@ import socket
 import types
 
 import torch
+from tqdm import tqdm
+from transformers import StaticCache
 
 import tasks
 from infra import gathered, is_main, is_sharded, under_torchrun
@@ -30,9 +32,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TINY_DIR = os.path.join(HERE, "tiny_model")
 PAD_MULTIPLE = 16  # pad lengths up to a multiple of this: CPU kernels are slow on every *new* shape
 # --sample-batch: sequences per forward or generate call wherever the count grows with the data (rollout,
-# evaluation, the teacher check, drift's embeddings and KL, tokens.py). At 8k new tokens the KV cache of
-# 512 Qwen3-4B sequences is ~770 GB: on a GPU set it to what fits (docs/GPU.md gives the sizes).
-SAMPLE_BATCH = 512
+# evaluation, the teacher check, drift's embeddings and KL, tokens.py). On 2 CPU cores with the tiny model
+# 128 was the fastest over a stage's evaluation and drift together (bench.py --eval: past a few hundred
+# rows a batch costs more per sequence, as its activations leave the CPU's caches). At 8k new tokens the KV cache of 128 Qwen3-4B sequences is ~190 GB: on a GPU set it
+# to what fits (docs/GPU.md gives the sizes).
+SAMPLE_BATCH = 128
 
 
 def round_up(n, m=PAD_MULTIPLE):
@@ -87,15 +91,16 @@ def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, 
     tok = AutoTokenizer.from_pretrained(path)
     if distributed is None:
         distributed = under_torchrun()
+    config = AutoConfig.from_pretrained(path)
     if distributed and not is_main():
         # torchrun: only rank 0 reads the weights; the others build the model empty (meta device), and
         # infra.shard gives each rank its own shard from rank 0's copy (host memory: 1 model, not N)
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=weights)
+            model = AutoModelForCausalLM.from_config(config, dtype=weights, **attention_of(config))
         if os.path.isfile(os.path.join(path, "generation_config.json")) or not os.path.isdir(path):
             model.generation_config = GenerationConfig.from_pretrained(path)   # (else from_config's stands)
     else:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=weights)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=weights, **attention_of(config))
     model._weights_on_rank0 = distributed   # read by infra.shard
     if not distributed:        # (torchrun: it stays in host memory until infra.shard moves each rank's shard)
         model = model.to(device)
@@ -108,6 +113,14 @@ def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, 
         tok.pad_token = tok.eos_token
     model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok
+
+
+def attention_of(config):
+    """Character-sized models (hidden size ≤ 256: the built-in tiny models and every checkpoint trained from
+    them) use plain ("eager") attention: on 2 CPU cores it sampled an evaluation 1.35× faster than PyTorch's
+    fused SDPA kernel (bench.py --eval). Real models keep transformers' default. (Decided from the config,
+    not the name, so that a reloaded stage checkpoint computes exactly as the model that was saved.)"""
+    return {"attn_implementation": "eager"} if getattr(config, "hidden_size", 1 << 30) <= 256 else {}
 
 
 def chat_messages(record, user_text=None):
@@ -209,20 +222,23 @@ def eos_ids_of(model, tok):
 
 
 def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=1.0, top_p=1.0, batch_size=SAMPLE_BATCH,
-           share_prefill=True):
+           share_prefill=True, progress=False):
     """Sample `group_size` responses for every prompt with plain HF generate.
 
     prompt_ids: list of N id lists. Returns a list of N*group_size response id lists, grouped
     contiguously (prompt 0's G samples first), each cut at its first EOS (the EOS included).
     share_prefill: run each prompt once through the model before generating (`shared_prefill`): the same
     samples (bit for bit here), without computing every prompt G times.
+    progress: a progress bar over the `generate` calls (evaluation).
     """
     with gathered(model):   # sharded (torchrun): each rank samples with the whole weights, no collective
-        return _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, batch_size, share_prefill)
+        return _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, batch_size,
+                       share_prefill, progress)
 
 
 @torch.inference_mode()   # no autograd bookkeeping at all (the ids leave as Python lists)
-def _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, batch_size, share_prefill):
+def _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, batch_size, share_prefill,
+            progress):
     device = next(model.parameters()).device
     eos = eos_ids_of(model, tok)
     expanded = [p for p in prompt_ids for _ in range(group_size)]
@@ -230,18 +246,20 @@ def _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top
     model.eval()
     out = []
     step = max(group_size, batch_size // group_size * group_size)   # chunks of whole groups
-    for start in range(0, len(expanded), step):
+    chunks = range(0, len(expanded), step)
+    for start in tqdm(chunks, desc="sample", leave=False, disable=not progress or len(chunks) < 2 or not is_main()):
         chunk = expanded[start:start + step]
         ids, mask = left_pad(chunk, tok.pad_token_id, device)  # [b, P]
         gen_kw = dict(do_sample=True, temperature=temperature, top_k=0, top_p=top_p) if temperature > 0 \
             else dict(do_sample=False)
-        if share_prefill and group_size > 1 and min(len(p) for p in chunk) >= 2:
-            gen_kw["cache"] = shared_prefill(model, ids[::group_size], mask[::group_size], group_size)
+        shared = group_size if share_prefill and group_size > 1 and min(len(p) for p in chunk) >= 2 else 0
         # (synced_gpus off: under FSDP transformers would keep every rank stepping until all are done;
-        # here each rank holds the whole weights (infra.gathered) and samples on its own)
+        # here each rank holds the whole weights (infra.gathered) and samples on its own. disable_compile:
+        # transformers would otherwise torch.compile the forward on a GPU when given a static cache.)
         seqs = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                               pad_token_id=tok.pad_token_id, eos_token_id=sorted(eos), synced_gpus=False,
-                              **gen_kw)  # [b, P+T]
+                              cache=generation_cache(model, ids, mask, max_new_tokens, shared),
+                              disable_compile=True, **gen_kw)  # [b, P+T]; stops once every row has ended
         for row in seqs[:, ids.shape[1]:].tolist():
             out.append(cut_at_eos(row, eos))
         del seqs, gen_kw                          # the generation cache goes before the next chunk's
@@ -258,16 +276,29 @@ def free_device_cache(device):
         torch.cuda.empty_cache()
 
 
-def shared_prefill(model, ids, mask, group_size):
-    """The keys/values of every distinct prompt but its last token, computed once and repeated over its
-    group: `generate` then starts from this cache and only runs the last prompt token and the new ones.
+def generation_cache(model, ids, mask, max_new_tokens, group_size=0):
+    """The KV cache `generate` writes into: a StaticCache of P + max_new_tokens positions, allocated once.
 
-    ids, mask: [U, P], one left-padded row per distinct prompt. Returns a cache for U·G rows.
+    (transformers' default DynamicCache grows by torch.cat at every new token, copying the whole cache
+    each time: on the tiny model that copy was half of an evaluation's time; bench.py --generate.)
+    group_size > 1: ids/mask [U·G, P] hold each prompt G times in a row; the keys/values of each distinct
+    prompt but its last token are computed once (`shared_prefill`) and written to all G rows, so that
+    `generate` only runs the last prompt token and the new ones — the same samples.
     """
+    cache = StaticCache(config=model.config, max_cache_len=ids.shape[1] + max_new_tokens)
+    if group_size > 1:
+        prefix = shared_prefill(model, ids[::group_size], mask[::group_size])
+        for layer, computed in zip(cache.layers, prefix.layers):   # [U, H, P-1, D] -> [U·G, H, P-1, D]
+            layer.update(computed.keys.repeat_interleave(group_size, 0),
+                         computed.values.repeat_interleave(group_size, 0))
+    return cache
+
+
+def shared_prefill(model, ids, mask):
+    """The keys/values of every prompt but its last token: ids, mask [U, P] -> a cache of [U, H, P-1, D]."""
     positions = (mask.cumsum(-1) - 1).clamp(min=0)                                      # [U, P]
     prefix = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions[:, :-1],
-                   use_cache=True, logits_to_keep=1)                                     # keys/values [U, H, P-1, D]
-    prefix.cache.batch_repeat_interleave(group_size)                                     # -> [U·G, H, P-1, D]
+                   use_cache=True, logits_to_keep=1)
     return prefix.cache
 
 

@@ -222,6 +222,16 @@ OOD_BENCHMARKS = {"math_hard": gen_math_hard, "science_boxed": gen_science_boxed
                   "tool_unseen": gen_tool_unseen, "logic": gen_logic}
 GENERATORS = {**TRAIN_DOMAINS, **OOD_BENCHMARKS}
 TEST_FRACTION = 0.2  # share of all possible prompts that belong to the test split
+# The accuracy of a guess that knows the format but not the skill: one of the 4 options (science,
+# science_boxed), one of the 3 listed tools with the value copied from the question (tooluse,
+# tool_unseen), one of the 3 names (logic). A number or a program cannot be guessed: 0.
+CHANCE = {"math": 0.0, "science": 0.25, "tooluse": 1 / 3, "coding": 0.0,
+          "math_hard": 0.0, "science_boxed": 0.25, "tool_unseen": 1 / 3, "logic": 1 / 3}
+
+
+def chance_level(name):
+    """The chance accuracy of a built-in benchmark (CHANCE); None for data files and hub datasets."""
+    return CHANCE.get(name)
 
 
 def split_of(prompt):
