@@ -284,7 +284,7 @@ def bench_eval(model, tok, device, args):
     trained = copy.deepcopy(model)
     with torch.no_grad():
         for p in trained.parameters():
-            p.add_(0.002 * torch.randn_like(p))   # (a KL to the base of ~1 nat, as after a few stages)
+            p.add_(0.002 * torch.randn_like(p))   # (moved a little: it still answers like the base, at its lengths)
     stage = {}
     base_resp, resp = {}, {}
     t, _ = median_time(lambda i: evaluate.evaluate(trained, tok, names, args.eval_n, args.eval_k,
