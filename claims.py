@@ -75,6 +75,44 @@ def own_domain_change(domain):
     return get
 
 
+def gain_points(run, stages, benchmarks):
+    """G in accuracy points: the mean over stages k of max(Δ, 0) on d_k right after stage k (A2's Δ, not δ)."""
+    per = [max(run["acc"][k + 1][benchmarks.index(d)] - run["acc"][0][benchmarks.index(d)], 0.0)
+           for k, d in enumerate(stages) if d in benchmarks]
+    return sum(per) / len(per) if per else None
+
+
+def forget_points(which):
+    """F in accuracy points: the mean of max(−Δ, 0) of the final model on the earlier domains or on the OOD
+    benchmarks (A3's F with Δ for δ: a point lost counts the same whatever the base's accuracy)."""
+    def get(run, stages, benchmarks):
+        names = stages[:-1] if which == "earlier" else [b for b in benchmarks if b not in stages]
+        per = [max(run["acc"][0][benchmarks.index(b)] - run["acc"][-1][benchmarks.index(b)], 0.0)
+               for b in names if b in benchmarks]
+        return sum(per) / len(per) if per else None
+    return get
+
+
+def forgetting_from_peak(run, stages, benchmarks):
+    """The continual-learning field's forgetting (Chaudhry et al., 2018), in points: for each earlier domain
+    d_j (j < K), the best accuracy it had after its own stage and before the last, max_{j ≤ l < K} acc_l(d_j),
+    minus its final accuracy acc_K(d_j); the mean over j. Reported beside F, never used for a verdict."""
+    K = len(stages)
+    per = [max(run["acc"][l][benchmarks.index(d)] for l in range(j, K)) - run["acc"][K][benchmarks.index(d)]
+           for j, d in enumerate(stages[:-1], start=1) if d in benchmarks]
+    return sum(per) / len(per) if per else None
+
+
+def backward_transfer(run, stages, benchmarks):
+    """Backward transfer (Lopez-Paz & Ranzato, 2017), in points: (1/(K−1)) Σ_{j<K} [acc_K(d_j) − acc_j(d_j)],
+    what the later stages did to each earlier domain's accuracy right after its own stage (negative:
+    forgetting). Reported beside F, never used for a verdict."""
+    K = len(stages)
+    per = [run["acc"][K][benchmarks.index(d)] - run["acc"][j][benchmarks.index(d)]
+           for j, d in enumerate(stages[:-1], start=1) if d in benchmarks]
+    return sum(per) / len(per) if per else None
+
+
 def collapse_at(stage):
     """The degenerate share of all evaluation responses after stage `stage` (A8), or the last stage's."""
     return lambda run, stages, benchmarks: run["degenerate"][min(stage, len(run["degenerate"])) - 1]
@@ -95,7 +133,17 @@ METRICS = {   # name: (how to compute it, its unit, how to print it: scale)
     "cot_math": (own_domain_change("math"), "Δ points", 100),
     "cot_science": (own_domain_change("science"), "Δ points", 100),
     "cot_tooluse": (own_domain_change("tooluse"), "Δ points", 100),
+    # in accuracy points, beside the paper's relative G and F (POINTS); never used for a verdict
+    "gain_points": (gain_points, "points", 100),
+    "forget_earlier_points": (forget_points("earlier"), "points", 100),
+    "forget_ood_points": (forget_points("ood"), "points", 100),
+    # the continual-learning field's standard measures, reported with their intervals (seeds report)
+    "forget_peak": (forgetting_from_peak, "points", 100),
+    "bwt": (backward_transfer, "points", 100),
 }
+# The relative metrics (A2–A3: % of the base's accuracy) that decide a claim, and their companion in
+# absolute accuracy points, printed next to them: 8 points of relative F can be 1.4 points of accuracy.
+POINTS = {"gain": "gain_points", "forget_earlier": "forget_earlier_points", "forget_ood": "forget_ood_points"}
 
 # (claim as the paper states it, metric, A, B, +1 if the paper has A above B, −1 if below)
 CLAIMS = [
@@ -162,8 +210,21 @@ def measure_claims(seed_results):
             effect, low, high = mean_interval(diffs)
             row.update(a_mean=sum(va) / len(va), b_mean=sum(vb) / len(vb), effect=effect, low=low, high=high,
                        per_seed=diffs, verdict=verdict(low, high, sign))
+            if metric in POINTS:   # the same difference in accuracy points (reported, not a verdict)
+                pa, pb = (per_seed_metric(seed_results, r, POINTS[metric]) for r in (a, b))
+                if pa is not None and pb is not None:
+                    d = [x - y for x, y in zip(pa, pb)]
+                    row["points"] = dict(zip(("effect", "low", "high"), mean_interval(d)), per_seed=d)
         out.append(row)
     return out
+
+
+def expected_by_chance(n_claims, level=0.95):
+    """With no real effect anywhere, each claim's interval lies wholly on the paper's side with probability
+    (1 − level)/2: the expected number of "shown" verdicts among n_claims, and the chance of at least one
+    (as if the claims were independent; they share runs, so read it as a rough guide)."""
+    p = (1 - level) / 2
+    return n_claims * p, 1 - (1 - p) ** n_claims
 
 
 def fmt(v, scale, signed=True):
@@ -177,21 +238,31 @@ def fmt(v, scale, signed=True):
 def claims_table(claims, n_seeds):
     """The markdown table of measure_claims' rows (effect = A − B, in the metric's unit)."""
     lines = [f"| claim (paper) | A − B | mean A / mean B | effect | 95% interval ({n_seeds} seed{'s' * (n_seeds > 1)}) "
-             "| verdict |", "|---|---|---|---|---|---|"]
+             "| verdict | the same in accuracy points |", "|---|---|---|---|---|---|---|"]
     for c in claims:
         scale = METRICS[c["metric"]][2]
         if c["verdict"] == "not run":
-            lines.append(f"| {c['claim']} | {c['a']} − {c['b']} | — | — | — | not run |")
+            lines.append(f"| {c['claim']} | {c['a']} − {c['b']} | — | — | — | not run | — |")
             continue
         interval = "—" if c["low"] is None else f"[{fmt(c['low'], scale)}, {fmt(c['high'], scale)}]"
+        pts = c.get("points")
+        points = "—" if not pts else fmt(pts["effect"], 100) + (
+            "" if pts["low"] is None else f" [{fmt(pts['low'], 100)}, {fmt(pts['high'], 100)}]")
         lines.append(f"| {c['claim']} | {c['a']} − {c['b']} | {fmt(c['a_mean'], scale, False)} / "
                      f"{fmt(c['b_mean'], scale, False)} | {fmt(c['effect'], scale)} {c['unit']} | {interval} | "
-                     f"**{c['verdict']}** |")
+                     f"**{c['verdict']}** | {points} |")
+    tested = [c for c in claims if c["verdict"] not in ("not run",) and c["low"] is not None]
+    if tested:
+        mean, at_least_one = expected_by_chance(len(tested))
+        lines += ["", f"With {len(tested)} claims tested at once and no real effect anywhere, about {mean:.2f} would "
+                      f"come out \"shown\" by chance (at least one with probability {100 * at_least_one:.0f}%)."]
     return "\n".join(lines)
 
 
 CLAIMS_NOTE = ("Effect: the mean over seeds of the paired difference A − B (same seed: same training prompts, "
                "same test prompts); 95% interval: mean ± t(0.975, n−1) · s/√n over the seeds. **shown**: the "
                "interval lies on the side the paper reports; **opposite**: on the other side; **not separable**: "
-               "it contains 0. G and F are relative changes in % of the base accuracy (A2–A3); drift figures are "
-               "of the final model vs the base. \"not run\": the run lacks one of the two configurations.")
+               "it contains 0. G and F are relative changes in % of the base accuracy (A2–A3), as the paper defines "
+               "them, and decide the verdict; the last column gives the same difference in absolute accuracy "
+               "points (never used for a verdict). Drift figures are of the final model vs the base. \"not "
+               "run\": the run lacks one of the two configurations.")

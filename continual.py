@@ -708,12 +708,18 @@ def write_seeds_report(summary, seed_results, out_dir):
                 f"**{pm(c)}**" if k > 0 and benches[i] == stages[k - 1] else pm(c) for i, c in enumerate(row)) + " |")
         lines.append("")
     lines += ["## Gain and forgetting (A3), mean ± 95% half-width", "",
-              "| run | avg G on each stage's domain % | F earlier domains % | F OOD % | average accuracy so far % |",
-              "|---|---|---|---|---|"]
+              "| run | avg G on each stage's domain % | F earlier domains % | F OOD % | average accuracy so far % "
+              "| forgetting from the peak, points | backward transfer, points |",
+              "|---|---|---|---|---|---|---|"]
     for name, run in summary["runs"].items():
         m = run["metrics"]
-        lines.append(f"| {name} | " + " | ".join(pm(m[k]) if k in m else "—"
-                                                 for k in ("gain", "forget_earlier", "forget_ood", "avg_acc")) + " |")
+        lines.append(f"| {name} | " + " | ".join(pm(m[k]) if k in m else "—" for k in (
+            "gain", "forget_earlier", "forget_ood", "avg_acc", "forget_peak", "bwt")) + " |")
+    lines += ["", "G and F (A2–A3, the paper's) are relative to the base's accuracy and decide the claims. Beside them, "
+              "in accuracy points and never used for a verdict: forgetting from the peak (Chaudhry et al., 2018), "
+              "the best accuracy an earlier domain had after its own stage minus its final accuracy, and backward "
+              "transfer (Lopez-Paz & Ranzato, 2017), the final minus the right-after-its-stage accuracy (negative: "
+              "forgotten); both averaged over the earlier domains."]
     figures = [(plots.plot_accuracy(seed_results[0], os.path.join(out_dir, "accuracy.png"), seed_results),
                 "accuracy per benchmark across stages"),
                (plots.plot_gain_forgetting(seed_results[0], os.path.join(out_dir, "gain.png"), seed_results),

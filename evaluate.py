@@ -14,6 +14,7 @@ sample again with the reprompt. Both rates are reported on the same prompts (tho
 success to show), so the difference is the demonstration's effect — the signal SDPO depends on.
 """
 import argparse
+import hashlib
 import json
 import os
 import time
@@ -22,7 +23,7 @@ import torch
 
 import tasks
 from infra import gather_lists, init_distributed, is_main, my_share, shard
-from rollout import (DTYPES, MAX_EVAL_N, MAX_TOKENS, SAMPLE_BATCH, chat_messages, check_device_flag, check_model_flag, configure_run, decode,
+from rollout import (DTYPES, MODEL_DIRS, MAX_EVAL_N, MAX_TOKENS, SAMPLE_BATCH, chat_messages, check_device_flag, check_model_flag, configure_run, decode,
                      drop_long_prompts, encode_chat, fill_reprompt, load_model, sample)
 
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
@@ -201,6 +202,33 @@ def pass_at_k(scores, k):
     return sum(max(p) == 1.0 for p in prompts) / max(1, len(prompts))
 
 
+def world_criteria(acc, passes, train_domains):
+    """The built-in world's criteria (issue 25, docs/WORLD.md), judged on the base model alone:
+      W1, room to sharpen, for each training domain: 15% ≤ Acc@k ≤ 60%, Acc@k ≥ chance + 15 points, and
+          pass@k ≥ Acc@k + 20 points (the skill is there, not yet reliable);
+      W3, room to forget, for every benchmark: Acc@k ≥ chance + 10 points.
+    acc, passes: {benchmark: fraction}. Returns [(criterion, benchmark, ok, what was measured)]."""
+    rows = []
+    for b in train_domains:
+        a, p, c = acc[b], passes[b], tasks.chance_level(b) or 0.0
+        rows.append(("W1", b, 0.15 <= a <= 0.60 and a >= c + 0.15 and p >= a + 0.20,
+                     f"Acc {100 * a:.1f} in [15, 60], >= chance {100 * c:.0f} + 15; pass {100 * p:.1f} >= Acc + 20"))
+    for b, a in acc.items():
+        c = tasks.chance_level(b) or 0.0
+        rows.append(("W3", b, a >= c + 0.10, f"Acc {100 * a:.1f} >= chance {100 * c:.0f} + 10"))
+    return rows
+
+
+def weights_sha1(model):
+    """The SHA-1 of a local model's model.safetensors ('tiny', 'tiny_think' or a directory), else None: a saved
+    evaluation names the exact weights it measured."""
+    path = os.path.join(MODEL_DIRS.get(model, model), "model.safetensors")
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        return hashlib.sha1(f.read()).hexdigest()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Acc@k of a model on benchmarks (SPEC C3) and the teacher check.",
                                  usage="python evaluate.py [--model M] [--benchmarks all|train|ood|LIST] [--k K] [--n N] "
@@ -245,13 +273,18 @@ def main(argv=None):
                         max_prompt_len=args.max_prompt_len, sample_batch=args.sample_batch, passes=passes)
     except ValueError as e:
         ap.error(str(e))
-    result = {"model": args.model, "k": args.k, "n": args.n, "acc": accs, "pass": passes,
-              "chance": {n: tasks.chance_level(n) for n in names}}
+    result = {"model": args.model, "weights_sha1": weights_sha1(args.model), "k": args.k, "n": args.n,
+              "seed": args.seed, "acc": accs, "pass": passes, "chance": {n: tasks.chance_level(n) for n in names}}
     print(f"\nAcc@{args.k} and pass@{args.k} of {args.model} ({args.n} prompts each, T={EVAL_TEMPERATURE}, "
           f"top-p={EVAL_TOP_P}); chance: the accuracy of guessing, where the format has one")
     print(markdown_table(["benchmark", f"Acc@{args.k} %", f"pass@{args.k} %", "chance %"],
                          [[n, a, passes[n], result["chance"][n]] for n, a in accs.items()]))
     trained = [n for n in names if n in tasks.TRAIN_DOMAINS]
+    if all(n in tasks.GENERATORS for n in names):   # the built-in world: its criteria on this model
+        result["world_criteria"] = [list(r) for r in world_criteria(accs, passes, trained)]
+        failed = [f"{c} {b}" for c, b, ok, _ in result["world_criteria"] if not ok]
+        print(f"\nWorld criteria (docs/WORLD.md): W1 room to sharpen, W3 room to forget: "
+              f"{'all met' if not failed else 'not met: ' + ', '.join(failed)}")
     if trained and not args.no_teacher_check:
         checks = {}
         for name in trained:

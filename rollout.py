@@ -30,6 +30,7 @@ from infra import gathered, is_main, is_sharded, under_torchrun
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY_DIR = os.path.join(HERE, "tiny_model")
+MODEL_DIRS = {"tiny": TINY_DIR, "tiny_think": TINY_DIR + "_think"}   # the built-in models' directories
 PAD_MULTIPLE = 16  # pad lengths up to a multiple of this: CPU kernels are slow on every *new* shape
 # --sample-batch: sequences per forward or generate call wherever the count grows with the data (rollout,
 # evaluation, the teacher check, drift's embeddings and KL, tokens.py). On 2 CPU cores with the tiny model
@@ -85,7 +86,7 @@ def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, 
     when launched by it) infra.shard's mixed-precision policy does it instead (`model.compute_dtype`).
     grad_checkpointing: recompute activations in the backward (less memory, ~30% slower)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-    path = {"tiny": TINY_DIR, "tiny_think": TINY_DIR + "_think"}.get(name, name)   # (the thinking variant: tiny.py)
+    path = MODEL_DIRS.get(name, name)   # (the thinking variant: tiny.py)
     device = torch.device(device)
     weights, compute = resolve_dtype(dtype, device)
     tok = AutoTokenizer.from_pretrained(path)

@@ -123,7 +123,39 @@ def test_claim_metrics_by_hand():
 
 def test_claims_table_lists_every_claim():
     text = claims.claims_table(claims.measure_claims([fake_results(0.0), fake_results(0.1)]), 2)
-    assert text.count("\n") == len(claims.CLAIMS) + 1 and "**shown**" in text and "not run" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "claim (paper)" not in line]
+    assert len(rows) == len(claims.CLAIMS) and "**shown**" in text and "not run" in text
+    tested = sum(c["verdict"] != "not run" for c in claims.measure_claims([fake_results(0.0), fake_results(0.1)]))
+    assert f"With {tested} claims tested at once" in text
+
+
+def test_points_peak_forgetting_and_backward_transfer_by_hand():
+    """The measures reported beside the paper's relative G and F, on fake_results' SDPO run (stages a, b, c):
+    a 0.5 → 0.7 after its stage → 0.4 → 0.25 at the end; b 0.4 → 0.6 after its stage → 0.3; o 0.3 → 0.15."""
+    res = fake_results(0.0)
+    sdpo, st, b = res["runs"]["sdpo_a0.05"], res["stages"], res["benchmarks"]
+    assert claims.gain_points(sdpo, st, b) == pytest.approx((0.2 + 0.2 + 0.3) / 3)
+    assert claims.METRICS["forget_earlier_points"][0](sdpo, st, b) == pytest.approx((0.25 + 0.1) / 2)
+    assert claims.METRICS["forget_ood_points"][0](sdpo, st, b) == pytest.approx(0.15)
+    assert claims.forgetting_from_peak(sdpo, st, b) == pytest.approx(((0.7 - 0.25) + (0.6 - 0.3)) / 2)
+    assert claims.backward_transfer(sdpo, st, b) == pytest.approx(((0.25 - 0.7) + (0.3 - 0.6)) / 2)
+    # GRPO's b ends above its base and its peak: F in points 0, forgetting from the peak still counts a
+    grpo = res["runs"]["grpo"]
+    assert claims.METRICS["forget_earlier_points"][0](grpo, st, b) == 0.0
+    assert claims.forgetting_from_peak(grpo, st, b) == pytest.approx(((0.6 - 0.5) + (0.5 - 0.5)) / 2)
+    rows = {(c["metric"], c["a"]): c for c in claims.measure_claims([res, fake_results(0.1), fake_results(0.05)])}
+    pts = rows[("forget_earlier", "SDPO_5%")]["points"]
+    assert pts["effect"] == pytest.approx(0.175) and pts["per_seed"] == pytest.approx([0.175] * 3)
+    assert "points" not in rows[("nss", "SDPO_5%")]       # only G and F have an absolute companion
+
+
+def test_expected_shown_by_chance():
+    mean, at_least_one = claims.expected_by_chance(13)
+    assert mean == pytest.approx(13 * 0.025) and at_least_one == pytest.approx(1 - 0.975 ** 13)
+    g = __import__("random").Random(0)   # by simulation: 13 independent null claims, one-sided 2.5% each
+    hits = [sum(g.random() < 0.025 for _ in range(13)) for _ in range(20000)]
+    assert sum(hits) / len(hits) == pytest.approx(mean, abs=0.02)
+    assert sum(h > 0 for h in hits) / len(hits) == pytest.approx(at_least_one, abs=0.015)
 
 
 # ---- a multi-seed run: same test prompts for every seed, resumable per seed ----------------------
