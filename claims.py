@@ -18,6 +18,10 @@ the sampling of the test responses); it assumes the per-seed differences are rou
 The configurations are found by their settings, so any run of continual.py that holds two of them gets
 the claims that compare them; the others are listed as "not run".
 """
+import argparse
+import json
+import os
+
 from evaluate import mean_interval
 
 
@@ -266,3 +270,52 @@ CLAIMS_NOTE = ("Effect: the mean over seeds of the paired difference A − B (sa
                "them, and decide the verdict; the last column gives the same difference in absolute accuracy "
                "points (never used for a verdict). Drift figures are of the final model vs the base. \"not "
                "run\": the run lacks one of the two configurations.")
+
+
+def read_seed_results(paths):
+    """The per-seed results.json dicts behind `paths`: seed directories (…-s0, …-s1) or a summary directory
+    of continual.py --seed 0,1,2 (its results.json lists the seed directories)."""
+    found = []
+    for path in paths:
+        f = os.path.join(path, "results.json")
+        if not os.path.isfile(f):
+            raise ValueError(f"{path}: no results.json (give run directories written by continual.py)")
+        try:
+            res = json.load(open(f))
+        except ValueError as e:
+            raise ValueError(f"{f} is damaged ({str(e).splitlines()[0]})") from None
+        if not isinstance(res, dict) or ("runs" not in res and "seed_dirs" not in res):
+            raise ValueError(f"{f} is not a continual.py results file")
+        if "seed_dirs" in res:   # a summary over seeds: its seeds' own directories, beside it (as written)
+            beside = [os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(d)) for d in res["seed_dirs"]]
+            inside = sorted(os.path.join(path, d) for d in os.listdir(path)   # (or inside it, as in results/)
+                            if os.path.isfile(os.path.join(path, d, "results.json")))
+            dirs = beside if all(os.path.isdir(d) for d in beside) else inside
+            if len(dirs) != len(res["seed_dirs"]):
+                raise ValueError(f"{path}: the summary lists {len(res['seed_dirs'])} seed directories; "
+                                 f"give them directly")
+            found += read_seed_results(dirs)
+        else:
+            found.append(res)
+    return found
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="The paper's claims, each a paired difference over seeds with its 95% "
+                                 "interval and a verdict, from finished continual.py runs.",
+                                 usage="python claims.py RUN_DIR [RUN_DIR ...]  (seed directories, or a summary "
+                                       "directory of --seed 0,1,2)")
+    ap.add_argument("run_dirs", nargs="+", help="run directories written by continual.py")
+    args = ap.parse_args(argv)
+    try:
+        results = read_seed_results(args.run_dirs)
+    except (ValueError, OSError) as e:
+        ap.error(str(e))
+    if not results:
+        ap.error("no seed results found")
+    print(claims_table(measure_claims(results), len(results)) + "\n\n" + CLAIMS_NOTE)
+    return results
+
+
+if __name__ == "__main__":
+    main()

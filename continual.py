@@ -248,6 +248,10 @@ def parse_args(argv=None):
             except ValueError as e:
                 ap.error(f"--eval-n / --curve-n: {e}")
     check_dir_flag(ap, "--runs-dir", args.runs_dir)
+    if args.name is not None and (not args.name.strip() or args.name in (".", "..") or os.sep in args.name
+                                  or (os.altsep and os.altsep in args.name)):
+        ap.error(f"--name must be a plain directory name inside --runs-dir (no '/', not '.' or '..'), "
+                 f"got '{args.name}'")
     for s in stages:  # every trained domain is evaluated too
         if s not in benchmarks:
             benchmarks.insert(len([b for b in benchmarks if b in stages]), s)

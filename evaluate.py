@@ -23,7 +23,7 @@ import torch
 
 import tasks
 from infra import gather_lists, init_distributed, is_main, my_share, shard
-from rollout import (DTYPES, MODEL_DIRS, MAX_EVAL_N, MAX_TOKENS, SAMPLE_BATCH, chat_messages, check_device_flag, check_model_flag, configure_run, decode,
+from rollout import (DTYPES, MODEL_DIRS, MAX_EVAL_N, MAX_TOKENS, SAMPLE_BATCH, chat_messages, check_device_flag, check_dir_flag, check_model_flag, configure_run, decode,
                      drop_long_prompts, encode_chat, fill_reprompt, load_model, sample)
 
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
@@ -244,8 +244,9 @@ def main(argv=None):
     ap.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this (0 = keep all)")
     ap.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences generated at once (bounds "
                     "the KV cache: at 8k tokens set it to what fits, docs/GPU.md)")
-    ap.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None)
-    ap.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False)
+    thinking = ap.add_mutually_exclusive_group()
+    thinking.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None)
+    thinking.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False)
     ap.add_argument("--no-teacher-check", action="store_true", help="skip the with/without-demonstration check")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
@@ -255,6 +256,10 @@ def main(argv=None):
             ap.error(f"{flag} must be in [1, {top}], got {v}")
     check_model_flag(ap, "--model", args.model)
     check_device_flag(ap, args.device)
+    if args.out:   # checked before the evaluation runs, not after it
+        if os.path.isdir(args.out):
+            ap.error(f"--out: '{args.out}' is a directory; give a file path")
+        check_dir_flag(ap, "--out", os.path.dirname(os.path.abspath(args.out)))
     try:
         names = resolve_benchmarks(args.benchmarks)
         for n in names:   # files and hub datasets are read once up front: a bad one stops here, in one line

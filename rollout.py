@@ -545,10 +545,11 @@ def add_common_args(ap):
                    help="bf16: bf16 compute over fp32 weights; bf16-weights: the weights in bf16 too (AdamW "
                         "loses small updates); auto: fp32 on CPU, bf16 on CUDA")
     g.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this many tokens (0 = keep all)")
-    g.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None,
-                   help="pass enable_thinking=True to the chat template (Qwen3 thinking models)")
-    g.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False,
-                   help="pass enable_thinking=False to the chat template")
+    thinking = g.add_mutually_exclusive_group()   # (one or the other, never both)
+    thinking.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None,
+                          help="pass enable_thinking=True to the chat template (Qwen3 thinking models)")
+    thinking.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False,
+                          help="pass enable_thinking=False to the chat template")
     g = ap.add_argument_group("optimisation")
     g.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate")
     g.add_argument("--weight-decay", type=float, default=None, help="AdamW's weight decay; default 0.01 (the "
@@ -603,7 +604,7 @@ def check_dir_flag(ap, flag, path):
         if os.path.exists(p):
             if not os.path.isdir(p):
                 ap.error(f"{flag}: '{path}' cannot be a directory ('{p}' is a file)")
-            if not os.access(p, os.W_OK):
+            if not os.access(p, os.W_OK) or os.path.realpath(p).startswith(("/proc", "/sys")):
                 ap.error(f"{flag}: '{p}' is not writable")
             return
         p = os.path.dirname(p)
@@ -644,7 +645,7 @@ def check_device_flag(ap, device):
 def seed_list(text):
     """--seed 0 or --seed 0,1,2: a list of distinct seeds in [0, 2^31) (argparse reports a bad one in one line)."""
     try:
-        seeds = [int(x) for x in str(text).split(",") if x.strip()]
+        seeds = [int(x) for x in str(text).split(",")]   # (an empty item, as in 0,,1, is an error too)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected integers like 0 or 0,1,2, got '{text}'") from None
     if not seeds or len(set(seeds)) < len(seeds) or not all(0 <= x < 2**31 for x in seeds):

@@ -31,13 +31,14 @@ Its responses are longer: run it with --max-new-tokens 96.
 import argparse
 import math
 import random
+import sys
 import time
 
 import torch
 
 import tasks
 from infra import save_checkpoint, setup_torch
-from rollout import TINY_DIR, chat_messages, encode_chat, fill_reprompt, load_model, round_up
+from rollout import TINY_DIR, chat_messages, check_dir_flag, encode_chat, fill_reprompt, load_model, round_up
 
 SPECIALS = ["<|pad|>", "<|bos|>", "<|im_start|>", "<|im_end|>", "<|unk|>"]
 CHARS = ["\n"] + [chr(c) for c in range(32, 127)]
@@ -162,7 +163,7 @@ def pretrain(model, tok, steps, batch_size=28, lr=3e-3, seed=0, log_every=100, t
     return model
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  usage="python tiny.py [--out DIR] [--seed S] ... (--help lists all)")
     ap.add_argument("--steps", type=int, default=None, help="pretraining steps (batch 28; default 1800, --think 400)")
@@ -171,12 +172,15 @@ def main():
     ap.add_argument("--think", action="store_true", help="build the thinking variant from the committed tiny_model/")
     ap.add_argument("--out", default=None, help="where to write the model (default: tiny_model/, or "
                                                 "tiny_model_think/ with --think)")
-    args = ap.parse_args()
-    steps = args.steps or (400 if args.think else 1800)
-    lr = args.lr or (1e-3 if args.think else 3e-3)
+    args = ap.parse_args(argv)
+    steps = (400 if args.think else 1800) if args.steps is None else args.steps   # (--steps 0 is 0, refused)
+    lr = (1e-3 if args.think else 3e-3) if args.lr is None else args.lr
     args.out = args.out or (THINK_DIR if args.think else TINY_DIR)
-    if steps < 1 or not lr > 0:
-        ap.error("--steps must be >= 1 and --lr > 0")
+    if steps < 1:
+        ap.error(f"--steps must be >= 1, got {steps}")
+    if not (math.isfinite(lr) and lr > 0):
+        ap.error(f"--lr must be a finite number > 0, got {lr}")
+    check_dir_flag(ap, "--out", args.out)
     setup_torch("cpu")
     torch.manual_seed(args.seed)
     if args.think:   # the committed base, fine-tuned with traces
@@ -189,6 +193,10 @@ def main():
     t0 = time.time()
     pretrain(model, tok, steps, lr=lr, seed=args.seed + 1000 * args.think, think=args.think)
     print(f"pretrained {steps} steps in {time.time() - t0:.0f}s")
+    if not all(torch.isfinite(p).all() for p in model.parameters()):   # (too large an --lr): nothing is saved
+        print(f"error: the weights are not finite after pretraining (is --lr {lr} too large?); nothing was "
+              f"written to {args.out}", file=sys.stderr)
+        sys.exit(1)
     save_checkpoint(model, tok, args.out)
     print(f"saved to {args.out}")
 

@@ -8,12 +8,14 @@ import pytest
 import torch
 
 import bench
+import claims
 import continual
 import drift
 import evaluate
 import grpo
 import razor
 import sdpo
+import tiny
 
 NO_CUDA = not torch.cuda.is_available()
 
@@ -52,6 +54,23 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (bench, ["--task", "/nonexistent.jsonl"]),
     (bench, ["--model", "/nonexistent"]),
     (drift, ["GARBAGE_RUN"]),
+    # issue 29's sweep: accepted before, or a traceback
+    (continual, ["--name", "../../ESCAPED"]),
+    (continual, ["--name", "a/b"]),
+    (continual, ["--name", ".."]),
+    (continual, ["--seed", "0,,1"]),
+    (continual, ["--enable-thinking", "--disable-thinking"]),
+    (continual, ["--runs-dir", "/proc/x"]),
+    (evaluate, ["--out", "FILE/x.json"]),
+    (evaluate, ["--enable-thinking", "--disable-thinking"]),
+    (tiny, ["--steps", "0", "--out", "m"]),        # (it used to start the full 1,800-step rebuild)
+    (tiny, ["--lr", "inf", "--out", "m"]),
+    (tiny, ["--lr", "nan", "--out", "m"]),
+    (tiny, ["--lr", "0", "--out", "m"]),
+    (tiny, ["--out", "FILE/m"]),
+    (claims, []),
+    (claims, ["/nonexistent"]),
+    (claims, ["GARBAGE_RUN"]),
 ]
 if NO_CUDA:
     BAD.append((continual, ["--device", "cuda"]))
@@ -75,6 +94,16 @@ def test_bad_command_line(script, argv, tmp_path, monkeypatch, capsys):
     assert err.strip().splitlines()[-1].split(": ", 1)[1].startswith("error: "), err
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before   # nothing written
     assert (garbage / "config.json").read_text() == "{not json"
+
+
+def test_tiny_py_saves_nothing_when_its_weights_blow_up(tmp_path, capsys):
+    """A finite but far too large --lr: the weights turn non-finite; exit 1 with the reason, nothing written
+    (it used to save an all-NaN model with exit 0)."""
+    with pytest.raises(SystemExit) as e:
+        tiny.main(["--steps", "3", "--lr", "1e30", "--out", str(tmp_path / "m")])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and "not finite" in err and "Traceback" not in err
+    assert not (tmp_path / "m").exists()
 
 
 def test_a_step_that_overflows_stops_cleanly(tmp_path, monkeypatch, capsys):

@@ -200,3 +200,12 @@ def test_grpo_py_takes_several_seeds(tmp_path, capsys):
     assert len(runs) == 2 and runs[0][0] == runs[1][0]   # the same accuracy before training: same prompts
     assert os.path.isfile(f"{out}-s0/summary.json") and os.path.isfile(f"{out}-s1/summary.json")
     assert "over seeds 0,1" in capsys.readouterr().out
+
+
+def test_claims_py_reads_the_committed_reference(capsys):
+    """`python claims.py RUN_DIR`: the claims table of finished runs (a summary directory or seed directories)."""
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "continual")
+    results = claims.main([root])
+    out = capsys.readouterr().out
+    assert len(results) == 3 and "| SDPO forgets more: F of the final model on the earlier domains" in out
+    assert claims.main([os.path.join(root, f"seed{i}") for i in range(3)]) == results
