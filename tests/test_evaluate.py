@@ -168,3 +168,14 @@ def test_the_committed_base_meets_w1_and_w3():
     failed = [(c, b, why) for c, b, ok, why in evaluate.world_criteria(saved["acc"], saved["pass"],
                                                                        list(tasks.TRAIN_DOMAINS)) if not ok]
     assert not failed, failed
+
+
+def test_bench_eval_times_every_part(tmp_path, capsys):
+    """`python bench.py --eval`, made small: every part of a stage's evaluation and drift is timed."""
+    import bench
+    res = bench.main(["--eval", "--repeat", "1", "--eval-n", "2", "--eval-max-new-tokens", "8",
+                      "--out", str(tmp_path / "b.json")])
+    assert len(res["eval"]["generate"]) == 6 and all(v["s"] > 0 for v in res["eval"]["generate"].values())
+    assert {"evaluation", "drift: weights (A4–A6)"} <= set(res["eval"]["stage_s"])
+    assert "| one stage, after training | s |" in capsys.readouterr().out
+    assert json.loads((tmp_path / "b.json").read_text())["eval"]["config"]["prompts"] == 16
