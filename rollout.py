@@ -35,8 +35,8 @@ PAD_MULTIPLE = 16  # pad lengths up to a multiple of this: CPU kernels are slow 
 # --sample-batch: sequences per forward or generate call wherever the count grows with the data (rollout,
 # evaluation, the teacher check, drift's embeddings and KL, tokens.py). On 2 CPU cores with the tiny model
 # 128 was the fastest over a stage's evaluation and drift together (bench.py --eval: past a few hundred
-# rows a batch costs more per sequence, as its activations leave the CPU's caches). At 8k new tokens the KV cache of 128 Qwen3-4B sequences is ~190 GB: on a GPU set it
-# to what fits (docs/GPU.md gives the sizes).
+# rows a batch costs more per sequence, as its activations leave the CPU's caches). At 8k new tokens the
+# KV cache of 128 Qwen3-4B sequences is ~190 GB: on a GPU set it to what fits (docs/GPU.md gives the sizes).
 SAMPLE_BATCH = 128
 
 
