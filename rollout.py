@@ -19,6 +19,7 @@ import math
 import os
 import re
 import socket
+import tempfile
 import types
 
 import torch
@@ -604,7 +605,9 @@ def check_dir_flag(ap, flag, path):
         if os.path.exists(p):
             if not os.path.isdir(p):
                 ap.error(f"{flag}: '{path}' cannot be a directory ('{p}' is a file)")
-            if not os.access(p, os.W_OK) or os.path.realpath(p).startswith(("/proc", "/sys")):
+            try:   # the only sure test: make (and remove) a folder there (/proc says "writable" to root, yet refuses)
+                os.rmdir(tempfile.mkdtemp(dir=p))
+            except OSError:
                 ap.error(f"{flag}: '{p}' is not writable")
             return
         p = os.path.dirname(p)
