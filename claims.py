@@ -22,7 +22,7 @@ import argparse
 import json
 import os
 
-from evaluate import mean_interval
+from evaluate import T975, mean_interval
 
 
 # ----------------------------------------------------------------------------------------------
@@ -231,6 +231,39 @@ def expected_by_chance(n_claims, level=0.95):
     return n_claims * p, 1 - (1 - p) ** n_claims
 
 
+def seeds_for_half_width(diffs, target):
+    """Power: the fewest seeds n for which the 95% half-width t(0.975, n−1) · s/√n of a paired difference
+    reaches `target`, with s the spread (sample standard deviation) of the per-seed differences measured
+    so far. None when fewer than 2 seeds were measured; more than 200 seeds is reported as 201."""
+    if diffs is None or len(diffs) < 2:
+        return None
+    mean = sum(diffs) / len(diffs)
+    s = (sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)) ** 0.5
+    for n in range(2, 201):
+        t = T975[n - 2] if n - 1 <= len(T975) else 1.96
+        if t * s / n ** 0.5 <= target:
+            return n
+    return 201
+
+
+def power_table(claims, target=0.05):
+    """For every claim with a G or F difference in accuracy points: its spread between seeds and the
+    seeds it would take for a 95% half-width of `target` (0.05 = 5 points; issue 25's precision)."""
+    lines = [f"| claim | A − B | spread s of the per-seed difference, points | half-width now | seeds for ±{100 * target:g} "
+             "points |", "|---|---|---|---|---|"]
+    for c in claims:
+        pts = c.get("points")
+        if not pts or pts["low"] is None:
+            continue
+        d = pts["per_seed"]
+        mean = sum(d) / len(d)
+        s = (sum((x - mean) ** 2 for x in d) / (len(d) - 1)) ** 0.5
+        n = seeds_for_half_width(d, target)
+        lines.append(f"| {c['claim']} | {c['a']} − {c['b']} | {100 * s:.1f} | ±{100 * (pts['high'] - mean):.1f} | "
+                     f"{'more than 200' if n == 201 else n} |")
+    return "\n".join(lines)
+
+
 def fmt(v, scale, signed=True):
     if v is None:
         return "—"
@@ -313,7 +346,10 @@ def main(argv=None):
         ap.error(str(e))
     if not results:
         ap.error("no seed results found")
-    print(claims_table(measure_claims(results), len(results)) + "\n\n" + CLAIMS_NOTE)
+    claims = measure_claims(results)
+    print(claims_table(claims, len(results)) + "\n\n" + CLAIMS_NOTE)
+    if len(results) > 1:
+        print("\nPower of the G and F differences (in accuracy points):\n\n" + power_table(claims))
     return results
 
 

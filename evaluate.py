@@ -45,11 +45,12 @@ def resolve_benchmarks(spec):
     return names
 
 
-def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0):
-    """The test records of a benchmark: the built-in test split, a hub dataset ('hf:NAME'), or the first
-    n records of a file; with max_prompt_len, over-long prompts are dropped first (needs tok)."""
+def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0, split="test"):
+    """The test records of a benchmark: the built-in test split (or split="valid"), a hub dataset
+    ('hf:NAME'), or the first n records of a file; with max_prompt_len, over-long prompts are dropped
+    first (needs tok)."""
     if name in tasks.GENERATORS:
-        records = tasks.builtin_split(name, "test", n, seed)
+        records = tasks.builtin_split(name, split, n, seed)
     else:
         records = tasks.task_records(name)
     if max_prompt_len:

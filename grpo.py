@@ -26,7 +26,6 @@ import os
 
 import torch
 
-import tasks
 import train
 from infra import clone_model, gathered, global_sum, local_blocks, optimizer_step
 from rollout import (add_common_args, batch_order, micro_batches, response_logits, token_entropy, token_logprobs,
@@ -304,8 +303,7 @@ def validate_grpo_args(ap, args, used=True):
 def main(argv=None):
     ap = argparse.ArgumentParser(description="GRPO on one task (SPEC G1–G5).",
                                  usage="python grpo.py [--task TASK] [--steps N] [--lr LR] [--seed S] ... (--help lists all)")
-    ap.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.GENERATORS)}) or a JSON(-lines) file")
-    ap.add_argument("--out", default=None, help="output directory (default runs/grpo-<task>-s<seed>)")
+    train.add_task_args(ap, "grpo")
     add_common_args(ap)
     add_grpo_args(ap)
     args = ap.parse_args(argv)

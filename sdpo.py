@@ -409,8 +409,7 @@ def default_topk(model):
 def main(argv=None):
     ap = argparse.ArgumentParser(description="SDPO on one task (SPEC S1–S6, T1–T3).",
                                  usage="python sdpo.py [--task TASK] [--steps N] [--alpha A] [--seed S] ... (--help lists all)")
-    ap.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.GENERATORS)}) or a JSON(-lines) file")
-    ap.add_argument("--out", default=None, help="output directory (default runs/sdpo-<task>-s<seed>)")
+    train.add_task_args(ap, "sdpo")
     add_common_args(ap)
     add_sdpo_args(ap)
     args = ap.parse_args(argv)

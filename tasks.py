@@ -95,22 +95,28 @@ SCIENCE_SYSTEM = "Answer with the letter in <answer></answer>."
 
 
 def _conversion_mcq(rng, units, noisy):
-    """A 4-option unit-conversion question: the right value and three scaled distractors.
+    """A 4-option unit-conversion question: the right value and three distractors of the same unit.
 
-    Options are written value first, letter after ("28000 g (D)"), so that a small model can find the
-    letter of the value it computed by reading forward.
+    Options are written letter first, as in real MCQs ("(D) 28000 g"), and the distractors are the
+    conversions of other quantities w·f whose first digits all differ, so that the first digit of the
+    computed value names the option. What the tiny model does with it (docs/WORLD.md, "Designs tried"):
+    it computes the value right and then, as often as not, writes the letter of another option; no
+    design tried taught it to look a letter up by its value, and SCIENCE stays at chance.
     """
     u1, u2, f = rng.choice(units)
     v = rng.randint(2, 40)
     right = v * f
-    wrong = [right * 10, v * f // 10 if f >= 100 else v * f * 100, v * f + f]
-    options = [right] + [w for w in wrong if w != right][:3]
+    options, firsts = [right], {str(right)[0]}
+    for w in rng.sample(range(2, 48), 46):
+        if str(w * f)[0] not in firsts and len(options) < 4:
+            options.append(w * f)
+            firsts.add(str(w * f)[0])
     rng.shuffle(options)
     letters = "ABCD"
     letter = letters[options.index(right)]
     shown_letter = rng.choice([x for x in letters if x != letter]) if noisy else letter
     shown_value = options[letters.index(shown_letter)]
-    q = f"Convert {v} {u1} to {u2}.\n" + "\n".join(f"{o} {u2} ({l})" for l, o in zip(letters, options))
+    q = f"Convert {v} {u1} to {u2}.\n" + "\n".join(f"({l}) {o} {u2}" for l, o in zip(letters, options))
     return q, letter, shown_letter, f"{v} {u1} = {shown_value} {u2} ({shown_letter})", f"1 {u1} = {f} {u2}"
 
 
@@ -147,7 +153,7 @@ TOOLS_OOD = {
 
 def _tool_problem(rng, tools, noisy):
     names = sorted(tools)
-    shown_tools = rng.sample(names, 3)
+    shown_tools = rng.sample(names, 4)
     tool = rng.choice(shown_tools)
     arg, templates, values = tools[tool]
     value = rng.choice(values)
@@ -167,7 +173,7 @@ def _tool_problem(rng, tools, noisy):
 
 
 def gen_tooluse(rng, noisy=False):
-    """TOOLUSE: pick one of three listed tools and give `Action:` and `Action Input: {json}`."""
+    """TOOLUSE: pick one of four listed tools and give `Action:` and `Action Input: {json}`."""
     return _tool_problem(rng, TOOLS_TRAIN, noisy)
 
 
@@ -221,12 +227,13 @@ TRAIN_DOMAINS = {"math": gen_math, "science": gen_science, "tooluse": gen_toolus
 OOD_BENCHMARKS = {"math_hard": gen_math_hard, "science_boxed": gen_science_boxed,
                   "tool_unseen": gen_tool_unseen, "logic": gen_logic}
 GENERATORS = {**TRAIN_DOMAINS, **OOD_BENCHMARKS}
-TEST_FRACTION = 0.2  # share of all possible prompts that belong to the test split
+TEST_FRACTION = 0.2    # share of all possible prompts that belong to the test split
+VALID_FRACTION = 0.1   # and to the validation split (held out of RL training; chooses learning rates)
 # The accuracy of a guess that knows the format but not the skill: one of the 4 options (science,
-# science_boxed), one of the 3 listed tools with the value copied from the question (tooluse,
+# science_boxed), one of the 4 listed tools with the value copied from the question (tooluse,
 # tool_unseen), one of the 3 names (logic). A number or a program cannot be guessed: 0.
-CHANCE = {"math": 0.0, "science": 0.25, "tooluse": 1 / 3, "coding": 0.0,
-          "math_hard": 0.0, "science_boxed": 0.25, "tool_unseen": 1 / 3, "logic": 1 / 3}
+CHANCE = {"math": 0.0, "science": 0.25, "tooluse": 0.25, "coding": 0.0,
+          "math_hard": 0.0, "science_boxed": 0.25, "tool_unseen": 0.25, "logic": 1 / 3}
 
 
 def chance_level(name):
@@ -235,16 +242,20 @@ def chance_level(name):
 
 
 def split_of(prompt):
-    """'test' or 'train' by a hash of the prompt: disjoint and independent of how many are drawn."""
+    """'test', 'valid' or 'train' by a hash of the prompt: disjoint and independent of how many are drawn.
+
+    The validation split is held out of RL training and scores design choices (the learning-rate grid,
+    docs/WORLD.md) so that the test split never chooses anything. The base model's pretraining saw it,
+    as it saw the RL training prompts (tiny.py draws from everything but the test split)."""
     h = int(hashlib.sha1(prompt.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-    return "test" if h < TEST_FRACTION else "train"
+    return "test" if h < TEST_FRACTION else "valid" if h < TEST_FRACTION + VALID_FRACTION else "train"
 
 
 def builtin_split(name, split, n, seed=0, allow_fewer=False):
     """The first n distinct problems of domain `name` that fall in `split`, drawn with `seed`.
 
     Deterministic: the same (name, split, n, seed) always gives the same list, and a larger n
-    extends a smaller one. Train and test never share a prompt (see `split_of`).
+    extends a smaller one. Train, valid and test never share a prompt (see `split_of`).
     allow_fewer: return every problem found when the domain has fewer than n (training pools).
     """
     if name not in GENERATORS:

@@ -125,6 +125,15 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
     return model
 
 
+def add_task_args(ap, method):
+    """The flags of a one-task run (grpo.py, sdpo.py): which task, where to write, which split scores it."""
+    ap.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.GENERATORS)}) or a JSON(-lines) file")
+    ap.add_argument("--out", default=None, help=f"output directory (default runs/{method}-<task>-s<seed>)")
+    ap.add_argument("--eval-split", default="test", choices=["test", "valid"],
+                    help="a built-in task is scored on its test split, or on its validation split (for choosing "
+                         "settings, e.g. the learning rate, without looking at the test split)")
+
+
 def train_one_task(ap, args, method_name, make_method):
     """What `python grpo.py` / `python sdpo.py` run: evaluate, train one task, evaluate, save a HF
     checkpoint, log.jsonl and summary.json in runs/<method_name>-<task>-s<seed>/ (the name carries every
@@ -133,7 +142,8 @@ def train_one_task(ap, args, method_name, make_method):
     try:
         tasks.check_task(args.task)
         records = train_records(args.task, seed=args.seed)
-        test = evaluate.benchmark_records(args.task, args.eval_n, args.eval_seed) if args.task in tasks.GENERATORS \
+        test = evaluate.benchmark_records(args.task, args.eval_n, args.eval_seed, split=args.eval_split) \
+            if args.task in tasks.GENERATORS \
             else records[:args.eval_n]
     except Exception as e:  # a bad file names file:line; a hub task that cannot be fetched says why
         ap.error(f"--task / --eval-n: {tasks.one_line(e)}")

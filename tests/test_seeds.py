@@ -164,6 +164,28 @@ TINY = ["--method", "grpo", "--stages", "math,science", "--benchmarks", "train",
         "--curve-every", "0", "--no-drift"]
 
 
+def test_seeds_for_half_width_against_the_interval_itself():
+    """The power rule: the first n whose interval, for differences spread like the measured ones, is at
+    most the target; brute force by building n values with that spread and asking mean_interval."""
+    for diffs, target in [([0.01, 0.05, -0.02], 0.05), ([0.1, -0.1, 0.2, 0.0], 0.05), ([0.3, -0.2], 0.02),
+                          ([0.02, 0.021], 0.05)]:
+        n = claims.seeds_for_half_width(diffs, target)
+        m = sum(diffs) / len(diffs)
+        s = (sum((d - m) ** 2 for d in diffs) / (len(diffs) - 1)) ** 0.5
+
+        def half_width(k):   # k values with sample sd exactly s: ±a around 0 (and a 0 when k is odd)
+            a = s * ((k - 1) / (2 * (k // 2))) ** 0.5
+            vals = [a] * (k // 2) + [-a] * (k // 2) + [0.0] * (k % 2)
+            _, lo, hi = evaluate.mean_interval(vals)
+            return (hi - lo) / 2
+        if n == 201:
+            assert half_width(200) > target
+        else:
+            assert half_width(n) <= target + 1e-12 and (n == 2 or half_width(n - 1) > target)
+    assert claims.seeds_for_half_width([0.1], 0.05) is None and claims.seeds_for_half_width(None, 0.05) is None
+    assert claims.seeds_for_half_width([0.0, 0.0], 0.05) == 2          # no spread: two seeds suffice
+
+
 def test_seeds_share_test_prompts_and_resume_one_by_one(tmp_path, capsys):
     runs = str(tmp_path / "runs")
     one = continual.main(TINY + ["--seed", "0", "--runs-dir", runs])   # a student's single seed first

@@ -32,12 +32,48 @@ def test_committed_tokenizer_loads_with_autotokenizer_and_has_chat_template():
 def test_splits_disjoint_and_deterministic(name):
     train = tasks.builtin_split(name, "train", 300)
     test = tasks.builtin_split(name, "test", 100)
-    assert not {r["prompt"] for r in train} & {r["prompt"] for r in test}
+    valid = tasks.builtin_split(name, "valid", 60)
+    train_p, test_p, valid_p = ({r["prompt"] for r in s} for s in (train, test, valid))
+    assert not train_p & test_p and not train_p & valid_p and not valid_p & test_p
+    assert {tasks.split_of(p) for p in valid_p} == {"valid"}
     assert tasks.builtin_split(name, "test", 100) == test
     assert tasks.builtin_split(name, "test", 50) == test[:50]      # a larger n extends a smaller one
     assert len({r["prompt"] for r in test}) == 100
     for r in test[:20]:
         assert tasks.grade(r, r["solution"]) == 1.0                 # the canonical solution is right
+
+
+def test_split_shares_follow_the_fractions():
+    """About 20% test and 10% validation over many distinct prompts (the hash split, tasks.split_of)."""
+    splits = [tasks.split_of(f"prompt {i}") for i in range(20000)]
+    assert abs(splits.count("test") / 20000 - tasks.TEST_FRACTION) < 0.015
+    assert abs(splits.count("valid") / 20000 - tasks.VALID_FRACTION) < 0.015
+
+
+@pytest.mark.parametrize("name", ["science", "science_boxed"])
+def test_conversion_options_start_with_different_digits(name):
+    """The MCQ's four options are letter first, one is the right conversion, and their first digits all
+    differ (the world's design: the model finds its option by the first digit, docs/WORLD.md)."""
+    rng = random.Random(0)
+    for _ in range(300):
+        r = tasks.GENERATORS[name](rng)
+        lines = [line for line in r["prompt"].split("\n") if line.startswith("(")]
+        assert [line[:4] for line in lines] == ["(A) ", "(B) ", "(C) ", "(D) "]
+        values = [line.split()[1] for line in lines]
+        assert len({v[0] for v in values}) == 4
+        factor = int(r["thought"].split(" = ")[1].split()[0])   # the thought: "1 km = 1000 m"
+        asked = int(r["prompt"].split()[1])                      # "Convert 14 km to m."
+        assert values["ABCD".index(r["answer"])] == str(asked * factor)
+
+
+@pytest.mark.parametrize("name", ["tooluse", "tool_unseen"])
+def test_tool_prompts_list_four_tools_one_of_them_right(name):
+    rng = random.Random(0)
+    for _ in range(100):
+        r = tasks.GENERATORS[name](rng)
+        listed = r["prompt"].split("\n")[0][len("Tools: "):].split(", ")
+        assert len(listed) == 4 and tasks.CHANCE[name] == 1 / len(listed)
+        assert json.loads(r["answer"])[0]["Action"] in [t.split("(")[0] for t in listed]
 
 
 @pytest.mark.parametrize("name", list(tasks.GENERATORS))

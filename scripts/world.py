@@ -1,0 +1,113 @@
+"""scripts/world.py — the single-domain checks of the built-in world (docs/WORLD.md, issue 25).
+
+    python scripts/world.py lr          # the learning-rate rule: a 3-value grid, one seed, validation split
+    python scripts/world.py w2          # W2: 40 steps of GRPO and of SDPO_0 on each domain, 3 seeds, test split
+
+Both run `grpo.py` / `sdpo.py --alpha 0` once per (method, setting, domain, seed) into runs/world/, skip a
+run whose summary.json is already there (so an interrupted check resumes), and print a table. By default
+two runs go at a time, one thread each (--jobs 2), which keeps both cores busy through the single-threaded
+parts of a run (grading, the sandbox, Python glue).
+
+The rule, fixed before any run: for each method, the learning rate of the grid with the largest mean
+Acc@8 gain over the four training domains, after 40 single-domain steps from the base, on the
+validation split (tasks.split_of), seed 0. The test split chooses nothing.
+W2, fixed before any run: at the chosen learning rates, both methods raise every domain by at least 10
+points (mean over 3 seeds), and the 95% t-interval of the gain lies above 0.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import evaluate  # noqa: E402
+import tasks  # noqa: E402
+
+METHODS = {"GRPO": ["grpo.py"], "SDPO_0": ["sdpo.py", "--alpha", "0"]}
+LR_GRID = [1e-4, 2e-4, 4e-4]
+STEPS = 40
+OUT = os.path.join("runs", "world")
+
+
+def run_dir(method, domain, lr, seed, split):
+    return os.path.join(OUT, f"{split}-{method}-lr{lr:g}-{domain}-s{seed}")
+
+
+def train(job, threads):
+    """Train one method on one domain unless its summary is there; its output goes to <run>/stdout.txt."""
+    method, domain, lr, seed, split = job
+    out = run_dir(*job)
+    if os.path.exists(os.path.join(out, "summary.json")):
+        return
+    cmd = [sys.executable, *METHODS[method], "--task", domain, "--steps", str(STEPS), "--lr", str(lr),
+           "--seed", str(seed), "--eval-split", split, "--out", out, "--threads", str(threads)]
+    print("$", " ".join(cmd[1:]), flush=True)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "stdout.txt"), "w") as f:
+        subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.STDOUT)
+
+
+def run_all(jobs, n_jobs):
+    """Every job, n_jobs at a time (each with 2 // n_jobs threads, at least 1)."""
+    with ThreadPoolExecutor(n_jobs) as pool:
+        list(pool.map(lambda job: train(job, max(1, 2 // n_jobs)), jobs))
+
+
+def one_run(method, domain, lr, seed, split):
+    """(Acc before, Acc after) of a finished run."""
+    s = json.load(open(os.path.join(run_dir(method, domain, lr, seed, split), "summary.json")))
+    return s["acc_before"], s["acc_after"]
+
+
+def lr_grid(n_jobs):
+    """Returns {method: chosen lr}, and prints the grid of mean validation gains."""
+    run_all([(m, d, lr, 0, "valid") for m in METHODS for lr in LR_GRID for d in tasks.TRAIN_DOMAINS], n_jobs)
+    chosen = {}
+    print("\n| method | lr | " + " | ".join(tasks.TRAIN_DOMAINS) + " | mean gain |\n|---|---|" + "---|" * 5)
+    for method in METHODS:
+        means = {}
+        for lr in LR_GRID:
+            gains = [100 * (a - b) for b, a in (one_run(method, d, lr, 0, "valid") for d in tasks.TRAIN_DOMAINS)]
+            means[lr] = sum(gains) / len(gains)
+            print(f"| {method} | {lr:g} | " + " | ".join(f"{g:+.1f}" for g in gains) + f" | {means[lr]:+.1f} |")
+        chosen[method] = max(LR_GRID, key=lambda lr: means[lr])
+    print("\nchosen: " + ", ".join(f"{m} lr {lr:g}" for m, lr in chosen.items()))
+    return chosen
+
+
+def w2(lrs, n_jobs, seeds=(0, 1, 2)):
+    """W2 on the test split: mean gain over seeds and its 95% interval, per method and domain."""
+    run_all([(m, d, lrs[m], s, "test") for m in METHODS for d in tasks.TRAIN_DOMAINS for s in seeds], n_jobs)
+    print("\n| method | domain | base Acc@8 % | gain, points (95% interval) | per seed | W2 |\n|---|---|---|---|---|---|")
+    ok = True
+    for method in METHODS:
+        for d in tasks.TRAIN_DOMAINS:
+            runs = [one_run(method, d, lrs[method], s, "test") for s in seeds]
+            mean, lo, hi = evaluate.mean_interval([100 * (a - b) for b, a in runs])
+            met = mean >= 10 and lo > 0
+            ok &= met
+            print(f"| {method} | {d} | {100 * runs[0][0]:.1f} | {mean:+.1f} [{lo:+.1f}, {hi:+.1f}] | "
+                  + ", ".join(f"{100 * (a - b):+.1f}" for b, a in runs) + f" | {'met' if met else '**not met**'} |")
+    print(f"\nW2 {'met' if ok else 'NOT met'}")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("part", choices=["lr", "w2"])
+    ap.add_argument("--lr-grpo", type=float, default=None, help="W2 at this GRPO lr (default: the grid's choice)")
+    ap.add_argument("--lr-sdpo", type=float, default=None, help="W2 at this SDPO_0 lr (default: the grid's choice)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2, one thread each)")
+    args = ap.parse_args()
+    if args.part == "lr":
+        lr_grid(args.jobs)
+    else:
+        lrs = lr_grid(args.jobs) if args.lr_grpo is None or args.lr_sdpo is None else \
+            {"GRPO": args.lr_grpo, "SDPO_0": args.lr_sdpo}
+        sys.exit(0 if w2(lrs, args.jobs) else 1)
+
+
+if __name__ == "__main__":
+    main()
