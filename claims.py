@@ -231,14 +231,19 @@ def expected_by_chance(n_claims, level=0.95):
     return n_claims * p, 1 - (1 - p) ** n_claims
 
 
+def spread(values):
+    """The sample standard deviation s of per-seed values (n − 1 in the denominator)."""
+    mean = sum(values) / len(values)
+    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+
+
 def seeds_for_half_width(diffs, target):
     """Power: the fewest seeds n for which the 95% half-width t(0.975, n−1) · s/√n of a paired difference
     reaches `target`, with s the spread (sample standard deviation) of the per-seed differences measured
     so far. None when fewer than 2 seeds were measured; more than 200 seeds is reported as 201."""
     if diffs is None or len(diffs) < 2:
         return None
-    mean = sum(diffs) / len(diffs)
-    s = (sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)) ** 0.5
+    s = spread(diffs)
     for n in range(2, 201):
         t = T975[n - 2] if n - 1 <= len(T975) else 1.96
         if t * s / n ** 0.5 <= target:
@@ -256,10 +261,9 @@ def power_table(claims, target=0.05):
         if not pts or pts["low"] is None:
             continue
         d = pts["per_seed"]
-        mean = sum(d) / len(d)
-        s = (sum((x - mean) ** 2 for x in d) / (len(d) - 1)) ** 0.5
         n = seeds_for_half_width(d, target)
-        lines.append(f"| {c['claim']} | {c['a']} − {c['b']} | {100 * s:.1f} | ±{100 * (pts['high'] - mean):.1f} | "
+        lines.append(f"| {c['claim']} | {c['a']} − {c['b']} | {100 * spread(d):.1f} | "
+                     f"±{100 * (pts['high'] - pts['effect']):.1f} | "
                      f"{'more than 200' if n == 201 else n} |")
     return "\n".join(lines)
 
