@@ -95,26 +95,21 @@ SCIENCE_SYSTEM = "Answer with the letter in <answer></answer>."
 
 
 def _conversion_mcq(rng, units, noisy):
-    """A 4-option unit-conversion question: the right value and three distractors of the same unit.
+    """A 4-option unit-conversion question: the quantity converted by each of the 4 conversion factors
+    of its unit set, listed in ascending order (as numeric MCQ banks list them).
 
-    Options are written letter first, as in real MCQs ("(D) 28000 g"), and the distractors are the
-    conversions of other quantities w·f whose first digits all differ, so that the first digit of the
-    computed value names the option. What the tiny model does with it (docs/WORLD.md, "Designs tried"):
-    it computes the value right and then, as often as not, writes the letter of another option; no
-    design tried taught it to look a letter up by its value, and SCIENCE stays at chance.
+    Every distractor is the classic mistake of using another unit pair's factor, and the right letter
+    follows from knowing the factor: with the training units (factors 10, 60, 100, 1000) "km to m" is
+    always (D), "cm to mm" always (A). Why not random distractors: the 3-layer character model never
+    learns to look a letter up by its value (docs/WORLD.md, "Designs tried": 500 steps of SCIENCE-only
+    pretraining left it at chance with 3, 4 and 6 layers), so SCIENCE tests the knowledge itself.
     """
     u1, u2, f = rng.choice(units)
-    v = rng.randint(2, 40)
-    right = v * f
-    options, firsts = [right], {str(right)[0]}
-    for w in rng.sample(range(2, 48), 46):
-        if str(w * f)[0] not in firsts and len(options) < 4:
-            options.append(w * f)
-            firsts.add(str(w * f)[0])
-    rng.shuffle(options)
+    v = rng.randint(2, 199)   # (5 unit pairs x 198 quantities: enough distinct prompts for every split)
+    options = sorted(v * g for g in sorted({g for _, _, g in units}))   # [4] ascending
     letters = "ABCD"
-    letter = letters[options.index(right)]
-    shown_letter = rng.choice([x for x in letters if x != letter]) if noisy else letter
+    letter = letters[options.index(v * f)]
+    shown_letter = rng.choice([x for x in letters if x != letter]) if noisy else letter   # (a wrong factor)
     shown_value = options[letters.index(shown_letter)]
     q = f"Convert {v} {u1} to {u2}.\n" + "\n".join(f"({l}) {o} {u2}" for l, o in zip(letters, options))
     return q, letter, shown_letter, f"{v} {u1} = {shown_value} {u2} ({shown_letter})", f"1 {u1} = {f} {u2}"
@@ -212,15 +207,17 @@ def gen_coding(rng, noisy=False):
 
 
 def gen_logic(rng, noisy=False):
-    """OOD (far, like ZebraLogic): order three people from two comparisons; answer in \\boxed{}."""
+    """OOD (far, like ZebraLogic): order three people from two comparisons, name the first or the last; answer in \\boxed{}."""
     a, b, c = rng.sample(NAMES, 3)  # true order: a > b > c
-    adj, ask = rng.choice([("older", "youngest"), ("taller", "shortest"), ("faster", "slowest")])
-    facts = [f"{a} is {adj} than {b}.", f"{b} is {adj} than {c}."]
-    rng.shuffle(facts)
-    shown = rng.choice([a, b]) if noisy else c
-    return {"prompt": f"{' '.join(facts)} Who is the {ask}? {MATH_INSTRUCTION}", "answer": c,
+    adj, most, least = rng.choice([("older", "oldest", "youngest"), ("taller", "tallest", "shortest"),
+                                   ("faster", "fastest", "slowest")])
+    facts = [f"{a} is {adj} than {b}.", f"{b} is {adj} than {c}."]   # (in chain order: docs/WORLD.md, design 4)
+    first = rng.random() < 0.5   # asked for the first of the chain, or the last
+    ask, answer = (most, a) if first else (least, c)
+    shown = rng.choice([n for n in (a, b, c) if n != answer]) if noisy else answer
+    return {"prompt": f"{' '.join(facts)} Who is the {ask}? {MATH_INSTRUCTION}", "answer": answer,
             "system": None, "kind": "math", "solution": f"{a} > {b} > {c}\n\\boxed{{{shown}}}",
-            "thought": f"{ask}: last"}
+            "thought": f"{ask}: {'first' if first else 'last'}"}
 
 
 TRAIN_DOMAINS = {"math": gen_math, "science": gen_science, "tooluse": gen_tooluse, "coding": gen_coding}

@@ -171,9 +171,8 @@ def test_the_committed_evaluation_is_of_the_committed_base():
     assert set(saved["acc"]) == set(tasks.GENERATORS) and saved["k"] == 8
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25: the committed world fails W1 on science and W3 on science, "
-                                       "math_hard, science_boxed and logic (docs/WORLD.md, 'Designs tried')")
 def test_the_committed_base_meets_w1_and_w3():
+    """Issue 25's W1 and W3 (docs/WORLD.md) on the committed base's saved evaluation (design 4)."""
     saved = json.load(open(BASE_EVAL))
     failed = [(c, b, why) for c, b, ok, why in evaluate.world_criteria(saved["acc"], saved["pass"],
                                                                        list(tasks.TRAIN_DOMAINS)) if not ok]

@@ -51,19 +51,44 @@ def test_split_shares_follow_the_fractions():
 
 
 @pytest.mark.parametrize("name", ["science", "science_boxed"])
-def test_conversion_options_start_with_different_digits(name):
-    """The MCQ's four options are letter first, one is the right conversion, and their first digits all
-    differ (the world's design: the model finds its option by the first digit, docs/WORLD.md)."""
+def test_conversion_options_are_the_quantity_by_each_factor_ascending(name):
+    """The MCQ's four options are letter first: the asked quantity converted by each of the unit set's
+    four factors, in ascending order, so the right letter is fixed by the unit pair (docs/WORLD.md,
+    design 4); a noisy solution names a wrong option and writes that option's value."""
+    units = tasks.UNITS_TRAIN if name == "science" else tasks.UNITS_OOD
+    factors = sorted({g for _, _, g in units})
     rng = random.Random(0)
+    letters = {}
     for _ in range(300):
         r = tasks.GENERATORS[name](rng)
         lines = [line for line in r["prompt"].split("\n") if line.startswith("(")]
         assert [line[:4] for line in lines] == ["(A) ", "(B) ", "(C) ", "(D) "]
-        values = [line.split()[1] for line in lines]
-        assert len({v[0] for v in values}) == 4
-        factor = int(r["thought"].split(" = ")[1].split()[0])   # the thought: "1 km = 1000 m"
+        values = [int(line.split()[1]) for line in lines]
         asked = int(r["prompt"].split()[1])                      # "Convert 14 km to m."
-        assert values["ABCD".index(r["answer"])] == str(asked * factor)
+        assert values == [asked * g for g in factors]
+        factor = int(r["thought"].split(" = ")[1].split()[0])   # the thought: "1 km = 1000 m"
+        assert values["ABCD".index(r["answer"])] == asked * factor
+        pair = r["prompt"].split(".")[0].split()[2::2]           # ["km", "m"]
+        assert letters.setdefault(tuple(pair), r["answer"]) == r["answer"]
+        noisy = tasks.GENERATORS[name](random.Random(r["prompt"]), noisy=True)
+        options = {line[1]: line.split()[1] for line in noisy["prompt"].split("\n") if line.startswith("(")}
+        shown = noisy["solution"].split("(")[-1][0]                # "14 km = 140 m (A)" -> "A"
+        assert shown != noisy["answer"] and f"= {options[shown]} " in noisy["solution"]
+    assert set(letters.values()) == set("ABCD")
+
+
+def test_logic_names_the_first_or_the_last_of_the_chain():
+    """LOGIC states the chain in order (a > b, b > c) and asks for one end of it: both ends are asked."""
+    rng, asked = random.Random(0), set()
+    for _ in range(200):
+        r = tasks.GENERATORS["logic"](rng)
+        a, b = r["prompt"].split(".")[0].split(" is ")[0], r["prompt"].split(".")[0].split(" than ")[1]
+        c = r["prompt"].split(".")[1].split(" than ")[1]
+        most = any(w in r["prompt"] for w in ("oldest", "tallest", "fastest"))
+        assert r["answer"] == (a if most else c) and b not in (a, c)
+        assert r["solution"] == f"{a} > {b} > {c}\n\\boxed{{{r['answer']}}}"
+        asked.add(most)
+    assert asked == {True, False}
 
 
 @pytest.mark.parametrize("name", ["tooluse", "tool_unseen"])
