@@ -39,7 +39,7 @@ import train
 from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states, full_state_dict,
                    gathered, init_distributed, is_main, load_optimizer, load_teacher, read_jsonl, save_checkpoint, shard,
                    under_torchrun)
-from rollout import (add_common_args, check_dir_flag, drop_long_prompts, load_model, model_defaults, per_seed,
+from rollout import (add_common_args, check_code_jail, check_dir_flag, drop_long_prompts, load_model, model_defaults, per_seed,
                      validate_common_args)
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
@@ -247,6 +247,7 @@ def parse_args(argv=None):
                 tasks.builtin_split(b, "test", max(args.eval_n, args.curve_n), args.eval_seed)
             except ValueError as e:
                 ap.error(f"--eval-n / --curve-n: {e}")
+    check_code_jail(ap, args, stages + benchmarks)
     check_dir_flag(ap, "--runs-dir", args.runs_dir)
     if args.name is not None and (not args.name.strip() or args.name in (".", "..") or os.sep in args.name
                                   or (os.altsep and os.altsep in args.name)):

@@ -23,7 +23,7 @@ import torch
 
 import tasks
 from infra import gather_lists, init_distributed, is_main, my_share, shard
-from rollout import (DTYPES, MODEL_DIRS, MAX_EVAL_N, MAX_TOKENS, SAMPLE_BATCH, chat_messages, check_device_flag, check_dir_flag, check_model_flag, configure_run, decode,
+from rollout import (DTYPES, MODEL_DIRS, MAX_EVAL_N, MAX_TOKENS, SAMPLE_BATCH, chat_messages, check_code_jail, check_device_flag, check_dir_flag, check_model_flag, configure_run, decode,
                      drop_long_prompts, encode_chat, fill_reprompt, load_model, sample)
 
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
@@ -243,6 +243,8 @@ def main(argv=None):
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     ap.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this (0 = keep all)")
+    ap.add_argument("--unsafe-code", action="store_true", help="run CODING programs without an OS jail where none "
+                    "is available (sandbox.py's inner layers only)")
     ap.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences generated at once (bounds "
                     "the KV cache: at 8k tokens set it to what fits, docs/GPU.md)")
     thinking = ap.add_mutually_exclusive_group()
@@ -268,6 +270,7 @@ def main(argv=None):
                 tasks.task_records(n)
     except Exception as e:
         ap.error(tasks.one_line(e))
+    check_code_jail(ap, args, names)
     device = init_distributed(args.device)   # torchrun: the prompts are shared out, the results gathered
     configure_run(args)
     model, tok = load_model(args.model, device, args.dtype)

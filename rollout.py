@@ -26,6 +26,7 @@ import torch
 from tqdm import tqdm
 from transformers import StaticCache
 
+import sandbox
 import tasks
 from infra import gathered, is_main, is_sharded, under_torchrun
 
@@ -568,6 +569,8 @@ def add_common_args(ap):
                    help="(G5, S5) seq-mean-token-mean: the mean over responses of each response's token-mean, what "
                         "the release computes (one response per micro-batch); token-mean: over all tokens")
     g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in the backward (big models)")
+    g.add_argument("--unsafe-code", action="store_true", help="run CODING programs even where no OS jail (bubblewrap, "
+                   "unshare) is available, with the sandbox's inner layers only (docs/RELIABILITY.md)")
     g.add_argument("--seed", "--seeds", dest="seed", type=seed_list, default=[0], metavar="S[,S...]",
                    help="training seed(s): a comma list runs everything once per seed (each resumable on its own)")
     g.add_argument("--sample-blocks", type=int, default=0,
@@ -675,9 +678,21 @@ def drop_long_prompts(tok, records, max_len, what="records"):
 
 
 def configure_run(args):
-    """Settings that hold for the whole run: the chat template's thinking switch."""
+    """Settings that hold for the whole run: the chat template's thinking switch, --unsafe-code."""
     global ENABLE_THINKING
     ENABLE_THINKING = getattr(args, "enable_thinking", None)
+    sandbox.ALLOW_UNJAILED = bool(getattr(args, "unsafe_code", False))
+
+
+def check_code_jail(ap, args, names):
+    """A task or benchmark among names whose records are code runs its programs in an OS jail
+    (sandbox.py, layer 0): where this machine has none, one line and exit 2, unless --unsafe-code."""
+    sandbox.ALLOW_UNJAILED = bool(getattr(args, "unsafe_code", False))
+    if any(tasks.has_code(name) for name in names):
+        try:
+            sandbox.check_jail()
+        except sandbox.NoJail as e:
+            ap.error(str(e))
 
 
 MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096   # beyond: surely a typo

@@ -1,34 +1,43 @@
 """sandbox.py — running the policy's programs (CODING) so that no program can cheat or do harm.
 
 RL finds every loophole in its reward, so the grader assumes each program is hostile. The rule:
-a program can only ever *claim* outputs; it never sees the expected ones, and it cannot reach the
-grading process, another program, the files or the network.
+a program can only ever *claim* values; it never sees the expected ones and never decides pass or
+fail, and it cannot reach the grading process, another program, the files or the network.
 
     scores = run_programs([(code, tests_json), ...])    # 1.0 / 0.0 per program, in order
 
-Layers, outermost first (the threat model, in the README's words, is in docs/RELIABILITY.md):
-1. **A fresh interpreter per program** (`python -I -S`: no site, no user paths, an empty environment)
-   in its own empty temporary directory and its own process session. It is given the program and the
-   test *inputs* only. Its outputs come back as JSON on its own pipe, capped in size, and are compared
-   with the expected outputs **here**, value by value: an object whose `__eq__` always says True
-   cannot be serialised, and an `int` subclass serialises as the number it is.
+Layers, outermost first (which layer stops which attack: docs/RELIABILITY.md):
+0. **An OS jail** (Linux namespaces) around every program: bubblewrap where it is installed, else
+   util-linux's `unshare`. No network, a PID namespace of its own (no other process is visible, no
+   signal gets out, every process of the program dies with it), a read-only view of /usr and the
+   interpreter only, a private tmpfs /tmp, no /proc, no environment, no capabilities, a user that owns
+   nothing outside. Without either, CODING is refused (NoJail) unless --unsafe-code says to run with
+   layers 1–4 only.
+1. **A fresh interpreter per program** (`python -I -S`) given the program and the test *inputs*
+   only. For functional and standard-input tests it returns the values it computed; for assert-style
+   tests the asserts are parsed here (ast) and it is sent only the calls to make, never the expected
+   values. What comes back is JSON on its own pipe, capped in size and in nesting depth, and it is
+   compared with the expected values **here**: an object whose `__eq__` always says True cannot be
+   serialised, and an `int` subclass serialises as the number it is.
 2. **OS limits** set before the program runs: CPU seconds, address space, no file writes (size 0),
-   few open files, no core dumps; the wall clock is enforced from here and the whole process session
-   is killed at the end.
-3. **Another user**, when this process runs as root (containers, CI): the program runs under a uid of
-   its own (no other process has it) that may hold exactly one process, so it cannot fork, signal
-   or read our processes (/proc/<pid>/environ), write our files, or leave a daemon behind.
+   few open files, no core dumps; the wall clock is enforced from here and the jail is killed at the end.
+3. **Another user**, when this process runs as root: inside the jail an unmapped uid of its own; with
+   --unsafe-code, uid 61000 + k with room for exactly one process.
 4. **An audit hook** (PEP 578) inside the interpreter refuses every event outside a fixed list:
    files, sockets, subprocesses, fork, imports of anything not pre-loaded, ctypes, code objects made
    by hand. The list is a constant of the hook's own code, and the hook calls no name a program could
-   replace, so nothing the program reaches (its frames, the hook's globals) can widen it.
-Layers 1, 2 and 4 hold on any POSIX system; layer 3 needs root (Linux, macOS). Without root a
-hostile program could still send signals to this user's processes if it got past layer 4.
+   replace, so nothing the program reaches (its frames, the hook's globals) can widen it. It is a
+   Python-level fence: the hooks are cleared at interpreter shutdown, which is why layer 0 exists.
 """
+import ast
 import contextlib
+import functools
 import json
+import operator
 import os
+import re
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,8 +45,11 @@ import tempfile
 import time
 
 LIMITS = {"wall": 2.0, "cpu": 2, "mem": 512 * 2**20, "files": 16, "result": 1_000_000, "print": 100_000}
-UID_BASE = 61000     # layer 3: program k of a batch runs as uid/gid UID_BASE + k (when we are root)
+MAX_DEPTH = 64       # the deepest JSON nesting read back from a program (deeper: its own outcome is an error)
+UID_BASE = 61000     # layer 3: the uid inside the jail; with --unsafe-code as root, program k runs as UID_BASE + k
 PARALLEL = 2         # programs run at once
+JAILS = ("bwrap", "unshare")   # layer 0, in order of preference: the first that works on this machine
+ALLOW_UNJAILED = False         # --unsafe-code: run CODING programs without layer 0 (inner layers only)
 # The modules a program may import: the release's allow list (its code grader,
 # `feedback/code.py`). numpy and sortedcontainers are on it too but live outside the standard
 # library, which a `-S` interpreter does not see (docs/PROTOCOL.md lists this difference).
@@ -58,6 +70,8 @@ HARNESS = r"""
 import io, json, os, resource, sys
 job = json.loads(sys.stdin.read())
 L = job["limits"]
+if job["cwd"]:   # (0) in the jail: its private tmpfs
+    os.chdir(job["cwd"])
 # (2) OS limits, before any untrusted code
 resource.setrlimit(resource.RLIMIT_CPU, (L["cpu"], L["cpu"] + 1))   # SIGXCPU at the limit (a time-out), SIGKILL 1 s on
 resource.setrlimit(resource.RLIMIT_AS, (L["mem"], L["mem"]))
@@ -103,6 +117,18 @@ prelude = {name: getattr(typing, name) for name in job["typing"] if hasattr(typi
 def send(outcome):
     os.write(channel, (json.dumps(outcome) + "\n").encode())
 
+def tagged(v):
+    # a value as plain JSON; sets and dicts with keys other than strings tagged, for the grader to rebuild
+    if isinstance(v, (set, frozenset)):
+        return {"$set": [tagged(x) for x in v]}
+    if isinstance(v, dict):
+        if all(type(k) is str for k in v) and "$set" not in v and "$dict" not in v:
+            return {k: tagged(x) for k, x in v.items()}
+        return {"$dict": [[tagged(k), tagged(x)] for k, x in v.items()]}
+    if isinstance(v, (list, tuple)):
+        return [tagged(x) for x in v]
+    return v
+
 def failure(e):
     try:
         return ["error", (type(e).__name__ + ": " + str(e))[:250]]
@@ -141,14 +167,13 @@ try:
                 send(["ok", json.loads(json.dumps(fn(**args) if kind == "kwargs" else fn(*args)))])
             except BaseException as e:
                 send(failure(e))
-    elif job["mode"] == "code":   # test code (asserts) run after the program, in its namespace
+    elif job["mode"] == "code":   # assert-style tests: the grader parsed them and sent only the calls
         sys.stdin, sys.stdout = io.StringIO(""), Capped()
         ns = {"__name__": "__main__", "__builtins__": program_builtins, **prelude}
         exec(compiled, ns)
-        for test in job["inputs"]:
+        for calls in job["inputs"]:
             try:
-                exec(compile(test, "<test>", "exec"), ns)
-                send(["ok", None])
+                send(["ok", [tagged(eval(compile(call, "<test>", "eval"), ns)) for call in calls]])
             except BaseException as e:
                 send(failure(e))
     else:                # standard input / output: one run per input
@@ -164,6 +189,107 @@ except BaseException as e:   # it failed to compile, or raised at the top level:
 """
 
 
+# ---- layer 0: the OS jail ----
+class NoJail(RuntimeError):
+    """CODING asked for, but this machine gives no jail and --unsafe-code was not given."""
+
+
+NO_JAIL = ("no OS jail for CODING programs on this machine: install bubblewrap (Debian/Ubuntu: apt install "
+           "bubblewrap) or enable user namespaces for util-linux's unshare; or pass --unsafe-code to run them "
+           "with the inner layers only (docs/RELIABILITY.md says what that leaves open)")
+
+# The unshare jail, run by /bin/sh as the PID namespace's init: a tmpfs root holding read-only binds of the
+# system directories (and links such as /bin -> usr/bin), /dev/null, a private /tmp; then chroot into it
+# and drop every capability (and, as root, the uid) before the interpreter starts. When the program
+# ends, sh ends, and the kernel kills whatever else is left in the namespace.
+JAIL_SH = r"""
+set -e
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+root=$1; uid=$2; shift 2
+mount -t tmpfs -o size=1m,mode=755 jail "$root"
+while [ "$1" != -- ]; do
+  case $1 in
+    *=*) ln -s "${1#*=}" "$root${1%%=*}" ;;
+    *) mkdir -p "$root$1"; mount --bind "$1" "$root$1"; mount -o remount,bind,ro "$root$1" ;;
+  esac
+  shift
+done
+shift
+mkdir "$root/dev" "$root/tmp"; touch "$root/dev/null"; mount --bind /dev/null "$root/dev/null"
+mount -t tmpfs -o size=16m,mode=1777 tmp "$root/tmp"
+mount -o remount,bind,ro "$root"
+if [ "$uid" = - ]; then who=""; else who="--reuid=$uid --regid=$uid --clear-groups"; fi
+chroot "$root" /usr/bin/setpriv $who --inh-caps=-all --bounding-set=-all --no-new-privs -- /usr/bin/env -i "$@"
+"""
+
+
+def interpreter():
+    return os.path.realpath(sys.executable)
+
+
+def system_view():
+    """What a jail shows, read-only: [directories], [(link, target)] — /usr, the interpreter's own tree
+    (its standard library) and the top-level /bin, /lib, ... (links into /usr on a merged-/usr system)."""
+    dirs, links = ["/usr"], []
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(top):
+            links.append((top, os.readlink(top)))
+        elif os.path.isdir(top):
+            dirs.append(top)
+    for d in (os.path.realpath(sys.base_prefix), os.path.dirname(os.path.dirname(interpreter()))):
+        if not any(d == x or d.startswith(x + "/") for x in dirs):
+            dirs.append(d)
+    return dirs, links
+
+
+def jail_argv(kind, root_dir):
+    """The command line that runs the rest of it in a jail of this kind (root_dir: an empty directory the
+    unshare jail mounts its root on)."""
+    dirs, links = system_view()
+    as_root = os.geteuid() == 0
+    if kind == "bwrap":
+        argv = ["bwrap", "--unshare-all", "--unshare-user", "--uid", str(UID_BASE), "--gid", str(UID_BASE),
+                "--die-with-parent", "--new-session", "--hostname", "jail", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
+        argv += ["--cap-drop", "ALL"] if as_root else []
+        for d in dirs:
+            argv += ["--ro-bind", d, d]
+        for link, target in links:
+            argv += ["--symlink", target, link]
+        return argv + ["--dev", "/dev", "--size", str(16 * 2**20), "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
+    if kind == "unshare":
+        user = [] if as_root else ["--user", "--map-root-user"]
+        return ["unshare", *user, "--mount", "--propagation", "private", "--net", "--pid", "--fork", "--kill-child",
+                "--ipc", "--uts", "/bin/sh", "-c", JAIL_SH, "jail", root_dir, str(UID_BASE) if as_root else "-",
+                *dirs, *[f"{link}={target}" for link, target in links], "--"]
+    raise ValueError(f"unknown jail '{kind}'")
+
+
+@functools.lru_cache(maxsize=None)
+def first_working_jail(kinds):
+    """The first kind of jail that runs a program here (tried once per process), or None."""
+    for kind in kinds:
+        if not shutil.which(kind):
+            continue
+        with tempfile.TemporaryDirectory(prefix="jail-probe-") as d:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                out = subprocess.run(jail_argv(kind, d) + [interpreter(), "-I", "-S", "-c", "print(6 * 7)"],
+                                     capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+                if out.stdout.strip() == "42":
+                    return kind
+    return None
+
+
+def jail():
+    """This machine's jail for CODING programs: 'bwrap', 'unshare' or None."""
+    return first_working_jail(JAILS)
+
+
+def check_jail():
+    """Raise NoJail unless programs can run jailed here (or --unsafe-code allowed running them without)."""
+    if not ALLOW_UNJAILED and jail() is None:
+        raise NoJail(NO_JAIL)
+
+
 def parse_tests(tests):
     """{'fn_name', 'inputs', 'outputs', ...} from a record's tests (JSON text or a dict); None if unusable."""
     try:
@@ -172,9 +298,182 @@ def parse_tests(tests):
             return None
         if not t["inputs"] or len(t["inputs"]) != len(t["outputs"]):
             return None
+        if t.get("testtype") == "code":   # assert-style: each test parsed here into its checks and calls
+            parsed = [parse_asserts(test) for test in t["inputs"]]
+            if any(p is None for p in parsed):
+                return None
+            t = {**t, "asserts": parsed}
         return t
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return None
+
+
+# ---- assert-style tests (the release's 'code' test type) ----
+# The program never runs a test's code. Each `assert` is parsed here; the parts of it this process can
+# evaluate on plain values (literals, comparisons, and/or/not, + - / // % and * of numbers, a few pure
+# built-ins such as len, sorted, abs, isinstance) stay here; every other part — a call into the program
+# like f(1) or Solution().g(x) — is a "call": its source goes to the program, its value comes back as
+# JSON, and the assert is evaluated here. So `assert f(1) == 3` sends "f(1)" and compares here.
+PURE = {"abs": abs, "len": len, "sorted": sorted, "set": frozenset, "frozenset": frozenset, "list": list,
+        "tuple": tuple, "round": round, "min": min, "max": max, "sum": sum, "float": float, "int": int, "str": str,
+        "bool": bool, "any": any, "all": all}
+TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict, "tuple": (list, tuple),
+         "set": (set, frozenset)}
+COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+           ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
+           ast.NotIn: lambda a, b: a not in b, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+NUMBERS_ONLY = {ast.Mult: operator.mul, ast.Mod: operator.mod, ast.Div: operator.truediv,
+                ast.FloorDiv: operator.floordiv, ast.Sub: operator.sub}
+
+
+def is_type_name(node):
+    elts = node.elts if isinstance(node, ast.Tuple) else [node]
+    return all(isinstance(e, ast.Name) and e.id in TYPES for e in elts)
+
+
+def split_calls(node, calls):
+    """Walk one assert's expression: the parts evaluated here are kept, every other part is appended to
+    calls (the program evaluates those)."""
+    kids = None
+    if isinstance(node, ast.Constant):
+        kids = []
+    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        kids = node.elts
+    elif isinstance(node, ast.Dict) and None not in node.keys:
+        kids = node.keys + node.values
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.UAdd)):
+        kids = [node.operand]
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, *NUMBERS_ONLY)):
+        kids = [node.left, node.right]
+    elif isinstance(node, ast.BoolOp):
+        kids = node.values
+    elif isinstance(node, ast.Compare):
+        kids = [node.left, *node.comparators]
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords and \
+            not any(isinstance(a, ast.Starred) for a in node.args):
+        if node.func.id in PURE:
+            kids = node.args
+        elif node.func.id == "isinstance" and len(node.args) == 2 and is_type_name(node.args[1]):
+            kids = node.args[:1]
+    if kids is None:
+        calls.append(node)
+        return
+    for kid in kids:
+        split_calls(kid, calls)
+
+
+def parse_asserts(test):
+    """One assert-style test (source text: one or more `assert` lines) -> [(expression, [call nodes])],
+    or None if it is anything but asserts (it cannot then be graded without running it in the program)."""
+    if not isinstance(test, str):
+        return None
+    try:
+        body = ast.parse(test).body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    if not body or not all(isinstance(stmt, ast.Assert) for stmt in body):
+        return None
+    out = []
+    for stmt in body:
+        calls = []
+        split_calls(stmt.test, calls)
+        out.append((stmt.test, calls))
+    return out
+
+
+def call_sources(asserts):
+    """The program's part of one test: the source of every call, in order."""
+    return [ast.unparse(call) for _, calls in asserts for call in calls]
+
+
+def hashable(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(hashable(x) for x in v)
+    if isinstance(v, (set, frozenset)):
+        return frozenset(hashable(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted(((hashable(k), hashable(x)) for k, x in v.items()), key=repr))
+    return v
+
+
+def plain(v):
+    """A value as the grader compares it: tuples as lists (JSON has no tuples), sets of hashable items."""
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    if isinstance(v, (set, frozenset)):
+        return frozenset(hashable(x) for x in v)
+    if isinstance(v, dict):
+        return {hashable(k): plain(x) for k, x in v.items()}
+    return v
+
+
+def untagged(v):
+    """A value the program sent (JSON, sets and odd dicts tagged by the harness) as a Python value."""
+    if isinstance(v, dict):
+        if set(v) == {"$set"} and isinstance(v["$set"], list):
+            return frozenset(hashable(untagged(x)) for x in v["$set"])
+        if set(v) == {"$dict"} and isinstance(v["$dict"], list):
+            return {hashable(untagged(p[0])): untagged(p[1]) for p in v["$dict"] if isinstance(p, list) and len(p) == 2}
+        return {k: untagged(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [untagged(x) for x in v]
+    return v
+
+
+def judged(node, values):
+    """Evaluate an assert's expression here; values: {id(call node): its value from the program}."""
+    if id(node) in values:
+        return values[id(node)]
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [judged(e, values) for e in node.elts]
+    if isinstance(node, ast.Set):
+        return frozenset(hashable(judged(e, values)) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return {hashable(judged(k, values)): judged(v, values) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.UnaryOp):
+        x = judged(node.operand, values)
+        return not x if isinstance(node.op, ast.Not) else (-x if isinstance(node.op, ast.USub) else +x)
+    if isinstance(node, ast.BinOp):
+        a, b = judged(node.left, values), judged(node.right, values)
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if not all(isinstance(x, (int, float)) for x in (a, b)):   # no "x" * 10**9, no format strings
+            raise TypeError("numbers only")
+        return NUMBERS_ONLY[type(node.op)](a, b)
+    if isinstance(node, ast.BoolOp):
+        result = isinstance(node.op, ast.And)
+        for v in node.values:
+            result = judged(v, values)
+            if bool(result) != isinstance(node.op, ast.And):
+                return result
+        return result
+    if isinstance(node, ast.Compare):
+        left = judged(node.left, values)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = judged(right_node, values)
+            if not COMPARE[type(op)](*((left, right) if isinstance(op, (ast.Is, ast.IsNot)) else (plain(left), plain(right)))):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.Call) and node.func.id == "isinstance":
+        elts = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+        x = judged(node.args[0], values)
+        return any(isinstance(x, TYPES[e.id]) for e in elts)
+    return PURE[node.func.id](*[judged(a, values) for a in node.args])
+
+
+def asserts_hold(asserts, returned):
+    """Whether every assert of a test holds, given the values the program returned for its calls."""
+    calls = [call for _, cs in asserts for call in cs]
+    if not isinstance(returned, list) or len(returned) != len(calls):
+        return False
+    values = {id(call): untagged(v) for call, v in zip(calls, returned)}
+    try:
+        return all(bool(judged(expr, values)) is True for expr, _ in asserts)
+    except Exception:   # a value of the wrong type for the check: the assert fails, as it would have
+        return False
 
 
 def call_of(test_input):
@@ -229,11 +528,13 @@ def same_output(got, expected):
     return joined(got) == joined(expected)
 
 
-def passed_test(outcome, expected, tests):
+def passed_test(outcome, tests, k):
+    """Whether a program's outcome for test k passes it: its value against the expected one, compared here."""
     if not (isinstance(outcome, list) and len(outcome) == 2 and outcome[0] == "ok"):
         return False
-    if tests.get("testtype") == "code":   # assert-style tests: passing is running without an exception
-        return True
+    if tests.get("testtype") == "code":   # assert-style tests: the asserts hold on the values returned
+        return "asserts" in tests and asserts_hold(tests["asserts"][k], outcome[1])
+    expected = tests["outputs"][k]
     if tests.get("fn_name"):
         return same_value(outcome[1], expected_value(tests, expected))
     return isinstance(outcome[1], str) and same_output(outcome[1], expected)
@@ -243,7 +544,7 @@ def passes(outputs, tests):
     """Whether a program's claimed outputs (a list of ["ok", value] / ["error", why]) pass every test."""
     if not isinstance(outputs, list) or len(outputs) != len(tests["outputs"]):
         return False
-    return all(passed_test(out, exp, tests) for out, exp in zip(outputs, tests["outputs"]))
+    return all(passed_test(out, tests, k) for k, out in enumerate(outputs))
 
 
 def limits_for(tests, limits):
@@ -254,16 +555,27 @@ def limits_for(tests, limits):
     return limits
 
 
-def start(code, tests, workdir, uid, limits):
-    """Launch one program's interpreter; it gets the code and the inputs, never the expected outputs."""
-    functional = bool(tests.get("fn_name"))
-    inputs = [call_of(x) for x in tests["inputs"]] if functional else [str(x) for x in tests["inputs"]]
-    job = {"code": code, "fn_name": tests.get("fn_name"), "inputs": inputs, "uid": uid, "mode": tests.get("testtype"),
+def program_inputs(tests):
+    """What the program is given for each test: a call's arguments, a standard input, or (assert-style)
+    the calls to evaluate. Never an expected value."""
+    if tests.get("testtype") == "code":
+        return [call_sources(asserts) for asserts in tests["asserts"]]
+    if tests.get("fn_name"):
+        return [call_of(x) for x in tests["inputs"]]
+    return [str(x) for x in tests["inputs"]]
+
+
+def start(code, tests, workdir, uid, limits, kind):
+    """Launch one program's interpreter, in a jail of this kind (None: --unsafe-code); it gets the code
+    and the inputs, never the expected outputs."""
+    job = {"code": code, "fn_name": tests.get("fn_name"), "inputs": program_inputs(tests), "uid": uid,
+           "mode": tests.get("testtype"), "cwd": "/tmp" if kind else None,
            "allowed": ALLOWED_MODULES, "typing": TYPING_PRELUDE, "preload": [m for m in ALLOWED_MODULES if m in code],
            "limits": {k: limits[k] for k in ("cpu", "mem", "files", "print")}}
-    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", HARNESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, cwd=workdir, env={"PATH": "/usr/bin:/bin"},
-                            start_new_session=True)
+    jail_part = jail_argv(kind, workdir) if kind else []
+    proc = subprocess.Popen(jail_part + [interpreter(), "-I", "-S", "-c", HARNESS], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir,
+                            env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
     with contextlib.suppress(OSError):   # it died at once (a limit): it scores 0 below
         proc.stdin.write(json.dumps(job).encode())
         proc.stdin.close()
@@ -278,16 +590,30 @@ def stop(proc):
     proc.stdout.close()
 
 
+def nesting(text):
+    """The deepest [ / { nesting of a JSON text (brackets inside strings do not count)."""
+    depth = deepest = 0
+    for ch in re.findall(r"[\[\]{}]", re.sub(r'"(?:[^"\\]|\\.)*"', "", text)):
+        depth += 1 if ch in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def read_line(line):
+    """One outcome line a program sent, or an error outcome (for it alone) if it is not JSON or nests
+    deeper than MAX_DEPTH (the decoder's recursion would otherwise stop the whole batch)."""
+    if nesting(line) > MAX_DEPTH:
+        return ["error", "output nested too deep"]
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return ["error", "unreadable output"]
+
+
 def outcomes_of(buf, n_tests, timed_out):
     """The per-test outcomes a program sent (one JSON line each), completed to one per test: the test
     it was running when stopped is a timeout (or a crash), the ones after it never ran."""
-    outcomes = []
-    for line in bytes(buf).decode(errors="replace").splitlines()[:n_tests]:
-        try:
-            out = json.loads(line)
-        except ValueError:
-            out = ["error", "unreadable output"]
-        outcomes.append(out)
+    outcomes = [read_line(line) for line in bytes(buf).decode(errors="replace").splitlines()[:n_tests]]
     if len(outcomes) < n_tests and timed_out:
         outcomes.append(["timeout"])
     elif len(outcomes) < n_tests and not (outcomes and outcomes[-1][:1] == ["error"]):   # (after an error: not run)
@@ -308,6 +634,9 @@ def run_programs_detailed(jobs, limits=None):
     results = [(0.0, None)] * len(unique)
     todo = [(i, code, parse_tests(tests)) for (code, tests), i in unique.items()]
     todo = [(i, code, t) for i, code, t in todo if t is not None and isinstance(code, str)]
+    if todo:
+        check_jail()
+    kind = jail()
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     with tempfile.TemporaryDirectory(prefix="sandbox-") as tmp:
         running, sel = {}, selectors.DefaultSelector()
@@ -316,24 +645,28 @@ def run_programs_detailed(jobs, limits=None):
             i, tests, proc, _, buf = running.pop(fd)
             sel.unregister(proc.stdout)
             stop(proc)
-            # out of CPU seconds (RLIMIT_CPU: SIGXCPU) is out of time too, whichever limit struck first
-            timed_out = timed_out or proc.returncode == -signal.SIGXCPU
+            # out of CPU seconds (RLIMIT_CPU: SIGXCPU; through unshare's shell 128 + SIGXCPU) is out of time too
+            timed_out = timed_out or proc.returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+            n = len(tests["outputs"])
             if len(buf) > limits["result"]:   # over the cap: nothing it claimed is read
-                results[i] = (0.0, [["error", "output over the size limit"]] + [["not run"]] * (len(tests["outputs"]) - 1))
+                results[i] = (0.0, [["error", "output over the size limit"]] + [["not run"]] * (n - 1))
                 return
-            outcomes = outcomes_of(buf, len(tests["outputs"]), timed_out)
-            results[i] = (1.0 if passes(outcomes, tests) else 0.0, outcomes)
+            try:
+                outcomes = outcomes_of(buf, n, timed_out)
+                results[i] = (1.0 if passes(outcomes, tests) else 0.0, outcomes)
+            except Exception:   # whatever it sent, it can only ever zero itself
+                results[i] = (0.0, [["error", "unreadable output"]] + [["not run"]] * (n - 1))
 
         while todo or running:
             while todo and len(running) < PARALLEL:    # start up to PARALLEL programs
                 i, code, tests = todo.pop(0)
-                uid = UID_BASE + i % 1000 if as_root else None
+                uid = UID_BASE + i % 1000 if as_root and not kind else None   # (in a jail: the jail's user)
                 workdir = os.path.join(tmp, str(i))
                 os.mkdir(workdir, 0o700)
                 if uid is not None:
                     os.chown(workdir, uid, uid)
                 lim = limits_for(tests, limits)
-                proc = start(code, tests, workdir, uid, lim)
+                proc = start(code, tests, workdir, uid, lim, kind)
                 running[proc.stdout.fileno()] = (i, tests, proc, time.monotonic() + lim["wall"], bytearray())
                 sel.register(proc.stdout, selectors.EVENT_READ)
             deadline = min(r[3] for r in running.values())

@@ -41,6 +41,7 @@ import os
 import pickle
 import random
 import re
+import sys
 import zlib
 
 from collections import Counter
@@ -278,6 +279,9 @@ def builtin_split(name, split, n, seed=0, allow_fewer=False):
 KINDS = ("math", "mcq", "gpqa", "tooluse", "code", "bfcl", "zebralogic")
 
 
+WARNED = set()   # the files whose unusable code tests were already reported
+
+
 def load_records(path):
     """Records of a JSON list or a JSON-lines file; a bad record raises ValueError naming file:line."""
     with open(path, encoding="utf-8") as f:
@@ -304,6 +308,12 @@ def load_records(path):
         records.append(r)
     if not records:
         raise ValueError(f"{path}: no records")
+    unusable = sum(r["kind"] == "code" and parse_tests(r.get("tests") or "") is None for r in records)
+    if unusable and path not in WARNED:
+        WARNED.add(path)
+        print(f"warning: {path}: {unusable} of {sum(r['kind'] == 'code' for r in records)} code records have tests the "
+              f"grader cannot use (JSON with equal-length 'inputs' and 'outputs' lists; assert tests made of plain "
+              f"asserts): they always score 0", file=sys.stderr)
     return records
 
 
@@ -410,8 +420,17 @@ class _StringsOnly(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refused: {module}.{name}")
 
 
-def lcb_private_tests(encoded):
-    return json.loads(_StringsOnly(io.BytesIO(zlib.decompress(base64.b64decode(encoded)))).load())
+LCB_MAX_BYTES = 256 * 2**20   # the largest decompressed private tests accepted (a zip bomb stops here)
+
+
+def lcb_private_tests(encoded, max_bytes=LCB_MAX_BYTES):
+    """LiveCodeBench's private tests: base64 of zlib of a pickled JSON string, decompressed to at most
+    max_bytes (ValueError beyond)."""
+    inflater = zlib.decompressobj()
+    data = inflater.decompress(base64.b64decode(encoded), max_bytes)
+    if inflater.unconsumed_tail:
+        raise ValueError(f"private tests decompress to more than {max_bytes // 2**20} MB (refused)")
+    return json.loads(_StringsOnly(io.BytesIO(data)).load())
 
 
 LCB_V6 = ("2025-02-01", "2025-05-01")   # the release's LiveCodeBench v6 window: contest_date in [from, until)
@@ -441,10 +460,13 @@ def adapt_livecodebench(row):
 
 def adapt_dolci_code(row):
     """allenai/Dolci-Think-RL-7B: prompt, ground_truth (list of str), dataset (list of str). Its code
-    rows: ground_truth holds test code (asserts) run after the program, the release's 'code' test type."""
+    rows: ground_truth holds test code (asserts) run after the program, the release's 'code' test type. The
+    sandbox parses the asserts and never runs test code in the program: a row with other statements is dropped."""
     if "code" not in (row.get("dataset") or []) or not row.get("ground_truth"):
         return None
     tests = {"inputs": list(row["ground_truth"]), "outputs": [None] * len(row["ground_truth"]), "testtype": "code"}
+    if parse_tests(tests) is None:
+        return None
     return _record(CODE_PROMPT.format(problem=row["prompt"]), "", "code", "code", tests=json.dumps(tests))
 
 
@@ -571,6 +593,15 @@ def one_line(exc):
     """An exception as one line: the message of a ValueError/OSError, else 'Type: first line'."""
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return msg if isinstance(exc, (ValueError, OSError)) and msg else f"{type(exc).__name__}: {msg}"
+
+
+def has_code(name):
+    """Whether a task or benchmark (built-in, file or hub) holds code records, graded in the sandbox."""
+    if name in GENERATORS:
+        return builtin_split(name, "test", 1, 0)[0]["kind"] == "code"
+    if name.startswith("hf:"):
+        return name.split(":")[1] in ("dolci_code", "livecodebench")
+    return any(r.get("kind") == "code" for r in task_records(name))
 
 
 def check_task(name):
@@ -763,7 +794,7 @@ def code_feedback(response, tests, outcomes):
             return f"Runtime Error\n{out[1]}\n\nLast Executed Input\n{shown(inputs[k])}"
         if out[0] == "timeout":
             return f"Time Limit Exceeded\n\nLast Executed Input\n{shown(inputs[k])}"
-    wrong = [k for k, out in enumerate(outcomes) if not passed_test(out, expected[k], tests)]
+    wrong = [k for k, out in enumerate(outcomes) if not passed_test(out, tests, k)]
     wrong = sorted(wrong, key=lambda k: len(str(inputs[k])) + len(str(outcomes[k][1:])))[:2]
     return "\n\n".join(f"Test Case {k + 1}: Wrong Answer\n\nInput\n{shown(inputs[k])}\n\nOutput\n"
                        f"{str(outcomes[k][1]).strip()[:250]}\n\nExpected\n{str(expected[k]).strip()[:250]}"

@@ -25,7 +25,7 @@ import plots
 import tasks
 from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, global_sum, init_distributed, is_main,
                    my_share, rank_and_world, save_checkpoint, shard)
-from rollout import check_dir_flag, collect, drop_long_prompts, load_model, per_seed
+from rollout import check_code_jail, check_dir_flag, collect, drop_long_prompts, load_model, per_seed
 
 
 def train_records(task, n=4000, seed=0):
@@ -147,6 +147,7 @@ def train_one_task(ap, args, method_name, make_method):
             else records[:args.eval_n]
     except Exception as e:  # a bad file names file:line; a hub task that cannot be fetched says why
         ap.error(f"--task / --eval-n: {tasks.one_line(e)}")
+    check_code_jail(ap, args, [args.task])
     if args.out:
         check_dir_flag(ap, "--out", args.out)
     out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")

