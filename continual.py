@@ -286,12 +286,17 @@ def main(argv=None):
     dirs = [os.path.join(args.runs_dir, (f"{args.name}-s{one.seed}" if len(seeds) > 1 else args.name)
                          if args.name else run_dir_name(one, configs, defaults)) for one in seeds]
     device = init_distributed(args.device, args.threads)   # torchrun: data parallel; rank 0 alone writes the run directory
-    for one, run_dir in zip(seeds, dirs):   # every directory is checked before any work starts
-        claim_run_dir(ap, one, run_dir, stages, benchmarks)
-    t_start = time.time()
-    base_evals = {}   # the base is evaluated once for all the seeds (same test prompts, same evaluation seed)
-    all_results = [run_seed(one, run_dir, stages, benchmarks, configs, device, base_evals)
-                   for one, run_dir in zip(seeds, dirs)]
+    try:
+        for one, run_dir in zip(seeds, dirs):   # every directory is checked before any work starts
+            claim_run_dir(ap, one, run_dir, stages, benchmarks)
+        t_start = time.time()
+        base_evals = {}   # the base is evaluated once for all the seeds (same test prompts, same evaluation seed)
+        all_results = [run_seed(one, run_dir, stages, benchmarks, configs, device, base_evals)
+                       for one, run_dir in zip(seeds, dirs)]
+    except OSError as e:   # a file of the run directory that cannot be read or written (a directory in its
+        # place, a link loop, an immutable file, a full disk): one line naming it; completed stages stay
+        fail(f"{e.filename or 'a file of the run directory'}: {e.strerror or e}. Completed stages are kept: "
+             f"repair or move that path and rerun the same command")
     if not is_main():
         return None
     if len(seeds) == 1:
@@ -319,13 +324,22 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks):
     """Make sure run_dir holds this run or nothing (--overwrite replaces another run), then write config.json."""
     config_path = os.path.join(run_dir, "config.json")
     fingerprint = fingerprint_of(args, stages, benchmarks)
-    if is_main() and os.path.exists(config_path):
-        with open(config_path) as f:
-            old = json.load(f)
+    progress_path = os.path.join(run_dir, "progress.json")
+    if is_main() and os.path.isfile(config_path):
+        try:
+            with open(config_path) as f:
+                old = json.load(f)
+        except ValueError as e:
+            fail(f"{config_path} is damaged ({tasks.one_line(e)}); it says which command {run_dir} belongs to. Restore "
+                 f"it from a copy and rerun, or use --name for a new run (--overwrite would delete the completed stages)")
         if old != fingerprint:
             if not args.overwrite:
                 ap.error(f"{run_dir} holds a different run; use --name for a new one or --overwrite to replace it")
             shutil.rmtree(run_dir)
+    elif is_main() and not args.overwrite and os.path.exists(progress_path):
+        fail(f"{config_path} is missing, but {run_dir} holds a run's completed stages (progress.json), so it cannot be "
+             f"checked against this command. Restore config.json from a copy and rerun, or use --name for a new run "
+             f"(--overwrite would delete the completed stages)")
     elif is_main() and os.path.isdir(run_dir) and os.listdir(run_dir):
         if not args.overwrite:
             ap.error(f"{run_dir} exists and is not a run of continual.py; use --overwrite to replace it")
@@ -385,6 +399,11 @@ def fail(message):
 def load_progress(path):
     """progress.json (which stages are done), or {} for a new run; a damaged one stops the run."""
     if not os.path.exists(path):
+        done = os.path.join(os.path.dirname(path), "checkpoints")
+        if os.path.isdir(done) and os.listdir(done):
+            print(f"warning: {path} is missing, so no stage is known to be complete: every stage is trained again "
+                  f"and the checkpoints in {done} are replaced as it goes (restore progress.json from a copy to "
+                  f"keep them)", file=sys.stderr)
         return {}
     try:
         progress = json.load(open(path))
@@ -392,8 +411,8 @@ def load_progress(path):
             isinstance(v, dict) and ("stages" in v or k == "base") for k, v in progress.items()), "unexpected content"
         return progress
     except (ValueError, AssertionError) as e:
-        fail(f"{path} is damaged ({tasks.one_line(e)}). It records the completed stages: restore it from a copy, "
-             f"or rerun with --overwrite to start this run again")
+        fail(f"{path} is damaged ({tasks.one_line(e)}). It records the completed stages: restore it from a copy and "
+             f"rerun the same command, or use --name for a new run (--overwrite would delete the completed stages)")
 
 
 def checked_log(log_path):

@@ -85,6 +85,17 @@ STOPS = {   # damage -> the file the message must name
         r / "checkpoints" / RUN / "stage1-math" / "config.json").write_text("{{{")), "stage1-math"),
     "responses/base.json garbage": (lambda r: (as_if_stage_2_was_lost(r), (r / "responses" / "base.json").write_text(
         "[1, 2")), "base.json"),
+    # issue 29: these ended in tracebacks, or advised --overwrite (which deletes the completed stages)
+    "run config.json garbage": (lambda r: (r / "config.json").write_text("{{{"), "config.json"),
+    "run config.json deleted": (lambda r: os.remove(r / "config.json"), "config.json"),
+    "progress.json replaced by a directory": (lambda r: (os.remove(r / "progress.json"), os.mkdir(r / "progress.json")),
+                                              "progress.json"),
+    "results.json replaced by a directory": (lambda r: (os.remove(r / "results.json"), os.mkdir(r / "results.json")),
+                                             "results.json"),
+    "log.jsonl replaced by a directory": (lambda r: (as_if_stage_2_was_lost(r), os.remove(r / "log.jsonl"),
+                                                     os.mkdir(r / "log.jsonl")), "log.jsonl"),
+    "log.jsonl a symlink loop": (lambda r: (as_if_stage_2_was_lost(r), os.remove(r / "log.jsonl"),
+                                            os.symlink("log.jsonl", r / "log.jsonl")), "log.jsonl"),
 }
 
 
@@ -95,6 +106,7 @@ def test_damage_that_stops_with_a_message(case, finished, tmp_path, capsys):
     assert code == 1, out.err
     lines = out.err.strip().splitlines()
     assert lines[-1].startswith("error: ") and names in lines[-1] and ("rerun" in lines[-1] or "restore" in lines[-1])
+    assert "--overwrite" not in lines[-1] or "--overwrite would delete" in lines[-1]   # no advice loses finished work
 
 
 RECOVERS = {   # damage -> a phrase the warning must hold
@@ -115,6 +127,7 @@ RECOVERS = {   # damage -> a phrase the warning must hold
         lambda r: shutil.rmtree(r / "checkpoints" / RUN / "stage1-math"), "trained again"),
     "responses/base.json deleted (what the message says to do)": (
         lambda r: os.remove(r / "responses" / "base.json"), "evaluating it again"),
+    "progress.json deleted (once a silent retrain)": (lambda r: os.remove(r / "progress.json"), "trained again"),
 }
 
 
