@@ -320,10 +320,15 @@ PURE = {"abs": abs, "len": len, "sorted": sorted, "set": frozenset, "frozenset":
 TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict, "tuple": (list, tuple),
          "set": (set, frozenset)}
 COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-           ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
-           ast.NotIn: lambda a, b: a not in b, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+           ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: contains(b, a),
+           ast.NotIn: lambda a, b: not contains(b, a), ast.Is: operator.is_, ast.IsNot: operator.is_not}
 NUMBERS_ONLY = {ast.Mult: operator.mul, ast.Mod: operator.mod, ast.Div: operator.truediv,
                 ast.FloorDiv: operator.floordiv, ast.Sub: operator.sub}
+
+
+def contains(container, item):
+    """`item in container` on the grader's values (a set's or dict's items are hashable: lists as tuples)."""
+    return (hashable(item) if isinstance(container, (frozenset, dict)) else item) in container
 
 
 def is_type_name(node):

@@ -296,6 +296,7 @@ def test_assert_tests_are_decided_here():
     ("assert not f(2)", [False], True), ("assert f(2) is None", [None], True), ("assert f(2) is None", [0], False),
     ("assert isinstance(f(1), int) and f(2) > 0", [5, 1], True), ("assert isinstance(f(1), str)", [5], False),
     ("assert len(Solution().g([1, 2])) == 2", [[7, 8]], True), ("assert f(1) in [1, 2, 3]", [2], True),
+    ("assert f(1) in {(1, 2), (3, 4)}", [[3, 4]], True), ("assert f(1) not in {'a': 1}", ["a"], False),
     ("assert f(1) * 10 == 30", [3], True), ("assert f(1) * 10 == 30", ["3"], False),   # (no string repetition)
     ("assert f(1) == 3", [], False), ("assert f(1) == 3", None, False),
 ])
@@ -417,13 +418,15 @@ def test_as_a_normal_user_every_attack_holds():
     tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="sandbox-as-user-"))   # (pytest's tmp_path is root's alone)
     os.chmod(tmp_path, 0o755)
     shutil.copy(os.path.join(ROOT, "sandbox.py"), tmp_path / "sandbox.py")
-    programs = list(ATTACKS.values()) + list(HONEST.values())
-    (tmp_path / "programs.json").write_text(json.dumps(programs))
+    new = [name for name in ATTACKS if name.startswith(("shutdown", "mk", "a built-in"))]
     with open(SECRET, "w") as f:
         f.write('{"outputs": [11, 12]}\n')
     if os.path.exists(MARK):
         os.remove(MARK)
-    for kind in sandbox.JAILS:
+    for kind in sandbox.JAILS:   # the whole table in the first jail, the attacks that need a jail in the others
+        names = list(ATTACKS) if kind == sandbox.JAILS[0] else new
+        programs = [ATTACKS[n] for n in names] + list(HONEST.values())
+        (tmp_path / "programs.json").write_text(json.dumps(programs))
         script = (f"import json, sys\nsys.path.insert(0, {str(tmp_path)!r})\nimport sandbox\nsandbox.JAILS = ({kind!r},)\n"
                   f"assert sandbox.jail() == {kind!r}, 'no jail'\nprograms = json.load(open({str(tmp_path / 'programs.json')!r}))\n"
                   f"print(json.dumps(sandbox.run_programs([(p, {TESTS!r}) for p in programs])))")
@@ -431,8 +434,8 @@ def test_as_a_normal_user_every_attack_holds():
                              cwd=tmp_path, timeout=600)
         assert out.returncode == 0, out.stderr[-2000:]
         scores = json.loads(out.stdout)
-        failed = [name for name, s in zip(ATTACKS, scores) if s != 0.0]
-        assert not failed and scores[len(ATTACKS):] == [1.0] * len(HONEST), (kind, failed)
+        failed = [name for name, s in zip(names, scores) if s != 0.0]
+        assert not failed and scores[len(names):] == [1.0] * len(HONEST), (kind, failed)
         assert not os.path.exists(MARK) and nothing_reached_the_listener()
         a, b = two_graders_at_once((kind,), python=python, root=str(tmp_path), user=user)
         assert (a, b) == ("[0.0]", "[1.0]"), kind
