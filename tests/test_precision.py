@@ -11,8 +11,8 @@ import rollout
 import sdpo
 
 
-def displacement(dtype, steps=100, lr=1e-6):
-    """‖θ_100 − θ_0‖ after `steps` AdamW steps of next-token loss on one fixed batch."""
+def displacement(dtype, steps=30, lr=1e-6):
+    """‖θ_30 − θ_0‖ after `steps` AdamW steps of next-token loss on one fixed batch."""
     torch.manual_seed(0)
     model, _ = rollout.load_model("tiny", "cpu", dtype)
     start = [p.detach().float().clone() for p in model.parameters()]
