@@ -423,8 +423,9 @@ def test_as_a_normal_user_every_attack_holds():
         f.write('{"outputs": [11, 12]}\n')
     if os.path.exists(MARK):
         os.remove(MARK)
-    for kind in sandbox.JAILS:   # the whole table in the first jail, the attacks that need a jail in the others
-        names = list(ATTACKS) if kind == sandbox.JAILS[0] else new
+    kinds = [k for k in sandbox.JAILS if sandbox.first_working_jail((k,))]   # (the ones this machine has)
+    for kind in kinds:   # the whole table in the first jail, the attacks that need a jail in the others
+        names = list(ATTACKS) if kind == kinds[0] else new
         programs = [ATTACKS[n] for n in names] + list(HONEST.values())
         (tmp_path / "programs.json").write_text(json.dumps(programs))
         script = (f"import json, sys\nsys.path.insert(0, {str(tmp_path)!r})\nimport sandbox\nsandbox.JAILS = ({kind!r},)\n"
