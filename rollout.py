@@ -678,10 +678,9 @@ def drop_long_prompts(tok, records, max_len, what="records"):
 
 
 def configure_run(args):
-    """Settings that hold for the whole run: the chat template's thinking switch, --unsafe-code."""
+    """Settings that hold for the whole run: the chat template's thinking switch (--unsafe-code: check_code_jail)."""
     global ENABLE_THINKING
     ENABLE_THINKING = getattr(args, "enable_thinking", None)
-    sandbox.ALLOW_UNJAILED = bool(getattr(args, "unsafe_code", False))
 
 
 def check_code_jail(ap, args, names):

@@ -39,6 +39,13 @@ PORT = LISTENER.getsockname()[1]
 HARNESS_MARK = "job = json.loads(sys.stdin.read())"   # in the command line of every harness process
 
 
+def write_secret():
+    """The stand-in task file, readable by every user (the jail, not the file's mode, must keep it out)."""
+    with open(SECRET, "w") as f:
+        f.write('{"outputs": [11, 12]}\n')
+    os.chmod(SECRET, 0o644)
+
+
 def at_shutdown(keep_alive, command):
     """A program that keeps an object alive (keep_alive: one line, `E()` the object); the object is freed at
     interpreter shutdown, after CPython has cleared the audit hooks, and its __del__ then execs a shell
@@ -160,6 +167,9 @@ ATTACKS.update({
 })
 
 
+JAIL_ONLY = [name for name in ATTACKS if name.startswith(("shutdown", "mk", "a built-in"))]   # the 9 of issue 29
+
+
 def sandbox_processes():
     """The pids of harness interpreters and of any process of the sandbox's uids, now."""
     out = subprocess.run(["ps", "-eo", "uid=,pid=,args="], capture_output=True, text=True).stdout.split("\n")
@@ -187,9 +197,7 @@ def nothing_reached_the_listener():
 def test_every_attack_grades_zero_and_leaves_nothing(monkeypatch):
     monkeypatch.setenv("SECRET_TOKEN", "hunter2")
     open(KEEP, "w").close()
-    with open(SECRET, "w") as f:
-        f.write('{"outputs": [11, 12]}\n')
-    os.chmod(SECRET, 0o644)
+    write_secret()
     if os.path.exists(MARK):
         os.remove(MARK)
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -363,11 +371,10 @@ def test_each_jail_holds_the_new_attacks_and_passes_honest_programs(kind, monkey
     if sandbox.first_working_jail((kind,)) is None:
         pytest.skip(f"no working {kind} here")
     monkeypatch.setattr(sandbox, "JAILS", (kind,))
-    with open(SECRET, "w") as f:
-        f.write('{"outputs": [11, 12]}\n')
+    write_secret()
     if os.path.exists(MARK):
         os.remove(MARK)
-    new = [name for name in ATTACKS if name.startswith(("shutdown", "mk", "a built-in"))]
+    new = JAIL_ONLY
     before = sandbox_processes()
     scores = sandbox.run_programs([(ATTACKS[n], TESTS) for n in new] + [(p, TESTS) for p in HONEST.values()]
                                   + [(RIGHT_ADD, ASSERT_TESTS)])
@@ -418,9 +425,8 @@ def test_as_a_normal_user_every_attack_holds():
     tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="sandbox-as-user-"))   # (pytest's tmp_path is root's alone)
     os.chmod(tmp_path, 0o755)
     shutil.copy(os.path.join(ROOT, "sandbox.py"), tmp_path / "sandbox.py")
-    new = [name for name in ATTACKS if name.startswith(("shutdown", "mk", "a built-in"))]
-    with open(SECRET, "w") as f:
-        f.write('{"outputs": [11, 12]}\n')
+    new = JAIL_ONLY
+    write_secret()
     if os.path.exists(MARK):
         os.remove(MARK)
     kinds = [k for k in sandbox.JAILS if sandbox.first_working_jail((k,))]   # (the ones this machine has)
