@@ -38,27 +38,25 @@ RANK_FRAC, MASK_Q = 0.1, 0.1
 # ----------------------------------------------------------------------------------------------
 # Parameter drift (A4–A6), one matrix at a time
 # ----------------------------------------------------------------------------------------------
-def normalized_spectral_shift(W, W2):
-    """(A4) NSS = ‖σ(W') − σ(W)‖₂ / ‖σ(W)‖₂ (singular values in float64, descending)."""
-    s, s2 = torch.linalg.svdvals(W.double()), torch.linalg.svdvals(W2.double())   # [min(m, n)]
+def svd64(W):
+    """The thin SVD in float64: (U [m, k], S [k] descending, Vh [k, n]), k = min(m, n)."""
+    return torch.linalg.svd(W.double(), full_matrices=False)
+
+
+def normalized_spectral_shift(S, S2):
+    """(A4) NSS = ‖σ(W') − σ(W)‖₂ / ‖σ(W)‖₂, from the two spectra S = σ(W), S2 = σ(W') (descending)."""
     # (A4) ‖σ(W') − σ(W)‖₂ / ‖σ(W)‖₂
-    return (torch.linalg.vector_norm(s2 - s) / torch.linalg.vector_norm(s)).item()
+    return (torch.linalg.vector_norm(S2 - S) / torch.linalg.vector_norm(S)).item()
 
 
-def top_subspace(W, r, side="left"):
-    """Orthonormal basis of the top-r left (columns of U) or right (columns of V) singular subspace."""
-    U, _, Vh = torch.linalg.svd(W.double(), full_matrices=False)
-    return U[:, :r] if side == "left" else Vh[:r].T                                 # [m, r] or [n, r]
+def principal_angles(B, B2):
+    """(A5) Principal angles (degrees, ascending) between the subspaces spanned by the orthonormal
+    columns of B and B2 [m, r]: the top-r left (U_r) or right (V_r) singular vectors of W and W'.
 
-
-def principal_angles(W, W2, r, side="left"):
-    """(A5) Principal angles (degrees, ascending) between the top-r singular subspaces of W and W'.
-
-    cos θ_k = singular values of U_rᵀ U'_r. The largest angle (the last) is the one reported.
+    cos θ_k = singular values of B_rᵀ B'_r. The largest angle (the last) is the one reported.
     """
-    U, U2 = top_subspace(W, r, side), top_subspace(W2, r, side)
     # (A5) cos θ_k = σ_k(U_rᵀ U'_r), clipped into [0, 1] against round-off
-    cos = torch.linalg.svdvals(U.T @ U2).clamp(0.0, 1.0)                              # [r], descending
+    cos = torch.linalg.svdvals(B.T @ B2).clamp(0.0, 1.0)                              # [r], descending
     return torch.rad2deg(torch.arccos(cos))                                           # ascending angles
 
 
@@ -70,23 +68,35 @@ def _top_mask(recon, q):
     return mask.view_as(recon)
 
 
-def principal_mask(W, r, q):
-    """(A6) Top-q fraction of the entries of |U_r Σ_r V_rᵀ|, as a bool mask."""
-    U, S, Vh = torch.linalg.svd(W.double(), full_matrices=False)
+def principal_mask(U, S, Vh, r, q):
+    """(A6) Top-q fraction of the entries of |U_r Σ_r V_rᵀ|, as a bool mask [m, n] (U, S, Vh: svd64(W))."""
     # (A6) the rank-r reconstruction U_r Σ_r V_rᵀ
     return _top_mask((U[:, :r] * S[:r]) @ Vh[:r], q)                                   # [m, n]
 
 
-def principal_mask_overlap(W, W2, r, q):
-    """(A6) {'iou': |M ∩ M'| / |M ∪ M'|, 'update_in_mask': ‖(W' − W)·M‖² / ‖W' − W‖²} (None if W' = W)."""
-    M, M2 = principal_mask(W, r, q), principal_mask(W2, r, q)
+def principal_mask_overlap(M, M2, update):
+    """(A6) {'iou': |M ∩ M'| / |M ∪ M'|, 'update_in_mask': ‖(W' − W)·M‖² / ‖W' − W‖²} (None if W' = W).
+
+    M, M2: the principal masks of W and W' [m, n]; update: W' − W [m, n].
+    """
     # (A6) overlap of the two principal masks, intersection over union
-    iou = (M & M2).sum().item() / (M | M2).sum().item()
-    update = (W2.double() - W.double())
+    iou = ((M & M2).sum() / (M | M2).sum()).item()
     energy = update.pow(2).sum().item()
     # (A6) share of the update's energy inside the base model's principal mask
     inside = update.pow(2)[M].sum().item() / energy if energy > 0 else None
     return {"iou": iou, "update_in_mask": inside}
+
+
+def matrix_drift(W, W2, r, q):
+    """(A4–A6) for one matrix: {'nss', 'angle' (the largest principal angle of the left and right top-r
+    subspaces, degrees), 'iou', 'in_mask'}. One SVD of each matrix feeds all three."""
+    (U, S, Vh), (U2, S2, Vh2) = svd64(W), svd64(W2)
+    left = principal_angles(U[:, :r], U2[:, :r])
+    right = principal_angles(Vh[:r].T, Vh2[:r].T)
+    overlap = principal_mask_overlap(principal_mask(U, S, Vh, r, q), principal_mask(U2, S2, Vh2, r, q),
+                                     W2.double() - W.double())
+    return {"nss": normalized_spectral_shift(S, S2), "angle": max(left[-1], right[-1]).item(),
+            "iou": overlap["iou"], "in_mask": overlap["update_in_mask"]}
 
 
 def layer_type(name):
@@ -123,19 +133,7 @@ def parameter_drift(before, after, rank_frac=RANK_FRAC, q=MASK_Q, device="cpu"):
             continue
         W, W2 = W.to(device, torch.float64), b[name].to(device, torch.float64)
         r = max(1, math.ceil(rank_frac * min(W.shape)))
-        (U, S, Vh), (U2, S2, Vh2) = torch.linalg.svd(W, full_matrices=False), torch.linalg.svd(W2, full_matrices=False)
-        # (A4) from the two spectra
-        nss = (torch.linalg.vector_norm(S2 - S) / torch.linalg.vector_norm(S)).item()
-        # (A5) largest principal angle, left (U) and right (V) subspaces
-        cos_left = torch.linalg.svdvals(U[:, :r].T @ U2[:, :r]).clamp(0.0, 1.0)
-        cos_right = torch.linalg.svdvals(Vh[:r] @ Vh2[:r].T).clamp(0.0, 1.0)
-        angle = torch.rad2deg(torch.arccos(torch.cat([cos_left, cos_right]).min())).item()
-        # (A6) masks of the two rank-r reconstructions
-        M, M2 = _top_mask((U[:, :r] * S[:r]) @ Vh[:r], q), _top_mask((U2[:, :r] * S2[:r]) @ Vh2[:r], q)
-        update = (W2 - W).pow(2)
-        energy = update.sum().item()
-        per[name] = {"nss": nss, "angle": angle, "iou": ((M & M2).sum() / (M | M2).sum()).item(),
-                     "in_mask": update[M].sum().item() / energy if energy > 0 else None}
+        per[name] = matrix_drift(W, W2, r, q)
 
     def summary(rows):
         def agg(key, f):

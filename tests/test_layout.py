@@ -113,6 +113,30 @@ def test_every_tag_is_computed_where_the_key_says():
     assert not missing, missing
 
 
+def calls_outside_tests():
+    """{function name: set of 'module:caller'} for every call in the top-level modules (not tests/)."""
+    calls = {}
+    for m, path in modules().items():
+        tree = ast.parse(open(path).read())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call):
+                    f = node.func
+                    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+                    if name and name != fn.name:
+                        calls.setdefault(name, set()).add(f"{m}:{fn.name}")
+    return calls
+
+
+def test_every_function_the_key_names_runs_outside_the_tests():
+    """The key must point at the code that runs, not at a copy that only the tests call (issue 30)."""
+    calls = calls_outside_tests()
+    never = [f"{tag}: {f}:{fn}" for tag, f, fn in key_rows() if fn not in calls]
+    assert not never, f"named in EQUATIONS.md but called by no project module: {never}"
+
+
 def test_the_key_matches_the_spec_when_it_is_beside_the_repository():
     spec = os.path.join(ROOT, "..", "shared", "SPEC.md")
     if not os.path.isfile(spec):
