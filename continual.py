@@ -144,14 +144,14 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
     if method == "sdpo":   # (T3) restart from θ_{k−1}, or carry (a mix of) the previous stage's teacher
         teacher = sdpo.stage_teacher(model, prev_teacher if settings["teacher_init"] == "carry" else None,
                                      settings["teacher_mix"])
-        steps = sdpo.make_sdpo(model, tok, opt, stage_args, teacher)
+        algorithm = sdpo.make_sdpo(model, tok, opt, stage_args, teacher)
     else:
-        steps = grpo.make_grpo(model, tok, opt, stage_args)
+        algorithm = grpo.make_grpo(model, tok, opt, stage_args)
     curve, rows, start = [], [], 0
     if resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
         load_optimizer(partial_dir, model, opt)
-        if steps["teacher"] is not None:
-            load_teacher(partial_dir, steps["teacher"])
+        if algorithm["teacher"] is not None:
+            load_teacher(partial_dir, algorithm["teacher"])
         curve, rows, start = resume["curve"], resume["rows"], resume["step"]
     curve_test = evaluate.benchmark_records(domain, args.curve_n, args.eval_seed) if args.curve_every > 0 else []
 
@@ -166,15 +166,15 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
             append_jsonl(log_path, row)
 
     try:
-        train.run_steps(model, tok, records, stage_args, steps, None, desc=f"{run_name} {stage_idx + 1}:{domain}",
+        train.run_steps(model, tok, records, stage_args, algorithm, None, desc=f"{run_name} {stage_idx + 1}:{domain}",
                         start_step=start, on_step=on_step)
     except Interrupted as e:  # Ctrl-C at a step boundary: save everything needed to continue exactly
         extra = {"partial.pt": {"run": run_name, "stage": stage_idx, "step": e.completed_steps,
                                 "rows": rows, "curve": curve}}
         # (sharded: every rank takes part, each writing its own shard of the optimizer and teacher)
-        save_checkpoint(model, tok, partial_dir, extra, opt=opt, teacher=steps["teacher"])
+        save_checkpoint(model, tok, partial_dir, extra, opt=opt, teacher=algorithm["teacher"])
         raise
-    return curve, rows, steps["teacher"]
+    return curve, rows, algorithm["teacher"]
 
 
 def parse_args(argv=None):

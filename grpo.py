@@ -6,7 +6,8 @@
 One step: take `--prompts-per-step` prompts, sample G responses each, grade them (binary reward),
 turn rewards into group-relative advantages (G1), and minimise the clipped surrogate (G2, G3) —
 optionally plus a k3 KL to the starting model (G4) — aggregated over tokens (G5). AdamW, gradient
-clipping at 1.0. train.py runs the loop; this file holds the equations and the update.
+clipping at 1.0. train.py runs the loop and takes the optimizer steps; this file holds the equations
+and the plan of the update (`grpo_plan`: which responses each optimizer step sees, and their loss).
 
 Which GRPO the paper compared (the release's `baseline_grpo.yaml`, docs/PROTOCOL.md): **four optimizer
 steps per rollout batch** (`--mini-batches 4`, the default here), each on a quarter of the batch in
@@ -22,12 +23,11 @@ Simplifications, on purpose (and what the release does instead):
   with the default rollout temperature 1 the two agree).
 """
 import argparse
-import os
 
 import torch
 
 import train
-from infra import clone_model, gathered, global_sum, local_blocks, optimizer_step
+from infra import clone_model, gathered, global_sum, local_blocks, sample_blocks_per_step
 from rollout import (add_common_args, batch_order, micro_batches, response_logits, token_entropy, token_logprobs,
                      validate_common_args)
 
@@ -121,42 +121,52 @@ def grpo_loss(logp, old_logp, advantages, mask, ref_logp=None, kl_coef=0.0, eps_
 # ----------------------------------------------------------------------------------------------
 # The GRPO update on one graded batch
 # ----------------------------------------------------------------------------------------------
-def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
-    """(G1) advantages, then `epochs × mini_batches` optimizer steps of the GRPO loss (G2–G5).
+def grpo_plan(model, batch, args, ref_model=None, pad_id=0):
+    """(G1) advantages and (G2) π_old for one batch, and its `epochs × mini_batches` optimizer steps: for
+    each, the micro-batches and the GRPO loss of one micro-batch (G2–G5). train.apply_plan takes the steps.
 
     batch: from train.sample_and_grade (prompt_ids, response_ids [N*G], rewards [N*G], group_size).
-    Returns the step's statistics. Raises NonFiniteError before a bad step (infra.optimizer_step).
     """
     # (G1) one advantage per response
     adv = group_advantages(batch["rewards"], batch["group_size"], args.adv_std)          # [N*G]
     # (G2) π_old: needed only when one batch feeds several optimizer steps; on-policy it is sg[π_θ]
     old = old_policy_logprobs(model, batch, args.micro_batch, pad_id) if several_steps(args) else None
     lengths = [len(r) for r in batch["response_ids"]]
-    totals = {"loss": 0.0, "clip_frac": 0.0, "entropy": 0.0, "kl": 0.0, "grad_norm": 0.0}
-    n_updates = 0
     seq_lengths = [len(p) + len(r) for p, r in zip(batch["prompt_ids"], batch["response_ids"])]
+    steps = []
     for mini in mini_batch_split(len(adv), batch["group_size"], args, seq_lengths):
-        # (G5) the whole mini-batch's token and sequence counts, over all ranks: every micro-batch
+        # (G5) the whole mini-batch's token and sequence counts (all processes): every micro-batch
         # divides by them, so summing micro-batch gradients gives the mini-batch gradient
         n_tok, n_seq = global_sum(sum(lengths[i] for i in mini)), global_sum(len(mini))
+        steps.append({"micro_batches": micro_batches_of(mini, lengths, args.micro_batch),
+                      "loss_of": lambda idx, n_tok=n_tok, n_seq=n_seq: grpo_micro_batch(
+                          model, batch, idx, adv, old, ref_model, args, pad_id, n_tok, n_seq),
+                      "tokens": max(1, sum(lengths[i] for i in mini))})   # (this process's: for the stats)
+    return {"steps": steps, "frozen": ref_model, "advantages": adv, "group_size": batch["group_size"]}
 
-        def loss_of(idx):
-            return grpo_micro_batch(model, batch, idx, adv, old, ref_model, args, pad_id, n_tok, n_seq)
-        with gathered(ref_model):   # sharded: the reference's forwards need no collective (infra.gathered)
-            loss, parts, grad_norm = optimizer_step(model, opt, micro_batches_of(mini, lengths, args.micro_batch),
-                                                    loss_of, args.max_grad_norm)
-        n_updates += 1
-        local_tok = max(1, sum(lengths[i] for i in mini))   # (entropy, clip fraction, kl: this rank's tokens)
+
+def grpo_stats(plan, results):
+    """The step's statistics, averaged over its optimizer steps: loss, clip fraction, entropy, k3 KL, ‖∇‖,
+    and the share of groups with a learning signal (not all rewards equal)."""
+    totals = {"loss": 0.0, "clip_frac": 0.0, "entropy": 0.0, "kl": 0.0, "grad_norm": 0.0}
+    for step, (loss, parts, grad_norm) in zip(plan["steps"], results):
         totals["loss"] += loss
         totals["grad_norm"] += grad_norm
-        totals["entropy"] += sum(p["entropy_sum"] for p in parts) / local_tok
-        totals["clip_frac"] += sum(p["clip_frac"] * p["tokens"] for p in parts) / local_tok
+        totals["entropy"] += sum(p["entropy_sum"] for p in parts) / step["tokens"]
+        totals["clip_frac"] += sum(p["clip_frac"] * p["tokens"] for p in parts) / step["tokens"]
         for p in parts:
-            totals["kl"] += p.get("kl", 0.0) * p["tokens"] / local_tok
-    stats = {key: v / max(1, n_updates) for key, v in totals.items()}
-    groups = adv.view(-1, batch["group_size"])                                            # [N, G]
+            totals["kl"] += p.get("kl", 0.0) * p["tokens"] / step["tokens"]
+    stats = {key: v / max(1, len(results)) for key, v in totals.items()}
+    groups = plan["advantages"].view(-1, plan["group_size"])                            # [N, G]
     stats["groups_with_signal"] = (groups.abs().sum(1) > 0).float().mean().item()
     return stats
+
+
+def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
+    """The whole update on one batch (the plan, its optimizer steps, the statistics): what one training
+    step does after sampling (bench.py, scripts/gpu_check.py and the tests call it on their own)."""
+    plan = grpo_plan(model, batch, args, ref_model, pad_id)
+    return grpo_stats(plan, train.apply_plan(model, opt, plan, args.max_grad_norm))
 
 
 def grpo_micro_batch(model, batch, idx, adv, old, ref_model, args, pad_id, n_tok, n_seq):
@@ -251,9 +261,10 @@ def rows_of(old, idx, like):
 
 
 def make_grpo(model, tok, opt, args):
-    """GRPO as a method for train.run_steps: an update, no teacher. (G4)'s reference is the starting model."""
+    """GRPO as a method for train.run_steps: its plan and statistics, no teacher. (G4)'s reference is the
+    starting model."""
     ref = clone_model(model).eval().requires_grad_(False) if args.kl_coef > 0 else None
-    return {"update": lambda batch, step: grpo_update(model, opt, batch, args, ref, tok.pad_token_id),
+    return {"plan": lambda batch, step: grpo_plan(model, batch, args, ref, tok.pad_token_id), "stats": grpo_stats,
             "after_step": None, "teacher": None, "optimizer": opt}
 
 
@@ -293,7 +304,7 @@ def validate_grpo_args(ap, args, used=True):
                               ("--mini-batches", args.mini_batches >= 1, ">= 1")]:
         if not ok:
             ap.error(f"{flag} must be {allowed}")
-    per_block = args.prompts_per_step // (args.sample_blocks or int(os.environ.get("WORLD_SIZE", "1")))
+    per_block = args.prompts_per_step // sample_blocks_per_step(args.sample_blocks)
     if used and per_block % args.mini_batches:
         ap.error(f"--mini-batches {args.mini_batches}: the mini-batches are equal slices of each sample block "
                  f"(whole groups with --mini-batch-order contiguous), so the {per_block} prompts per sample block "

@@ -137,12 +137,37 @@ def gather_lists(local):
     return [x for part in parts for x in part]
 
 
+def first_global_index(n_local):
+    """The index, in the whole batch (all ranks, in rank order), of this rank's first of its n_local
+    items: one all-gather (0 in one process)."""
+    return sum(gather_lists([n_local])[:rank_and_world()[0]])
+
+
 def my_share(n, rank=None, world=None):
     """The contiguous range of n items that this rank owns (n divisible by the world size)."""
     if rank is None:
         rank, world = rank_and_world()
     per = -(-n // world)
     return range(min(n, rank * per), min(n, (rank + 1) * per))
+
+
+def process_count():
+    """How many processes share the run (torchrun's world size; 1 without torchrun)."""
+    return rank_and_world()[1]
+
+
+def sample_blocks_per_step(sample_blocks=0):
+    """How many blocks a step's prompts are cut into: --sample-blocks, or one per process (read from
+    torchrun's environment, so that the flags can be checked before the process group exists)."""
+    return sample_blocks or int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def my_sample_blocks(sample_blocks=0):
+    """(blocks, this rank's block indices): a step's prompts are cut into `--sample-blocks` blocks
+    (default one per rank), each sampled under its own seed (train.sample_and_grade)."""
+    rank, world = rank_and_world()
+    blocks = sample_blocks or world
+    return blocks, my_share(blocks, rank, world)
 
 
 def local_blocks(sample_blocks=0):
@@ -376,40 +401,50 @@ def all_finite(t):
     return ok if rank_and_world()[1] == 1 or not hasattr(t, "to_local") else global_sum(0 if ok else 1) == 0
 
 
-def optimizer_step(model, opt, micro_batch_indices, loss_of, max_grad_norm):
-    """Accumulate `loss_of(idx)` over the micro-batches, check, clip, step.
+# ----------------------------------------------------------------------------------------------
+# The plumbing of one optimizer step (train.gradient_step reads as zero, backward, clip, step)
+# ----------------------------------------------------------------------------------------------
+def micro_batch_losses(model, micro_batch_indices, loss_of, stats):
+    """Yield loss_of(idx) for each micro-batch, appending its stats dict to `stats`.
 
-    loss_of(idx) -> (loss tensor, stats dict of floats) for one micro-batch; each loss must already
-    be divided by the *whole* batch's count (all ranks), so that the gradient summed over micro-batches
-    and ranks is the full-batch gradient whatever the split. Returns (total loss over all ranks, list
-    of the micro-batches' stats, the gradient's norm before clipping). Raises NonFiniteError before the
-    step on a non-finite loss or gradient (the weights stay as they were), and after it when the step
-    itself made a weight non-finite.
+    Sharded (torchrun): a rank that has run out of micro-batches while others have not yields an idle
+    loss (zero, through every weight), so that every rank takes part in every backward's collective.
     """
-    opt.zero_grad(set_to_none=True)
-    total, stats = torch.zeros(()), []
     n_local = len(micro_batch_indices)
     n_max = int(global_max(n_local)) if is_sharded(model) else n_local
     for k in range(n_max):
         if k < n_local:
             loss, st = loss_of(micro_batch_indices[k])
             stats.append(st)
+            yield loss
         else:   # sharded: this rank has run out of micro-batches, the others have not
-            loss = idle_loss(model)
-        loss.backward()                                  # sharded: the gradients are reduce-scattered (Σ ranks)
-        total = total + loss.detach().cpu()
-    for p in model.parameters():   # no data here (or no signal): zero gradients, and AdamW still steps
+            yield idle_loss(model)
+
+
+def checked_total(model, total):
+    """The step's loss summed over ranks, after its gradients are accumulated; NonFiniteError (before any
+    step: the weights stay as they were) on a non-finite loss or gradient. Weights that got no gradient
+    (no data here, or no signal) get zeros, and AdamW still steps, as the release does."""
+    for p in model.parameters():
         if p.requires_grad and p.grad is None:
             p.grad = torch.zeros_like(p)
     total = torch.tensor(global_sum(total.item()))
     check_finite(total, model)
-    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)   # ‖∇‖ before clipping
+    return total.item()
+
+
+def clip_gradients(model, max_grad_norm):
+    """Clip the whole gradient to norm max_grad_norm; returns its norm before clipping (sharded: whole)."""
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
     norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
-    opt.step()
-    for name, p in model.named_parameters():   # a step that overflows (--lr far too large) stops here
+    return norm.item()
+
+
+def check_weights(model):
+    """NonFiniteError when an optimizer step made a weight non-finite (--lr far too large)."""
+    for name, p in model.named_parameters():
         if not all_finite(p):
             raise NonFiniteError(f"the optimizer step made {name} non-finite (is --lr too large?)")
-    return total.item(), stats, norm.item()
 
 
 # ----------------------------------------------------------------------------------------------

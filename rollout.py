@@ -28,7 +28,7 @@ from transformers import StaticCache
 
 import sandbox
 import tasks
-from infra import gathered, is_main, is_sharded, under_torchrun
+from infra import gathered, is_main, is_sharded, shard, under_torchrun
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY_DIR = os.path.join(HERE, "tiny_model")
@@ -116,6 +116,13 @@ def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, 
         tok.pad_token = tok.eos_token
     model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok
+
+
+def load_policy(name="tiny", device="cpu", dtype=None, grad_checkpointing=False):
+    """The model to train: load_model, then under torchrun FSDP2 over the processes (infra.shard: each
+    keeps 1/N of the weights); in one process, the model as it is."""
+    model, tok = load_model(name, device, dtype, grad_checkpointing)
+    return shard(model, device), tok
 
 
 def attention_of(config):

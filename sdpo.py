@@ -28,8 +28,7 @@ import torch
 
 import tasks
 import train
-from infra import (NonFiniteError, all_finite, clone_model, gather_lists, gathered, global_sum, is_main, local_blocks,
-                   optimizer_step, rank_and_world)
+from infra import NonFiniteError, all_finite, clone_model, first_global_index, global_sum, is_main, local_blocks
 from rollout import (BUILT_IN_MODELS, add_common_args, batch_positions, chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, micro_batches,
                      response_logits, strip_think, token_entropy, validate_common_args)
 
@@ -188,19 +187,24 @@ def sdpo_loss(student_logp, teacher_logp, token_mask, beta=0.5, topk=None, num_t
     return (per_token * mask).sum() / denom, per_token
 
 
+def mask_seed(step_draw, index):
+    """The seed of response `index`'s token mask (S7): the step's draw and the response's place in the batch."""
+    return step_draw * 1_000_003 + index
+
+
 def token_keep_masks(lengths, mask_ratio, offset=0):
     """(S7) Token masking: each distilled token is kept with probability 1 − r (the release's `mask_ratio`).
 
-    lengths: |y_i| of this rank's responses; offset: the global index of its first response. Returns one
+    lengths: |y_i| of this process's responses; offset: the whole-batch index of its first. Returns one
     bool tensor [|y_i|] per response. Response j's draw has its own generator, seeded from the step's
-    RNG (train.run_steps seeds it per step, the same on every rank) and j, so the masks are
-    reproducible and do not depend on the micro-batch split or on how many ranks share the batch.
+    RNG (train.run_steps seeds it per step, the same in every process) and j, so the masks are
+    reproducible and do not depend on the micro-batch split or on how many processes share the batch.
     mask_ratio = 0 keeps every token.
     """
     if mask_ratio <= 0:
         return [torch.ones(n, dtype=torch.bool) for n in lengths]
     base = int(torch.randint(0, 2**31 - 1, ()))
-    gens = [torch.Generator().manual_seed(base * 1_000_003 + offset + i) for i in range(len(lengths))]
+    gens = [torch.Generator().manual_seed(mask_seed(base, offset + i)) for i in range(len(lengths))]
     # (S7) keep_{i,t} = [u_{i,t} ≥ r],  u ~ U(0, 1)
     return [torch.rand(n, generator=g) >= mask_ratio for n, g in zip(lengths, gens)]
 
@@ -231,22 +235,28 @@ def stage_teacher(student, ckpt_teacher=None, mix=1.0):
 
 
 @torch.no_grad()
-def ema_update(teacher, student, alpha):
-    """(T1) θ_T ← (1−α) θ_T + α θ, parameter by parameter. α = 0: frozen (bit-identical); α = 1: copy."""
-    if alpha == 0:
-        return teacher  # SDPO_0: the teacher never moves
+def move_teacher(teacher, student, rate):
+    """θ_T ← (1−rate) θ_T + rate·θ, parameter by parameter: rate 0 leaves the teacher bit-identical,
+    rate 1 copies the student exactly. T1 (rate α, every step) and T2 (rate γ, every K steps) both use it."""
+    if rate == 0:
+        return teacher
     for p_s in student.parameters():
         if not all_finite(p_s):
             raise NonFiniteError("student weights are not finite; the teacher is left as it was")
-    # (sharded under torchrun: teacher and student are cut the same way, so each rank updates its own
-    # shard of θ_T from its own shard of θ — no communication)
+    # (torchrun: teacher and student are cut the same way, so each process moves its own part of θ_T
+    # toward its own part of θ — no communication)
     for p_t, p_s in zip(teacher.parameters(), student.parameters()):
-        if alpha == 1:
+        if rate == 1:
             p_t.copy_(p_s)  # a hard restart, exact
         else:
-            # (T1) θ_T ← (1−α) θ_T + α θ
-            p_t.mul_(1 - alpha).add_(p_s.detach().to(p_t.dtype), alpha=alpha)
+            p_t.mul_(1 - rate).add_(p_s.detach().to(p_t.dtype), alpha=rate)
     return teacher
+
+
+def ema_update(teacher, student, alpha):
+    """(T1) The EMA teacher after every optimizer step. α = 0: frozen (SDPO_0); α = 1: a copy."""
+    # (T1) θ_T ← (1−α) θ_T + α θ
+    return move_teacher(teacher, student, alpha)
 
 
 def teacher_after_step(teacher, student, step, alpha, refresh_every=0, gamma=1.0):
@@ -257,7 +267,8 @@ def teacher_after_step(teacher, student, step, alpha, refresh_every=0, gamma=1.0
     """
     if refresh_every > 0:
         if step % refresh_every == 0:
-            ema_update(teacher, student, gamma)  # (T2) refresh point
+            # (T2) refresh point: θ_T ← (1−γ) θ_T + γ θ
+            move_teacher(teacher, student, gamma)
         return teacher
     return ema_update(teacher, student, alpha)   # (T1)
 
@@ -265,46 +276,61 @@ def teacher_after_step(teacher, student, step, alpha, refresh_every=0, gamma=1.0
 # ----------------------------------------------------------------------------------------------
 # The SDPO update on one graded batch
 # ----------------------------------------------------------------------------------------------
-def sdpo_update(model, teacher, opt, batch, args, tok, step):
-    """Teacher prompts (S1, S8), token masking (S7), teacher scoring (S2), GJSD loss (S3–S5), one step.
+def sdpo_plan(model, teacher, batch, args, tok, step):
+    """Teacher prompts (S1, S8) and token masking (S7) for one batch, and its one optimizer step: the
+    micro-batches of the responses with a teacher signal and the GJSD loss of one (S2–S5).
 
-    The teacher schedule (T1/T2) runs after this, in train.run_steps. Returns the step's statistics.
-    A step in which no response has a signal still calls the optimizer, with zero gradients, as the
-    release does: AdamW's moments decay and its step count moves, so the weights still move a little.
+    The teacher schedule (T1/T2) runs after the step, in train.run_steps. A step in which no response
+    has a signal still calls the optimizer, with zero gradients, as the release does: AdamW's moments
+    decay and its step count moves, so the weights still move a little.
     """
     B = len(batch["response_ids"])
     # the batch's order (the release's length-balanced one by default): it decides which success is "first"
     position = batch_positions(batch, local_blocks(args.sample_blocks), args.mini_batch_order)
-    # (S1, S8) the teacher's user turn for each response, and m_i = 1 where it has something to show
-    user_texts, m, _ = build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
-                                             batch["group_size"], args.cot, args.feedback, position)
+    # (S1, S8) the teacher's user turn for each response; has_demo[i] = m_i = 1 where it has something to show
+    user_texts, has_demo, _ = build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
+                                                    batch["group_size"], args.cot, args.feedback, position)
     lengths = [len(r) for r in batch["response_ids"]]
-    # (S7) the tokens distilled this step (every token unless --mask-ratio)
-    # (this rank's first response, globally: one all-gather, and only when tokens are masked)
-    offset = sum(gather_lists([B])[:rank_and_world()[0]]) if args.mask_ratio > 0 else 0
-    keep = token_keep_masks(lengths, args.mask_ratio, offset)
-    kept = [int(k.sum()) for k in keep]
-    signal = [i for i in range(B) if m[i] > 0 and kept[i] > 0]
-    stats = {"reprompt_frac": float((m > 0).float().mean()), "distilled_token_frac": sum(kept[i] for i in signal) / max(1, sum(lengths))}
-    # (S5) the whole batch's counts, over all ranks: distilled tokens (token-mean), responses (seq-mean)
-    n_tok, n_seq = global_sum(sum(kept[i] for i in signal)), global_sum(B)
+    # (S7) the tokens distilled this step (every token unless --mask-ratio); response i's draw is seeded
+    # by its index in the whole batch (all processes), so the masks do not depend on how it is split
+    offset = first_global_index(B) if args.mask_ratio > 0 else 0
+    token_keep = token_keep_masks(lengths, args.mask_ratio, offset)                # [|y_i|] bools, per response
+    n_kept = [int(k.sum()) for k in token_keep]                                     # tokens kept, per response
+    distilled = [i for i in range(B) if has_demo[i] > 0 and n_kept[i] > 0]          # the responses in the loss
+    n_distilled = sum(n_kept[i] for i in distilled)
+    stats = {"reprompt_frac": float((has_demo > 0).float().mean()),
+             "distilled_token_frac": n_distilled / max(1, sum(lengths))}
+    # (S5) the whole batch's counts (all processes): distilled tokens (token-mean), responses (seq-mean)
+    n_tok, n_seq = global_sum(n_distilled), global_sum(B)
     if n_tok == 0 and is_main():
         print(f"warning: step {step}: no response had a successful sibling, so no teacher signal; zero "
               f"gradient (AdamW still takes its step, as the release does)", file=sys.stderr)
 
     def loss_of(idx):
-        return sdpo_micro_batch(model, teacher, batch, idx, user_texts, keep, tok, args, n_tok, n_seq)
-    # only the responses with a signal are run (none on a rank without signal: zero gradient there)
-    micro = [[signal[j] for j in idx] for idx in micro_batches([lengths[i] for i in signal], args.micro_batch)]
-    with gathered(teacher):   # sharded: the teacher's forwards need no collective (infra.gathered)
-        loss, parts, grad_norm = optimizer_step(model, opt, micro, loss_of, args.max_grad_norm)
-    local_tok = max(1, sum(kept[i] for i in signal))
-    return {**stats, "loss": loss, "grad_norm": grad_norm, "js": sum(p["js_sum"] for p in parts) / local_tok,
-            "entropy": sum(p["entropy_sum"] for p in parts) / local_tok,
-            "teacher_entropy": sum(p["teacher_entropy_sum"] for p in parts) / local_tok, "skipped": int(n_tok == 0)}
+        return sdpo_micro_batch(model, teacher, batch, idx, user_texts, token_keep, tok, args, n_tok, n_seq)
+    # only the distilled responses are run (none in a process without signal: zero gradient there)
+    micro = [[distilled[j] for j in idx] for idx in micro_batches([lengths[i] for i in distilled], args.micro_batch)]
+    return {"steps": [{"micro_batches": micro, "loss_of": loss_of, "tokens": max(1, n_distilled)}],
+            "frozen": teacher, "stats": stats, "skipped": int(n_tok == 0)}
 
 
-def sdpo_micro_batch(model, teacher, batch, idx, user_texts, keep, tok, args, n_tok, n_seq):
+def sdpo_stats(plan, results):
+    """The step's statistics: reprompt and distilled shares, loss, ‖∇‖, and per distilled token the
+    GJSD, the student's and the teacher's entropies."""
+    (loss, parts, grad_norm), tokens = results[0], plan["steps"][0]["tokens"]
+    return {**plan["stats"], "loss": loss, "grad_norm": grad_norm, "js": sum(p["js_sum"] for p in parts) / tokens,
+            "entropy": sum(p["entropy_sum"] for p in parts) / tokens,
+            "teacher_entropy": sum(p["teacher_entropy_sum"] for p in parts) / tokens, "skipped": plan["skipped"]}
+
+
+def sdpo_update(model, teacher, opt, batch, args, tok, step):
+    """The whole update on one batch (the plan, its optimizer step, the statistics), without the teacher
+    schedule (bench.py, scripts/gpu_check.py and the tests call it on their own)."""
+    plan = sdpo_plan(model, teacher, batch, args, tok, step)
+    return sdpo_stats(plan, train.apply_plan(model, opt, plan, args.max_grad_norm))
+
+
+def sdpo_micro_batch(model, teacher, batch, idx, user_texts, token_keep, tok, args, n_tok, n_seq):
     """The SDPO loss of the responses `idx` (all with a teacher signal): (S2)–(S5). Returns (loss, stats).
 
     Full vocabulary (args.topk None, the built-in model's default): both fp32 log-softmaxes [b, T, V].
@@ -327,7 +353,7 @@ def sdpo_micro_batch(model, teacher, batch, idx, user_texts, keep, tok, args, n_
         with torch.no_grad():
             entropies = -(s_dist.exp() * s_dist).sum(-1), -(t_dist.exp() * t_dist).sum(-1)   # [b, T] each
     for j, i in enumerate(idx):   # (S7) masked tokens leave the loss
-        mask[j, :len(keep[i])] *= keep[i].to(mask.device, mask.dtype)
+        mask[j, :len(token_keep[i])] *= token_keep[i].to(mask.device, mask.dtype)
     loss, per_token = sdpo_loss(s_dist, t_dist, mask, args.beta, None, num_tokens=n_tok,
                                 mode=args.loss_agg, num_seqs=n_seq)                          # (S3)–(S5)
     with torch.no_grad():
@@ -343,7 +369,7 @@ def make_sdpo(model, tok, opt, args, teacher=None):
     teacher: the stage's teacher (continual.py builds it by T3); by default a fresh copy of the student.
     """
     teacher = stage_teacher(model) if teacher is None else teacher
-    return {"update": lambda batch, step: sdpo_update(model, teacher, opt, batch, args, tok, step),
+    return {"plan": lambda batch, step: sdpo_plan(model, teacher, batch, args, tok, step), "stats": sdpo_stats,
             "after_step": lambda step: teacher_after_step(teacher, model, step, args.alpha, args.refresh_every,
                                                           args.gamma),
             "teacher": teacher, "optimizer": opt}

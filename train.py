@@ -1,15 +1,18 @@
-"""train.py — the training loop, in one place: sample a group → grade → the method's update → teacher → log.
+"""train.py — the training loop, in one place: sample → grade → loss → backward → clip → step → teacher → log.
 
 grpo.py and sdpo.py hold the equations; each hands this loop a *method*, a plain dict:
 
-    {"update":     update(batch, step) -> stats    one or more optimizer steps on the graded batch
-                                                     (grpo.grpo_update, or sdpo.sdpo_update)
+    {"plan":       plan(batch, step) -> plan        the batch's optimizer steps: for each, its micro-batches
+                                                    and the loss of one micro-batch (grpo.grpo_plan: G1–G5,
+                                                    or sdpo.sdpo_plan: S1–S8)
+     "stats":      stats(plan, results) -> dict    what the step logs
      "after_step": after_step(step) or None        SDPO's teacher schedule (T1 EMA / T2 refresh)
-     "teacher":    the teacher model or None}      kept so that a Ctrl-C can save it
+     "teacher":    the teacher model or None,      kept so that a Ctrl-C can save it
+     "optimizer":  the AdamW optimizer}
 
-`run_steps` is the loop, read it top to bottom. `train_one_task` is what `python grpo.py` and
-`python sdpo.py` run: evaluate, train one task, evaluate, save. continual.py calls `run_steps` once
-per stage (C1).
+`run_steps` is the loop, read it top to bottom; `gradient_step` is one optimizer step. `train_one_task`
+is what `python grpo.py` and `python sdpo.py` run: evaluate, train one task, evaluate, save.
+continual.py calls `run_steps` once per stage (C1).
 """
 import json
 import os
@@ -23,9 +26,10 @@ from tqdm import tqdm
 import evaluate
 import plots
 import tasks
-from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, global_sum, init_distributed, is_main,
-                   my_share, rank_and_world, save_checkpoint, shard)
-from rollout import check_code_jail, check_dir_flag, collect, drop_long_prompts, load_model, per_seed
+from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, check_weights, checked_total,
+                   clip_gradients, gathered, global_sum, init_distributed, is_main, micro_batch_losses, my_sample_blocks,
+                   process_count, save_checkpoint)
+from rollout import check_code_jail, check_dir_flag, collect, drop_long_prompts, load_policy, per_seed
 
 
 def train_records(task, n=4000, seed=0):
@@ -46,19 +50,29 @@ def prompt_order(n_records, args):
     return order
 
 
-def sample_and_grade(model, tok, chosen, args, step):
-    """G responses for each of this rank's share of the step's prompts, graded (rollout.collect).
+def sample_seed(seed, step, block):
+    """The sampling seed of one block of one step: every step reproducible on its own (so a run resumes
+    exactly), and each block of prompts its own stream (block 0's is the one-process seed)."""
+    return seed * 100_003 + step + 1_000_003 * block
 
-    The step's prompts are cut into `--sample-blocks` blocks of whole prompts (default: one per rank),
-    each sampled under its own seed, so a step's samples do not depend on how many ranks share it
-    (a group never straddles two ranks). Block 0's seed is the single-process seed.
+
+def update_seed(seed, step):
+    """The update's own seed (SDPO's token masks, S7), the same in every process."""
+    return seed * 100_003 + step + 7
+
+
+def sample_and_grade(model, tok, chosen, args, step):
+    """G responses for each of this process's share of the step's prompts, graded (rollout.collect).
+
+    The step's prompts are cut into `--sample-blocks` blocks of whole prompts (default: one per process
+    under torchrun, infra.my_sample_blocks), each sampled under its own seed, so a step's samples do not
+    depend on how many processes share it (a group never straddles two). One process: one block.
     """
-    rank, world = rank_and_world()
-    blocks = args.sample_blocks or world
+    blocks, mine = my_sample_blocks(args.sample_blocks)
     per = len(chosen) // blocks
     parts = []
-    for b in my_share(blocks, rank, world):
-        torch.manual_seed(args.seed * 100_003 + step + 1_000_003 * b)  # reproducible per step and block
+    for b in mine:
+        torch.manual_seed(sample_seed(args.seed, step, b))
         try:
             parts.append(collect(model, tok, chosen[b * per:(b + 1) * per], args.group_size, args.max_new_tokens,
                                  args.temperature, args.top_p, sample_batch=args.sample_batch))
@@ -68,7 +82,7 @@ def sample_and_grade(model, tok, chosen, args, step):
             raise NonFiniteError(f"the policy's probabilities are not finite at step {step + 1} "
                                  f"(is --lr too large?)") from None
     batch = {k: [x for p in parts for x in p[k]] for k in ("records", "prompt_ids", "response_ids", "texts")}
-    batch["rewards"] = torch.cat([p["rewards"] for p in parts])    # [N*G] (this rank's prompts)
+    batch["rewards"] = torch.cat([p["rewards"] for p in parts])    # [N*G] (this process's prompts)
     batch["group_size"] = args.group_size
     return batch
 
@@ -85,7 +99,7 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
 
     on_step(step, row) runs after each logged step (continual.py: in-stage curve, its own log).
     """
-    order = prompt_order(len(records), args)
+    order, opt = prompt_order(len(records), args), method["optimizer"]
     bar = tqdm(range(start_step, args.steps), desc=desc, dynamic_ncols=True, leave=False, disable=not is_main())
     with StepBoundarySigint() as sigint:          # Ctrl-C stops at the end of a step (infra.py)
         for step in bar:
@@ -95,23 +109,20 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
             # ---- 1. sample a group of G responses per prompt and grade them (rollout.py, tasks.py) ----
             batch = sample_and_grade(model, tok, chosen, args, step)
             t1 = time.time()
-            # ---- 2. the method's update: GRPO (G1–G5) or SDPO (S1–S5) ----
-            torch.manual_seed(args.seed * 100_003 + step + 7)   # the update's own RNG, the same on every rank
-            for group in method["optimizer"].param_groups:     # this batch's rate (the release's warmup)
+            # ---- 2. the method's losses on this batch: GRPO (G1–G5) or SDPO (S1–S8) ----
+            torch.manual_seed(update_seed(args.seed, step))
+            for group in opt.param_groups:     # this batch's rate (the release's warmup)
                 group["lr"] = warmup_lr(args.lr, step, args.warmup_steps)
-            stats = method["update"](batch, step + 1)
+            plan = method["plan"](batch, step + 1)
+            # ---- 3. its optimizer steps: backward over the micro-batches, clip, step ----
+            results = apply_plan(model, opt, plan, args.max_grad_norm)
+            stats = method["stats"](plan, results)
             model.zero_grad(set_to_none=True)   # the gradients' memory is free for the next rollout
-            # ---- 3. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----
+            # ---- 4. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----
             if method.get("after_step"):
                 method["after_step"](step + 1)
-            # ---- 4. log ----
-            total = global_sum(len(batch["response_ids"]))
-            row = {"step": step + 1, "reward": global_sum(batch["rewards"].sum().item()) / total,
-                   "response_len": global_sum(sum(len(r) for r in batch["response_ids"])) / total,
-                   **stats, "rollout_s": round(t1 - t0, 3), "update_s": round(time.time() - t1, 3)}
-            if torch.cuda.is_available() and next(model.parameters()).is_cuda:   # this rank's peak this step
-                row["peak_gpu_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 2)
-                torch.cuda.reset_peak_memory_stats()
+            # ---- 5. log ----
+            row = step_row(model, batch, stats, step, t0, t1)
             if log_path and is_main():
                 append_jsonl(log_path, row)
             # GRPO's loss is ≈ 0 by construction (advantages sum to 0 in a group, ρ ≈ 1): show its clip
@@ -123,6 +134,46 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
             if sigint.requested:
                 raise Interrupted(step + 1)
     return model
+
+
+def apply_plan(model, opt, plan, max_grad_norm):
+    """Every optimizer step of a batch's plan, in order (GRPO: epochs × mini-batches; SDPO: one).
+    Returns [(loss, [micro-batch stats], ‖∇‖ before clipping)], one per optimizer step."""
+    with gathered(plan["frozen"]):   # (sharded: the frozen model's forwards need no collective, infra.gathered)
+        return [gradient_step(model, opt, s["micro_batches"], s["loss_of"], max_grad_norm) for s in plan["steps"]]
+
+
+def gradient_step(model, opt, micro_batches, loss_of, max_grad_norm):
+    """One optimizer step: zero the gradient, backward through each micro-batch's loss, clip, step.
+
+    loss_of(idx) -> (loss, stats) of one micro-batch, already divided by the *whole* batch's count (every
+    process), so the gradients summed over micro-batches (and processes) are the whole batch's gradient
+    however it is split. NonFiniteError before the step on a non-finite loss or gradient (the weights
+    stay as they were), and after it when the step made a weight non-finite.
+    """
+    opt.zero_grad(set_to_none=True)
+    total, parts = torch.zeros(()), []
+    for loss in micro_batch_losses(model, micro_batches, loss_of, parts):   # (infra: the torchrun bookkeeping)
+        loss.backward()                            # the gradient accumulates in p.grad, micro-batch by micro-batch
+        total = total + loss.detach().cpu()
+    total = checked_total(model, total)            # Σ over processes; stops here on a non-finite loss or gradient
+    grad_norm = clip_gradients(model, max_grad_norm)   # ‖∇‖ before clipping, then clipped to max_grad_norm
+    opt.step()
+    check_weights(model)
+    return total, parts, grad_norm
+
+
+def step_row(model, batch, stats, step, t0, t1):
+    """The step's log line: mean reward and response length over every process's responses, the method's
+    statistics, the rollout and update seconds (and this process's peak GPU memory on CUDA)."""
+    total = global_sum(len(batch["response_ids"]))
+    row = {"step": step + 1, "reward": global_sum(batch["rewards"].sum().item()) / total,
+           "response_len": global_sum(sum(len(r) for r in batch["response_ids"])) / total,
+           **stats, "rollout_s": round(t1 - t0, 3), "update_s": round(time.time() - t1, 3)}
+    if torch.cuda.is_available() and next(model.parameters()).is_cuda:   # this process's peak this step
+        row["peak_gpu_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 2)
+        torch.cuda.reset_peak_memory_stats()
+    return row
 
 
 def add_task_args(ap, method):
@@ -151,15 +202,14 @@ def train_one_task(ap, args, method_name, make_method):
     if args.out:
         check_dir_flag(ap, "--out", args.out)
     out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")
-    device = init_distributed(args.device, args.threads)   # torchrun: FSDP2 over the ranks (infra.py)
+    device = init_distributed(args.device, args.threads)   # torchrun: one process per GPU (infra.py)
     log_path = os.path.join(out, "log.jsonl")
     if is_main():
         os.makedirs(out, exist_ok=True)
         if os.path.exists(log_path):
             os.remove(log_path)
     torch.manual_seed(args.seed)
-    model, tok = load_model(args.model, device, args.dtype, args.grad_checkpointing)
-    model = shard(model, device)   # torchrun: each rank keeps 1/N of the weights (one process: as is)
+    model, tok = load_policy(args.model, device, args.dtype, args.grad_checkpointing)
     try:
         records = drop_long_prompts(tok, records, args.max_prompt_len, "training prompts")
         test = drop_long_prompts(tok, test, args.max_prompt_len, "test prompts")
@@ -182,8 +232,8 @@ def train_one_task(ap, args, method_name, make_method):
         sys.exit(1)
     train_s = time.time() - t0
     after = acc()
-    world = rank_and_world()[1]
-    save_checkpoint(model, tok, os.path.join(out, "model"))   # (sharded: gathered, every rank takes part)
+    processes = process_count()
+    save_checkpoint(model, tok, os.path.join(out, "model"))   # (torchrun: gathered, every process takes part)
     if method.get("teacher") is not None:                      # SDPO: the teacher as it ended
         save_checkpoint(method["teacher"], tok, os.path.join(out, "teacher"))
     if not is_main():
@@ -193,11 +243,11 @@ def train_one_task(ap, args, method_name, make_method):
     print(f"{method_name} on {args.task}: Acc@{args.eval_k} {100 * before:.1f}% -> {100 * after:.1f}% "
           f"in {args.steps} steps ({train_s:.0f}s training); mean reward first/last 10 steps "
           f"{sum(r['reward'] for r in first) / len(first):.2f} / {sum(r['reward'] for r in last) / len(last):.2f}")
-    if world > 1:
-        print(f"{world} ranks, FSDP2: each held 1/{world} of the weights, gradients and AdamW states")
+    if processes > 1:
+        print(f"{processes} processes, FSDP2: each held 1/{processes} of the weights, gradients and AdamW states")
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump({"method": method_name, "task": args.task, "acc_before": before, "acc_after": after,
-                   "train_seconds": train_s, "world_size": world, "args": vars(args)}, f, indent=1)
+                   "train_seconds": train_s, "world_size": processes, "args": vars(args)}, f, indent=1)
     curves = plots.plot_curves(rows, os.path.join(out, "curves.png"))
     saved = [f"{out}/model"] + ([f"{out}/teacher"] if method.get("teacher") is not None else []) + \
         [f"{out}/log.jsonl", f"{out}/summary.json"] + ([curves] if curves else [])
