@@ -39,8 +39,8 @@ import train
 from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states, full_state_dict,
                    gathered, init_distributed, is_main, load_optimizer, load_teacher, read_jsonl, save_checkpoint, shard,
                    under_torchrun)
-from rollout import (add_common_args, check_code_jail, check_dir_flag, drop_long_prompts, load_model, model_defaults, per_seed,
-                     validate_common_args)
+from rollout import (add_common_args, check_code_jail, check_dir_flag, drop_long_prompts, load_model, load_policy,
+                     model_defaults, per_seed, validate_common_args)
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
 
@@ -426,10 +426,10 @@ def checked_log(log_path):
     return rows
 
 
-def load_checkpoint(path, device, dtype, grad_checkpointing=False, what="checkpoint"):
+def load_checkpoint(path, device, dtype, grad_checkpointing=False, what="checkpoint", enable_thinking=None):
     """A saved model, or a clear stop naming the directory and what to do."""
     try:
-        return load_model(path, device, dtype, grad_checkpointing)
+        return load_model(path, device, dtype, grad_checkpointing, enable_thinking=enable_thinking)
     except Exception as e:   # a truncated safetensors file, a garbage config.json, a missing file...
         fail(f"the {what} {path} cannot be loaded ({tasks.one_line(e)[:200]}). Delete that directory and rerun "
              f"the same command: that stage and the ones after it are trained again")
@@ -446,7 +446,8 @@ def load_partial(partial_dir, run_name, stage, has_teacher, device, args):
         if saved["run"] != run_name or saved["stage"] != stage:
             return None
         check_states(partial_dir, ["optimizer", "teacher"] if has_teacher else ["optimizer"], under_torchrun())
-        model, tok = load_model(partial_dir, device, args.dtype, args.grad_checkpointing)
+        model, tok = load_model(partial_dir, device, args.dtype, args.grad_checkpointing,
+                                enable_thinking=args.enable_thinking)
         return saved, model, tok
     except Exception as e:
         aside = partial_dir.rstrip("/") + ".damaged"
@@ -458,131 +459,198 @@ def load_partial(partial_dir, run_name, stage, has_teacher, device, args):
 
 
 def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device, base_evals):
-    """Evaluate the base once, then every configuration through every stage (resuming where it stopped).
-    base_evals: {evaluation settings: (acc, degenerate, responses)} of the base, shared by the seeds."""
-    log_path = os.path.join(run_dir, "log.jsonl")
-    ev = dict(n=args.eval_n, k=args.eval_k, max_new_tokens=args.max_new_tokens, seed=args.eval_seed,
-              max_prompt_len=args.max_prompt_len, sample_batch=args.sample_batch)
-    base_model, tok = load_model(args.model, device, args.dtype)  # θ_0: evaluated once, kept for the drift measurements
-    base_model = shard(base_model, device)      # (torchrun: sharded like the student)
-    if "base" in progress and not os.path.exists(drift.responses_path(run_dir, "base")):
-        print("the base model's saved responses are missing: evaluating it again (same prompts, same result)")
-        del progress["base"]
-    if "base" not in progress:
-        # the base's evaluation depends on the test prompts and the evaluation seed, not on the training
-        # seed: within one invocation every seed after the first takes the first one's
-        key = json.dumps([args.model, args.dtype, benchmarks, ev])
-        t0 = time.time()
-        if key not in base_evals:
-            deg, resp = {}, {}
-            torch.manual_seed(args.eval_seed)
-            base_evals[key] = (evaluate.evaluate(base_model, tok, benchmarks, degenerate=deg, responses=resp, **ev),
-                               deg, resp)
-        acc, deg, resp = base_evals[key]
-        progress["base"] = {"acc": acc, "degenerate": deg, "seconds": 0.0}
-        if is_main():
-            drift.save_responses(run_dir, "base", resp)
-        progress["base"]["seconds"] = round(time.time() - t0, 1)
-        atomic_json(progress_path, progress)
-        print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - t0:.0f}s)")
-    # drift: measured by rank 0 alone, from the whole fp32 weights (gathered by every rank) and, under
-    # torchrun, with every rank's models gathered so that rank 0's forwards need no collective
-    want_drift = not args.no_drift
-    measure_drift = want_drift and is_main()
-    base_state = drift.matrices(full_state_dict(base_model)) if want_drift else None
-    if measure_drift:
-        embedder, embed_tok = drift.load_embedder(args.embed_model, base_model, tok, device)
-        kl_records = {b: evaluate.benchmark_records(b, args.eval_n, args.eval_seed, tok, args.max_prompt_len)
-                      for b in benchmarks}
-        base_resp = drift.load_responses(run_dir, "base")
-        embed_cache = {}   # response embeddings, kept across stages (the base's are reused every stage)
+    """(C1–C2) The base evaluated once, then every configuration through every stage, in order; resumes
+    where it stopped. A2–A3 are computed from `progress` afterwards (build_results)."""
+    ev = eval_settings(args)
+    base_model, tok = load_policy(args.model, device, args.dtype, enable_thinking=args.enable_thinking)   # θ_0
+    evaluate_base(args, base_model, tok, benchmarks, ev, run_dir, progress, progress_path, base_evals)
+    meter = drift_meter(args, base_model, tok, benchmarks, run_dir, device)
+    log_path, partial_dir = os.path.join(run_dir, "log.jsonl"), os.path.join(run_dir, "partial")
     for method, settings, run_name in configs:
-        done = progress.setdefault(run_name, {"stages": []})["stages"]
-        gone = [k for k, st in enumerate(done) if not os.path.isdir(st["checkpoint"])]
-        if gone:   # a stage checkpoint deleted (say, because it was damaged): retrain from that stage on
-            print(f"{run_name}: the checkpoint of stage {gone[0] + 1} is missing: stages {gone[0] + 1}–{len(stages)} "
-                  f"are trained again")
-            del done[gone[0]:]
-            atomic_json(progress_path, progress)
-        if len(done) == len(stages):
-            continue
-        partial_dir = os.path.join(run_dir, "partial")
-        partial = load_partial(partial_dir, run_name, len(done), method == "sdpo", device, args)
-        resume = partial[0] if partial else None
-        if partial:
-            model, tok = partial[1], partial[2]
-        elif done:
-            model, tok = load_checkpoint(done[-1]["checkpoint"], device, args.dtype, args.grad_checkpointing,
-                                         f"stage {len(done)} checkpoint")
-        else:
-            model, tok = load_model(args.model, device, args.dtype, args.grad_checkpointing)
-        model = shard(model, device)   # torchrun: FSDP2 (infra.shard); one process: as it is
-        if resume:
-            print(f"{run_name}: resuming stage {len(done) + 1} after step {resume['step']}")
-        elif done:
-            print(f"{run_name}: resuming after stage {len(done)} ({done[-1]['domain']})")
+        start = starting_point(args, progress, progress_path, run_name, method, len(stages), partial_dir, device)
+        if start is None:
+            continue                                   # every stage of this configuration is done
+        done, model, tok, resume = start
         prev_teacher = None
-        for k in range(len(done), len(stages)):   # (C1) θ_k = train(method, θ_{k−1}, D_k), in order
+        for k in range(len(done), len(stages)):       # (C1) the stages in order, each from the last one's θ
             domain = stages[k]
-            kept_steps = resume["step"] if resume else 0
-            if is_main() and os.path.exists(log_path):  # drop log lines of work that was lost (after the last saved state)
-                rows = checked_log(log_path)
-                keep = [json.dumps(r) + "\n" for r in rows
-                        if not (r.get("run") == run_name and (r.get("stage", 0) > k + 1 or
-                                                              (r.get("stage") == k + 1 and r["step"] > kept_steps)))]
-                with open(log_path + ".tmp", "w") as f:
-                    f.writelines(keep)
-                os.replace(log_path + ".tmp", log_path)
-            # θ_{k−1}'s matrices, for "drift vs the previous stage" (from disk when resuming mid-stage)
-            if not want_drift or resume:
-                prev_state = None if not measure_drift else drift.matrices(
-                    load_model(done[-1]["checkpoint"] if done else args.model, "cpu", "fp32")[0])
-            else:
-                prev_state = drift.matrices(full_state_dict(model))
+            forget_lost_steps(log_path, run_name, k, resume)
+            prev_state = weights_before_stage(meter, model, done, args, resume)   # θ_{k−1}, for drift
             t0 = time.time()
-            carry = method == "sdpo" and settings["teacher_init"] == "carry"
-            if carry and prev_teacher is None and k > 0:   # (T3) resuming: the previous stage's teacher, from disk
-                prev_teacher = sdpo.init_teacher(model)
-                load_teacher(done[-1]["checkpoint"], prev_teacher)
+            prev_teacher = teacher_to_carry(method, settings, prev_teacher, model, done, k)
+            # (C1) θ_k = train(method, θ_{k−1}, D_k): a fresh AdamW, the stage's teacher (T3), args.steps steps
             curve, rows, teacher = train_stage(model, tok, domain, k, method, settings, args, log_path, run_name,
                                                partial_dir, resume, prev_teacher)
-            prev_teacher = teacher if carry else None
-            resume = None
-            train_s = time.time() - t0
-            deg, resp = {}, {}
+            prev_teacher = teacher if carries_teacher(method, settings) else None
+            resume, train_s = None, time.time() - t0
             # (C2) acc[stage][benchmark]: every training domain's test set and every OOD benchmark
+            deg, resp = {}, {}
             acc = evaluate.evaluate(model, tok, benchmarks, degenerate=deg, responses=resp, **ev)
-            if is_main():
-                drift.save_responses(run_dir, f"{run_name}-stage{k + 1}", resp)
-            stage_drift = None
-            weights = drift.matrices(full_state_dict(model)) if want_drift else None   # θ_k, whole, fp32
-            with gathered(model, base_model):
-                if measure_drift:  # (A4–A8) vs θ_0 and vs θ_{k−1}
-                    t1 = time.time()
-                    prev_resp = drift.load_responses(run_dir, f"{run_name}-stage{k}") if k > 0 else None
-                    stage_drift = drift.stage_drift(model, base_model, prev_state, resp, base_resp, prev_resp,
-                                                    embedder, embed_tok, tok, kl_records, args, embed_cache,
-                                                    weights=(weights, base_state))
-                    print(f"{run_name} stage {k + 1} drift: NSS vs base "
-                          f"{stage_drift['params_vs_base']['all']['nss_mean']:.4f}, response cos vs base "
-                          f"{stage_drift['responses_vs_base']['mean']:.3f}, KL to base "
-                          f"{stage_drift['kl_to_base_mean']:.2f} nats ({time.time() - t1:.0f}s)")
-            ckpt = os.path.join(run_dir, "checkpoints", run_name, f"stage{k + 1}-{os.path.basename(domain)}")
-            # (with --teacher-init carry, the stage's final teacher too; sharded: every rank takes part)
-            save_checkpoint(model, tok, ckpt, teacher=teacher if carry else None)
+            # (A4–A8) drift of θ_k vs θ_0 and vs θ_{k−1} (drift.stage_drift)
+            stage_drift = measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name, k, tok, args)
+            ckpt = save_stage(model, tok, run_dir, run_name, k, domain, teacher if carries_teacher(method, settings)
+                              else None)
             done.append({"domain": domain, "acc": acc, "degenerate": deg, "drift": stage_drift, "curve": curve,
-                         "checkpoint": ckpt,
-                         "train_seconds": round(train_s, 1),
+                         "checkpoint": ckpt, "train_seconds": round(train_s, 1),
                          "seconds": round(time.time() - t0, 1),   # training, evaluation and drift
                          "mean_reward": sum(r["reward"] for r in rows) / len(rows),
                          "last_js": rows[-1].get("js"), "last_entropy": rows[-1].get("entropy")})
-            atomic_json(progress_path, progress)  # the stage is complete only once this is written
+            atomic_json(progress_path, progress)   # the stage is complete only once this is written
             if is_main():
                 shutil.rmtree(partial_dir, ignore_errors=True)
-            base_d = progress["base"]["acc"][domain]
-            print(f"{run_name} stage {k + 1}/{len(stages)} {domain}: {domain} {100 * base_d:.1f}% -> "
-                  f"{100 * acc[domain]:.1f}%, mean reward {done[-1]['mean_reward']:.2f}, "
-                  f"degenerate {100 * sum(deg.values()) / len(deg):.1f}%, {train_s:.0f}s training | {fmt_row(acc)}")
+            print_stage(run_name, k, stages, progress, acc, deg, train_s)
+
+
+# ----------------------------------------------------------------------------------------------
+# The stage loop's helpers: the base, resuming, drift, saving (run_experiment reads without them)
+# ----------------------------------------------------------------------------------------------
+def eval_settings(args):
+    """The evaluation's settings (C2, C3): the same for the base and every stage."""
+    return dict(n=args.eval_n, k=args.eval_k, max_new_tokens=args.max_new_tokens, seed=args.eval_seed,
+                max_prompt_len=args.max_prompt_len, sample_batch=args.sample_batch)
+
+
+def evaluate_base(args, base_model, tok, benchmarks, ev, run_dir, progress, progress_path, base_evals):
+    """(C2) Row 0 of the accuracy matrix, once per run directory (progress.json), with its responses saved
+    for the drift measurements."""
+    if "base" in progress and not os.path.exists(drift.responses_path(run_dir, "base")):
+        print("the base model's saved responses are missing: evaluating it again (same prompts, same result)")
+        del progress["base"]
+    if "base" in progress:
+        return
+    # the base's evaluation depends on the test prompts and the evaluation seed, not on the training
+    # seed: within one invocation every seed after the first takes the first one's
+    key = json.dumps([args.model, args.dtype, benchmarks, ev])
+    t0 = time.time()
+    if key not in base_evals:
+        deg, resp = {}, {}
+        torch.manual_seed(args.eval_seed)
+        base_evals[key] = (evaluate.evaluate(base_model, tok, benchmarks, degenerate=deg, responses=resp, **ev),
+                           deg, resp)
+    acc, deg, resp = base_evals[key]
+    progress["base"] = {"acc": acc, "degenerate": deg, "seconds": 0.0}
+    if is_main():
+        drift.save_responses(run_dir, "base", resp)
+    progress["base"]["seconds"] = round(time.time() - t0, 1)
+    atomic_json(progress_path, progress)
+    print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - t0:.0f}s)")
+
+
+def drift_meter(args, base_model, tok, benchmarks, run_dir, device):
+    """What the drift measurements (A4–A8) keep across stages: the base's weights and responses, the
+    response embedder, the KL prompts, an embedding cache. Measured by rank 0 alone, from the whole fp32
+    weights (gathered by every rank) and, under torchrun, with every rank's models gathered so that
+    rank 0's forwards need no collective."""
+    meter = {"want": not args.no_drift, "measure": not args.no_drift and is_main()}
+    meter["base_state"] = drift.matrices(full_state_dict(base_model)) if meter["want"] else None
+    if meter["measure"]:
+        meter["embedder"], meter["embed_tok"] = drift.load_embedder(args.embed_model, base_model, tok, device)
+        meter["kl_records"] = {b: evaluate.benchmark_records(b, args.eval_n, args.eval_seed, tok, args.max_prompt_len)
+                               for b in benchmarks}
+        meter["base_resp"] = drift.load_responses(run_dir, "base")
+        meter["cache"] = {}   # response embeddings, kept across stages (the base's are reused every stage)
+    return meter
+
+
+def starting_point(args, progress, progress_path, run_name, method, n_stages, partial_dir, device):
+    """Where a configuration starts: (completed stages, model, tok, the Ctrl-C's saved state or None) — θ_0,
+    the last completed stage's checkpoint, or the state saved mid-stage; None when every stage is done."""
+    done = progress.setdefault(run_name, {"stages": []})["stages"]
+    gone = [k for k, st in enumerate(done) if not os.path.isdir(st["checkpoint"])]
+    if gone:   # a stage checkpoint deleted (say, because it was damaged): retrain from that stage on
+        print(f"{run_name}: the checkpoint of stage {gone[0] + 1} is missing: stages {gone[0] + 1}–{n_stages} "
+              f"are trained again")
+        del done[gone[0]:]
+        atomic_json(progress_path, progress)
+    if len(done) == n_stages:
+        return None
+    partial = load_partial(partial_dir, run_name, len(done), method == "sdpo", device, args)
+    resume = partial[0] if partial else None
+    if partial:
+        model, tok = partial[1], partial[2]
+    elif done:
+        model, tok = load_checkpoint(done[-1]["checkpoint"], device, args.dtype, args.grad_checkpointing,
+                                     f"stage {len(done)} checkpoint", args.enable_thinking)
+    else:
+        model, tok = load_model(args.model, device, args.dtype, args.grad_checkpointing,
+                                enable_thinking=args.enable_thinking)
+    model = shard(model, device)   # torchrun: FSDP2 (infra.shard); one process: as it is
+    if resume:
+        print(f"{run_name}: resuming stage {len(done) + 1} after step {resume['step']}")
+    elif done:
+        print(f"{run_name}: resuming after stage {len(done)} ({done[-1]['domain']})")
+    return done, model, tok, resume
+
+
+def forget_lost_steps(log_path, run_name, k, resume):
+    """Drop the log lines of work that was lost: this configuration's lines after its last saved state
+    (stage k, 0-based, starts at the resumed step, or at 0)."""
+    kept_steps = resume["step"] if resume else 0
+    if not is_main() or not os.path.exists(log_path):
+        return
+    rows = checked_log(log_path)
+    keep = [json.dumps(r) + "\n" for r in rows
+            if not (r.get("run") == run_name and (r.get("stage", 0) > k + 1 or
+                                                  (r.get("stage") == k + 1 and r["step"] > kept_steps)))]
+    with open(log_path + ".tmp", "w") as f:
+        f.writelines(keep)
+    os.replace(log_path + ".tmp", log_path)
+
+
+def weights_before_stage(meter, model, done, args, resume):
+    """θ_{k−1}'s matrices, for "drift vs the previous stage" (from disk when resuming mid-stage)."""
+    if not meter["want"] or resume:
+        return None if not meter["measure"] else drift.matrices(
+            load_model(done[-1]["checkpoint"] if done else args.model, "cpu", "fp32")[0])
+    return drift.matrices(full_state_dict(model))
+
+
+def carries_teacher(method, settings):
+    return method == "sdpo" and settings["teacher_init"] == "carry"
+
+
+def teacher_to_carry(method, settings, prev_teacher, model, done, k):
+    """(T3) with --teacher-init carry, the previous stage's final teacher (from disk when resuming)."""
+    if carries_teacher(method, settings) and prev_teacher is None and k > 0:
+        prev_teacher = sdpo.init_teacher(model)
+        load_teacher(done[-1]["checkpoint"], prev_teacher)
+    return prev_teacher
+
+
+def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name, k, tok, args):
+    """Save stage k's evaluation responses, then (A4–A8) its drift vs θ_0 and vs θ_{k−1} (None with --no-drift)."""
+    if is_main():
+        drift.save_responses(run_dir, f"{run_name}-stage{k + 1}", resp)
+    stage_drift = None
+    weights = drift.matrices(full_state_dict(model)) if meter["want"] else None   # θ_k, whole, fp32
+    with gathered(model, base_model):
+        if meter["measure"]:
+            t1 = time.time()
+            prev_resp = drift.load_responses(run_dir, f"{run_name}-stage{k}") if k > 0 else None
+            stage_drift = drift.stage_drift(model, base_model, prev_state, resp, meter["base_resp"], prev_resp,
+                                            meter["embedder"], meter["embed_tok"], tok, meter["kl_records"], args,
+                                            meter["cache"], weights=(weights, meter["base_state"]))
+            print(f"{run_name} stage {k + 1} drift: NSS vs base "
+                  f"{stage_drift['params_vs_base']['all']['nss_mean']:.4f}, response cos vs base "
+                  f"{stage_drift['responses_vs_base']['mean']:.3f}, KL to base "
+                  f"{stage_drift['kl_to_base_mean']:.2f} nats ({time.time() - t1:.0f}s)")
+    return stage_drift
+
+
+def save_stage(model, tok, run_dir, run_name, k, domain, teacher=None):
+    """Stage k's Hugging Face checkpoint, with the stage's final teacher when it is carried (torchrun:
+    every rank takes part); returns its directory."""
+    ckpt = os.path.join(run_dir, "checkpoints", run_name, f"stage{k + 1}-{os.path.basename(domain)}")
+    save_checkpoint(model, tok, ckpt, teacher=teacher)
+    return ckpt
+
+
+def print_stage(run_name, k, stages, progress, acc, deg, train_s):
+    domain, done = stages[k], progress[run_name]["stages"]
+    base_d = progress["base"]["acc"][domain]
+    print(f"{run_name} stage {k + 1}/{len(stages)} {domain}: {domain} {100 * base_d:.1f}% -> "
+          f"{100 * acc[domain]:.1f}%, mean reward {done[-1]['mean_reward']:.2f}, "
+          f"degenerate {100 * sum(deg.values()) / len(deg):.1f}%, {train_s:.0f}s training | {fmt_row(acc)}")
 
 
 def fmt_row(acc):

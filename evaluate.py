@@ -23,7 +23,7 @@ import torch
 
 import tasks
 from infra import gather_lists, init_distributed, is_main, my_share, shard
-from rollout import (DTYPES, MODEL_DIRS, MAX_EVAL_N, MAX_TOKENS, SAMPLE_BATCH, chat_messages, check_code_jail, check_device_flag, check_dir_flag, check_model_flag, configure_run, decode,
+from rollout import (DTYPES, MODEL_DIRS, MAX_EVAL_N, MAX_TOKENS, SAMPLE_BATCH, chat_messages, check_code_jail, check_device_flag, check_dir_flag, check_model_flag, decode,
                      drop_long_prompts, encode_chat, fill_reprompt, load_model, sample)
 
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
@@ -272,8 +272,7 @@ def main(argv=None):
         ap.error(tasks.one_line(e))
     check_code_jail(ap, args, names)
     device = init_distributed(args.device)   # torchrun: the prompts are shared out, the results gathered
-    configure_run(args)
-    model, tok = load_model(args.model, device, args.dtype)
+    model, tok = load_model(args.model, device, args.dtype, enable_thinking=args.enable_thinking)
     model = shard(model, device)   # torchrun: each rank keeps 1/N of the weights; sampling gathers them
     t0 = time.time()
     try:

@@ -78,7 +78,7 @@ def with_autocast(model, device_type, dtype):
     return model
 
 
-def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, distributed=None):
+def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, distributed=None, enable_thinking=None):
     """Load a causal LM and its tokenizer: 'tiny' (the committed built-in model), 'tiny_think' (its
     thinking variant), a local HF directory, or a hub id (downloaded to the HF cache; offline it is
     read from the cache). The model's own chat template is used as it is.
@@ -86,7 +86,9 @@ def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, 
     dtype: a --dtype name (see DTYPES; default fp32 on CPU, bf16 compute on CUDA). With bf16 compute over
     fp32 weights, one process wraps the forward in bf16 autocast; under torchrun (`distributed`, default:
     when launched by it) infra.shard's mixed-precision policy does it instead (`model.compute_dtype`).
-    grad_checkpointing: recompute activations in the backward (less memory, ~30% slower)."""
+    grad_checkpointing: recompute activations in the backward (less memory, ~30% slower).
+    enable_thinking: --enable-thinking / --disable-thinking, kept on the tokenizer for encode_chat (None:
+    the chat template's own default)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
     path = MODEL_DIRS.get(name, name)   # (the thinking variant: tiny.py)
     device = torch.device(device)
@@ -115,13 +117,14 @@ def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, 
     if tok.pad_token_id is None:  # some chat models ship without a pad token; the mask never uses ids
         tok.pad_token = tok.eos_token
     model.generation_config.pad_token_id = tok.pad_token_id
+    tok.enable_thinking = enable_thinking
     return model, tok
 
 
-def load_policy(name="tiny", device="cpu", dtype=None, grad_checkpointing=False):
+def load_policy(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, enable_thinking=None):
     """The model to train: load_model, then under torchrun FSDP2 over the processes (infra.shard: each
     keeps 1/N of the weights); in one process, the model as it is."""
-    model, tok = load_model(name, device, dtype, grad_checkpointing)
+    model, tok = load_model(name, device, dtype, grad_checkpointing, enable_thinking=enable_thinking)
     return shard(model, device), tok
 
 
@@ -139,17 +142,15 @@ def chat_messages(record, user_text=None):
     return msgs + [{"role": "user", "content": record["prompt"] if user_text is None else user_text}]
 
 
-ENABLE_THINKING = None  # set once from --enable-thinking / --disable-thinking (None: the template's default)
-
-
 def encode_chat(tok, messages, enable_thinking=None):
     """Token ids of a chat rendered with the model's own template, ending with the assistant header.
 
     enable_thinking is passed to templates that take it (Qwen3 thinking models); None uses the
-    run's setting (ENABLE_THINKING), and when that is None too the template's own default.
+    run's setting (--enable-thinking / --disable-thinking, kept on the tokenizer by load_model), and when
+    that is None too the template's own default.
     """
     if enable_thinking is None:
-        enable_thinking = ENABLE_THINKING
+        enable_thinking = getattr(tok, "enable_thinking", None)
     kw = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
     text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kw)
     return tok(text, add_special_tokens=False)["input_ids"]
@@ -684,12 +685,6 @@ def drop_long_prompts(tok, records, max_len, what="records"):
     return kept
 
 
-def configure_run(args):
-    """Settings that hold for the whole run: the chat template's thinking switch (--unsafe-code: check_code_jail)."""
-    global ENABLE_THINKING
-    ENABLE_THINKING = getattr(args, "enable_thinking", None)
-
-
 def check_code_jail(ap, args, names):
     """A task or benchmark among names whose records are code runs its programs in an OS jail
     (sandbox.py, layer 0): where this machine has none, one line and exit 2, unless --unsafe-code."""
@@ -742,7 +737,6 @@ def validate_common_args(ap, args):
     for key, value in model_defaults(args.model).items():   # flags left to the model's default
         if getattr(args, key) is None:
             setattr(args, key, value)
-    configure_run(args)
 
 
 BUILT_IN_MODELS = ("tiny", "tiny_think")

@@ -209,7 +209,7 @@ def train_one_task(ap, args, method_name, make_method):
         if os.path.exists(log_path):
             os.remove(log_path)
     torch.manual_seed(args.seed)
-    model, tok = load_policy(args.model, device, args.dtype, args.grad_checkpointing)
+    model, tok = load_policy(args.model, device, args.dtype, args.grad_checkpointing, args.enable_thinking)
     try:
         records = drop_long_prompts(tok, records, args.max_prompt_len, "training prompts")
         test = drop_long_prompts(tok, test, args.max_prompt_len, "test prompts")

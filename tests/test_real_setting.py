@@ -94,8 +94,12 @@ def test_enable_thinking_reaches_templates_that_take_it(tiny):
     plain = tok.decode(rollout.encode_chat(tok, msgs))
     assert plain == "q"
     assert tok.decode(rollout.encode_chat(tok, msgs, enable_thinking=False)) == "q<think></think>"
-    try:
-        rollout.configure_run(types.SimpleNamespace(enable_thinking=False))
-        assert tok.decode(rollout.encode_chat(tok, msgs)) == "q<think></think>"
-    finally:
-        rollout.configure_run(types.SimpleNamespace(enable_thinking=None))
+    tok.enable_thinking = False          # what load_model(..., enable_thinking=False) sets for the run
+    assert tok.decode(rollout.encode_chat(tok, msgs)) == "q<think></think>"
+    assert tok.decode(rollout.encode_chat(tok, msgs, enable_thinking=True)) == "q"   # an explicit value wins
+
+
+def test_load_model_keeps_the_thinking_switch_on_the_tokenizer():
+    _, tok = rollout.load_model("tiny", enable_thinking=False)
+    assert tok.enable_thinking is False
+    assert rollout.load_model("tiny")[1].enable_thinking is None
