@@ -32,14 +32,15 @@ import torch
 
 import drift
 import evaluate
+import flags
 import grpo
 import rollout
 import sdpo
 import tasks
 import tiny
 from infra import setup_torch
-from rollout import (ROWS_PER_CHUNK, SAMPLE_BATCH, add_common_args, with_autocast, chat_messages, check_device_flag, check_dir_flag, check_model_flag, per_seed, collect, encode_chat, left_pad, load_model, micro_batches,
-                     round_up)
+from rollout import (ROWS_PER_CHUNK, SAMPLE_BATCH, with_autocast, chat_messages, collect, encode_chat, left_pad,
+                     load_model, micro_batches, round_up)
 
 
 def sync(device):
@@ -95,11 +96,8 @@ def method_args(extra=()):
     """The default GRPO/SDPO settings, as the training scripts parse them, except one GRPO optimizer step
     per batch (`--mini-batches 1`): the FLOP counts below assume one forward and backward per token
     (the release's four steps per batch add a scoring forward of π_old and split the same tokens)."""
-    ap = argparse.ArgumentParser()
-    add_common_args(ap)
-    grpo.add_grpo_args(ap)
-    sdpo.add_sdpo_args(ap)
-    return per_seed(ap.parse_args(["--mini-batches", "1", *extra]))[0]
+    ap = flags.parser("both", "", "")
+    return flags.per_seed(ap.parse_args(["--mini-batches", "1", *extra]))[0]
 
 
 def update_tokens(batch, unique=True):
@@ -250,7 +248,7 @@ def dynamic_cache(model, ids, mask, max_new_tokens, group_size=0):
 def bench_eval(model, tok, device, args):
     """Seconds of each part of one stage's evaluation and drift at continual.py's defaults (8 benchmarks ×
     --eval-n prompts × --eval-k samples), and generate's tokens/s by sample batch and cache."""
-    names = evaluate.resolve_benchmarks("all")
+    names = tasks.resolve_benchmarks("all")
     records = [r for b in names for r in evaluate.benchmark_records(b, args.eval_n, 0, tok)]
     prompts = [encode_chat(tok, chat_messages(r)) for r in records]
     out = {"config": {"benchmarks": len(names), "prompts": len(records), "k": args.eval_k, "repeat": args.repeat,
@@ -753,9 +751,9 @@ def main(argv=None):
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if os.path.exists(args.out) and not os.path.isfile(args.out):
         ap.error(f"--out: '{args.out}' is not a file path that can be written")
-    check_dir_flag(ap, "--out", out_dir)
-    check_model_flag(ap, "--model", args.model)
-    check_device_flag(ap, args.device)
+    flags.check_dir_flag(ap, "--out", out_dir)
+    flags.check_model_flag(ap, "--model", args.model)
+    flags.check_device_flag(ap, args.device)
     device = setup_torch(args.device, args.threads)
     model, tok = load_model(args.model, device)
     t0 = time.time()

@@ -17,7 +17,7 @@ order. Results go to runs/<name>/: log.jsonl (one line per step), a Hugging Face
 stage, results.json, report.md and its plots (plots.py). Rerunning the same
 command resumes after the last completed stage and ends with the same results.json.
 """
-import argparse
+import contextlib
 import copy
 import hashlib
 import json
@@ -31,6 +31,7 @@ import torch
 import claims
 import drift
 import evaluate
+import flags
 import grpo
 import plots
 import sdpo
@@ -39,11 +40,8 @@ import train
 from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states, full_state_dict,
                    gathered, init_distributed, is_main, load_optimizer, load_teacher, read_jsonl, save_checkpoint, shard,
                    under_torchrun)
-from rollout import (add_common_args, check_code_jail, check_dir_flag, drop_long_prompts, load_model, load_policy,
-                     model_defaults, per_seed, validate_common_args)
-
-DEFAULT_STAGES = "math,science,tooluse,coding"
-
+from flags import per_seed
+from rollout import drop_long_prompts, load_model, load_policy
 
 # ----------------------------------------------------------------------------------------------
 # Metrics (Appendix A)
@@ -178,89 +176,9 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
 
 
 def parse_args(argv=None):
-    """The flags, validated before any work starts: (parser, args, stages, benchmarks, configs, defaults)."""
-    ap = argparse.ArgumentParser(description="Continual post-training: GRPO vs SDPO through stages (SPEC C1–C3).",
-                                 usage="python continual.py [--method grpo,sdpo,...] [--alpha A[,A...]] [--stages S,...] "
-                                       "[--seed S] ... (--help lists all)",
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    g = ap.add_argument_group("experiment")
-    g.add_argument("--method", default="sdpo", help="comma list of grpo, sdpo (with --alpha and the SDPO flags), "
-                   f"or the paper's named configurations {', '.join(PRESETS)}")
-    g.add_argument("--stages", default=DEFAULT_STAGES, help="training domains in order (C1)")
-    g.add_argument("--benchmarks", default="all", help="evaluated after every stage: all | train | ood | list")
-    g.add_argument("--teacher-init", default="restart", choices=["restart", "carry"],
-                   help="SDPO's teacher at a stage boundary (T3): restart from the stage's starting student (the "
-                        "release's continual script), or carry the previous stage's teacher")
-    g.add_argument("--teacher-mix", type=float, default=1.0,
-                   help="a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry")
-    g.add_argument("--name", default=None, help="run directory name under runs/ (default from the flags)")
-    g.add_argument("--runs-dir", default="runs")
-    g.add_argument("--overwrite", action="store_true", help="replace a run directory that holds a different run")
-    g.add_argument("--curve-every", type=int, default=20, help="in-stage eval of the current domain every N steps (0 = off)")
-    g.add_argument("--curve-n", type=int, default=16, help="prompts of the in-stage curve")
-    g.add_argument("--curve-k", type=int, default=4, help="samples per prompt of the in-stage curve")
-    g.add_argument("--no-drift", action="store_true", help="skip the drift measurements after each stage (A4–A8)")
-    add_common_args(ap)
-    drift.add_drift_args(ap)
-    grpo.add_grpo_args(ap)
-    sdpo.add_sdpo_args(ap, sweep=True)   # here --alpha may be a comma list (the EMA sweep)
-    ap.set_defaults(steps=40, eval_n=32)
-    defaults = vars(ap.parse_args([]))
-    args = ap.parse_args(argv)
-
-    args.method = [m.strip() for m in args.method.split(",") if m.strip()]
-    bad = [m for m in args.method if m not in ("grpo", "sdpo", *PRESETS)]
-    if bad or not args.method:
-        ap.error(f"--method: unknown '{','.join(bad)}'; known: grpo, sdpo, {', '.join(PRESETS)}")
-    try:
-        args.alpha = [float(a) for a in str(args.alpha).split(",") if a.strip()]
-    except ValueError:
-        ap.error(f"--alpha must be a number in [0, 1] or a comma list of them, got '{args.alpha}'")
-    if not args.alpha:
-        ap.error("--alpha must be a number in [0, 1] or a comma list of them")
-    if not 0 <= args.teacher_mix <= 1:
-        ap.error(f"--teacher-mix must be in [0, 1], got {args.teacher_mix}")
-    validate_common_args(ap, args)
-    grpo.validate_grpo_args(ap, args, used="grpo" in args.method)
-    sdpo.validate_sdpo_args(ap, args)
-    drift.validate_drift_args(ap, args)
-    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    for s in stages:
-        try:
-            tasks.check_task(s)
-        except ValueError as e:
-            ap.error(f"--stages: {e}")
-    if not stages:
-        ap.error("--stages: no stage given")
-    try:
-        benchmarks = evaluate.resolve_benchmarks(args.benchmarks)
-    except ValueError as e:
-        ap.error(f"--benchmarks: {e}")
-    for path in [s for s in stages + benchmarks if s not in tasks.GENERATORS]:
-        try:  # a data file is read once before any work: a bad line stops here, naming file:line
-            tasks.task_records(path)
-        except Exception as e:  # (a hub task that cannot be fetched says why, in one line)
-            ap.error(tasks.one_line(e))
-    for b in benchmarks + stages:   # enough test prompts for --eval-n (and the in-stage curve)?
-        if b in tasks.GENERATORS:
-            try:
-                tasks.builtin_split(b, "test", max(args.eval_n, args.curve_n), args.eval_seed)
-            except ValueError as e:
-                ap.error(f"--eval-n / --curve-n: {e}")
-    check_code_jail(ap, args, stages + benchmarks)
-    check_dir_flag(ap, "--runs-dir", args.runs_dir)
-    if args.name is not None and (not args.name.strip() or args.name in (".", "..") or os.sep in args.name
-                                  or (os.altsep and os.altsep in args.name)):
-        ap.error(f"--name must be a plain directory name inside --runs-dir (no '/', not '.' or '..'), "
-                 f"got '{args.name}'")
-    for s in stages:  # every trained domain is evaluated too
-        if s not in benchmarks:
-            benchmarks.insert(len([b for b in benchmarks if b in stages]), s)
-    for flag in ("curve_every", "curve_n", "curve_k"):
-        if getattr(args, flag) < (0 if flag == "curve_every" else 1):
-            ap.error(f"--{flag.replace('_', '-')} must be >= {0 if flag == 'curve_every' else 1}")
-    # a flag left to the model's own default is not a change (rollout.model_defaults, sdpo.default_topk)
-    defaults.update(model_defaults(args.model), topk=sdpo.default_topk(args.model))
+    """The flags (flags.py), checked before any work starts: (parser, args, stages, benchmarks, configs,
+    defaults)."""
+    ap, args, stages, benchmarks, defaults = flags.continual_args(argv, PRESETS)
     configs = run_configs(args)
     names = [c[2] for c in configs]
     if len(set(names)) < len(names):
@@ -288,11 +206,16 @@ def main(argv=None):
     device = init_distributed(args.device, args.threads)   # torchrun: data parallel; rank 0 alone writes the run directory
     try:
         for one, run_dir in zip(seeds, dirs):   # every directory is checked before any work starts
-            claim_run_dir(ap, one, run_dir, stages, benchmarks)
+            claim_run_dir(ap, one, run_dir, stages, benchmarks, configs)
         t_start = time.time()
         base_evals = {}   # the base is evaluated once for all the seeds (same test prompts, same evaluation seed)
-        all_results = [run_seed(one, run_dir, stages, benchmarks, configs, device, base_evals)
-                       for one, run_dir in zip(seeds, dirs)]
+        all_results = []
+        for one, run_dir in zip(seeds, dirs):   # one seed: every configuration through every stage (C1–C2)
+            progress_path = os.path.join(run_dir, "progress.json")
+            progress = load_progress(progress_path)
+            with stops_cleanly(run_dir):   # a non-finite step or a Ctrl-C: one line, its exit code, stages kept
+                run_experiment(one, configs, stages, benchmarks, run_dir, progress, progress_path, device, base_evals)
+            all_results.append(write_results(one, configs, stages, benchmarks, progress, run_dir))   # A2–A3
     except OSError as e:   # a file of the run directory that cannot be read or written (a directory in its
         # place, a link loop, an immutable file, a full disk): one line naming it; completed stages stay
         fail(f"{e.filename or 'a file of the run directory'}: {e.strerror or e}. Completed stages are kept: "
@@ -302,7 +225,10 @@ def main(argv=None):
     if len(seeds) == 1:
         print(f"\n{dirs[0]}/: results.json, report.md, log.jsonl, checkpoints — {time.time() - t_start:.0f}s this invocation")
         return all_results[0]
-    summary_dir = os.path.join(args.runs_dir, args.name or run_dir_name(args, configs, defaults))
+    # (with --name, the summary goes beside the seeds' directories, <name>-s0-1-2: a single-seed run
+    # named <name> keeps its own files)
+    summary_dir = os.path.join(args.runs_dir, f"{args.name}-s{'-'.join(map(str, args.seed))}" if args.name
+                               else run_dir_name(args, configs, defaults))
     summary = summarize_seeds(all_results, args.seed, dirs, [seconds_of(d) for d in dirs])
     os.makedirs(summary_dir, exist_ok=True)
     atomic_json(os.path.join(summary_dir, "results.json"), summary)
@@ -313,17 +239,26 @@ def main(argv=None):
     return summary
 
 
-def fingerprint_of(args, stages, benchmarks):
-    """What config.json records: every flag except where the run is written."""
+def fingerprint_of(args, stages, benchmarks, configs=()):
+    """What config.json records: every flag except where the run is written, and under "runs" each
+    configuration's own settings (a sweep's --alpha is a list; each run has one α)."""
     fingerprint = {k: v for k, v in vars(args).items() if k not in ("overwrite", "name", "runs_dir", "threads")}
-    fingerprint.update(stages=stages, benchmarks=benchmarks)
+    fingerprint.update(stages=stages, benchmarks=benchmarks,
+                       runs={name: {"method": method, **settings} for method, settings, name in configs})
     return json.loads(json.dumps(fingerprint))
 
 
-def claim_run_dir(ap, args, run_dir, stages, benchmarks):
+def same_run(old, fingerprint):
+    """Whether a run directory's config.json is this command's ("runs" is derived from the flags, and
+    older run directories have none)."""
+    drop = lambda d: {k: v for k, v in d.items() if k != "runs"}   # noqa: E731
+    return drop(old) == drop(fingerprint)
+
+
+def claim_run_dir(ap, args, run_dir, stages, benchmarks, configs=()):
     """Make sure run_dir holds this run or nothing (--overwrite replaces another run), then write config.json."""
     config_path = os.path.join(run_dir, "config.json")
-    fingerprint = fingerprint_of(args, stages, benchmarks)
+    fingerprint = fingerprint_of(args, stages, benchmarks, configs)
     progress_path = os.path.join(run_dir, "progress.json")
     if is_main() and os.path.isfile(config_path):
         try:
@@ -332,7 +267,7 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks):
         except ValueError as e:
             fail(f"{config_path} is damaged ({tasks.one_line(e)}); it says which command {run_dir} belongs to. Restore "
                  f"it from a copy and rerun, or use --name for a new run (--overwrite would delete the completed stages)")
-        if old != fingerprint:
+        if not same_run(old, fingerprint):
             if not args.overwrite:
                 ap.error(f"{run_dir} holds a different run; use --name for a new one or --overwrite to replace it")
             shutil.rmtree(run_dir)
@@ -350,12 +285,12 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks):
     barrier()
 
 
-def run_seed(args, run_dir, stages, benchmarks, configs, device, base_evals):
-    """One seed: every configuration through every stage, then results.json and report.md in run_dir."""
-    progress_path = os.path.join(run_dir, "progress.json")
-    progress = load_progress(progress_path)
+@contextlib.contextmanager
+def stops_cleanly(run_dir):
+    """A run stopped by a non-finite loss or gradient (exit 1) or by Ctrl-C (exit 130) says so in one line;
+    its completed stages (and a Ctrl-C's mid-stage state) are kept in run_dir for the rerun to resume."""
     try:
-        run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device, base_evals)
+        yield
     except NonFiniteError as e:
         if is_main():
             append_jsonl(os.path.join(run_dir, "log.jsonl"), {"event": "non-finite", "message": str(e)})
@@ -370,6 +305,10 @@ def run_seed(args, run_dir, stages, benchmarks, configs, device, base_evals):
         print(f"\ninterrupted: completed stages are kept in {run_dir}; rerun the same command to resume",
               file=sys.stderr)
         sys.exit(130)
+
+
+def write_results(args, configs, stages, benchmarks, progress, run_dir):
+    """results.json (A2–A3 from the accuracy matrix: build_results) and report.md of one seed (rank 0)."""
     if not is_main():
         return None
     results = build_results(configs, stages, benchmarks, progress, args)
@@ -653,6 +592,24 @@ def print_stage(run_name, k, stages, progress, acc, deg, train_s):
           f"degenerate {100 * sum(deg.values()) / len(deg):.1f}%, {train_s:.0f}s training | {fmt_row(acc)}")
 
 
+def run_figures(results, run_dir):
+    """One seed's figures (plots.py), with the paper's names in the legends: [(path or None, alt text)]."""
+    log_path = os.path.join(run_dir, "log.jsonl")
+    rows = read_jsonl(log_path)[0] if os.path.exists(log_path) else []
+    names = paper_names(results)
+    return [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png"), labels=names),
+             "accuracy per benchmark across stages"),
+            (plots.plot_gain_forgetting(results, os.path.join(run_dir, "gain.png"), labels=names), "gain and forgetting"),
+            (plots.plot_drift(results, os.path.join(run_dir, "drift.png"), labels=names), "drift after every stage"),
+            (plots.plot_curves(rows, os.path.join(run_dir, "curves.png"), results["stages"], labels=names),
+             "reward, JS and entropies per step")]
+
+
+def paper_names(results):
+    """{run name: the paper's name of its configuration (claims.role_of), or the run name}, for legends."""
+    return {name: claims.role_of(run) or name for name, run in results["runs"].items()}
+
+
 def fmt_row(acc):
     return " ".join(f"{b} {100 * a:.0f}" for b, a in acc.items())
 
@@ -735,13 +692,7 @@ def write_report(results, run_dir):
                   "model's samples: a true KL near 0 can come out slightly negative, within its standard error, which "
                   "results.json keeps per benchmark); collapse: responses repeating one "
                   "short pattern to the length limit (A8), with the most common pattern."]
-    log_path = os.path.join(run_dir, "log.jsonl")
-    rows = read_jsonl(log_path)[0] if os.path.exists(log_path) else []
-    figures = [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png")), "accuracy per benchmark across stages"),
-               (plots.plot_gain_forgetting(results, os.path.join(run_dir, "gain.png")), "gain and forgetting"),
-               (plots.plot_drift(results, os.path.join(run_dir, "drift.png")), "drift after every stage"),
-               (plots.plot_curves(rows, os.path.join(run_dir, "curves.png"), stages), "reward, JS and entropies per step")]
-    lines += [""] + [f"![{alt}]({os.path.basename(p)})" for p, alt in figures if p]
+    lines += [""] + [f"![{alt}]({os.path.basename(p)})" for p, alt in run_figures(results, run_dir) if p]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(run_dir, "report.md.tmp"), "w") as f:
         f.write(text)
@@ -812,13 +763,15 @@ def write_seeds_report(summary, seed_results, out_dir):
               "the best accuracy an earlier domain had after its own stage minus its final accuracy, and backward "
               "transfer (Lopez-Paz & Ranzato, 2017), the final minus the right-after-its-stage accuracy (negative: "
               "forgotten); both averaged over the earlier domains."]
-    figures = [(plots.plot_accuracy(seed_results[0], os.path.join(out_dir, "accuracy.png"), seed_results),
+    names = paper_names(seed_results[0])
+    figures = [(plots.plot_accuracy(seed_results[0], os.path.join(out_dir, "accuracy.png"), seed_results, names),
                 "accuracy per benchmark across stages"),
-               (plots.plot_gain_forgetting(seed_results[0], os.path.join(out_dir, "gain.png"), seed_results),
+               (plots.plot_gain_forgetting(seed_results[0], os.path.join(out_dir, "gain.png"), seed_results, names),
                 "gain and forgetting"),
-               (plots.plot_drift(seed_results[0], os.path.join(out_dir, "drift.png"), seed_results),
+               (plots.plot_drift(seed_results[0], os.path.join(out_dir, "drift.png"), seed_results, names),
                 "drift after every stage")]
-    lines += ["", "Lines and bars are the means over seeds; bands and whiskers span the seeds' minimum to maximum.", ""]
+    lines += ["", "Lines and bars are the means over seeds; bands and whiskers are the same 95% t-intervals over the "
+              "seeds as the tables.", ""]
     lines += [f"![{alt}]({os.path.basename(p)})" for p, alt in figures if p]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out_dir, "report.md.tmp"), "w") as f:

@@ -26,13 +26,13 @@ import sys
 import torch
 
 import evaluate
+import flags
 import tasks
 from evaluate import collapse
+from flags import MASK_Q, RANK_FRAC, check_device_flag
 from infra import setup_torch
-from rollout import (SAMPLE_BATCH, chat_messages, check_device_flag, check_model_flag, encode_chat, load_model,
-                     response_logits, sample, sampled_logprobs)
+from rollout import SAMPLE_BATCH, chat_messages, encode_chat, load_model, response_logits, sample, sampled_logprobs
 
-RANK_FRAC, MASK_Q = 0.1, 0.1
 
 
 # ----------------------------------------------------------------------------------------------
@@ -327,31 +327,6 @@ def first_samples(texts, k, m):
     return [t for i, t in enumerate(texts) if m <= 0 or i % k < m]
 
 
-def add_drift_args(ap):
-    g = ap.add_argument_group("drift (A4–A8)")
-    g.add_argument("--rank-frac", type=float, default=RANK_FRAC, help="r = ceil(rank_frac · min(m, n)) (A5, A6)")
-    g.add_argument("--mask-q", type=float, default=MASK_Q, help="principal mask: top-q fraction of entries (A6)")
-    g.add_argument("--kl-samples", type=int, default=2, help="samples per prompt for KL(π_θ‖π_0)")
-    g.add_argument("--embed-model", default=None, help="HF encoder for response drift (default: the base model)")
-    g.add_argument("--embed-samples", type=int, default=1, help="response drift (A7) compares the first N of each "
-                   "prompt's --eval-k responses (0 = all k: about 5x the time; the mean moved by up to 0.002 here, "
-                   "docs/RESULTS.md)")
-    return ap
-
-
-def validate_drift_args(ap, args):
-    if args.embed_model:
-        check_model_flag(ap, "--embed-model", args.embed_model)
-    if not 0 < args.rank_frac <= 1:
-        ap.error(f"--rank-frac must be in (0, 1], got {args.rank_frac}")
-    if not 0 < args.mask_q <= 1:
-        ap.error(f"--mask-q must be in (0, 1], got {args.mask_q}")
-    if args.kl_samples < 1:
-        ap.error(f"--kl-samples must be >= 1, got {args.kl_samples}")
-    if args.embed_samples < 0:
-        ap.error(f"--embed-samples must be >= 0 (0 = all), got {args.embed_samples}")
-
-
 def load_embedder(name, base, tok, device):
     """(model, tokenizer) that embeds responses: the base model itself, or an HF encoder by name."""
     if not name:
@@ -394,9 +369,9 @@ def main(argv=None):
     ap.add_argument("run_dir", help="a runs/<name>/ directory written by continual.py")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences per forward or generate call")
-    add_drift_args(ap)
+    flags.add_drift(ap, switch=False)
     args = ap.parse_args(argv)
-    validate_drift_args(ap, args)
+    flags.check_drift(ap, args)
     check_device_flag(ap, args.device)
     if args.sample_batch < 1:
         ap.error(f"--sample-batch must be >= 1, got {args.sample_batch}")

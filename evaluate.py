@@ -22,27 +22,12 @@ import time
 import torch
 
 import tasks
+from flags import MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag
 from infra import gather_lists, init_distributed, is_main, my_share, shard
-from rollout import (DTYPES, MODEL_DIRS, MAX_EVAL_N, MAX_TOKENS, SAMPLE_BATCH, chat_messages, check_code_jail, check_device_flag, check_dir_flag, check_model_flag, decode,
-                     drop_long_prompts, encode_chat, fill_reprompt, load_model, sample)
+from rollout import (DTYPES, MODEL_DIRS, SAMPLE_BATCH, chat_messages, decode, drop_long_prompts, encode_chat,
+                     fill_reprompt, load_model, sample)
 
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
-
-
-def resolve_benchmarks(spec):
-    """'all' | 'train' | 'ood' | a comma list of built-in names and/or JSON(-lines) files -> names."""
-    if spec == "all":
-        return list(tasks.TRAIN_DOMAINS) + list(tasks.OOD_BENCHMARKS)
-    if spec == "train":
-        return list(tasks.TRAIN_DOMAINS)
-    if spec == "ood":
-        return list(tasks.OOD_BENCHMARKS)
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    for n in names:
-        tasks.check_task(n)
-    if not names:
-        raise ValueError("no benchmark named")
-    return names
 
 
 def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0, split="test"):
@@ -264,7 +249,7 @@ def main(argv=None):
             ap.error(f"--out: '{args.out}' is a directory; give a file path")
         check_dir_flag(ap, "--out", os.path.dirname(os.path.abspath(args.out)))
     try:
-        names = resolve_benchmarks(args.benchmarks)
+        names = tasks.resolve_benchmarks(args.benchmarks)
         for n in names:   # files and hub datasets are read once up front: a bad one stops here, in one line
             if n not in tasks.GENERATORS:
                 tasks.task_records(n)

@@ -22,14 +22,15 @@ Simplifications, on purpose (and what the release does instead):
 * Log-probs are those of the untempered policy (the release divides logits by the rollout temperature;
   with the default rollout temperature 1 the two agree).
 """
-import argparse
+from functools import partial
 
 import torch
 
+import flags
 import train
-from infra import clone_model, gathered, global_sum, local_blocks, sample_blocks_per_step
-from rollout import (add_common_args, batch_order, micro_batches, response_logits, token_entropy, token_logprobs,
-                     validate_common_args)
+from flags import GRPO_DEFAULTS
+from infra import clone_model, gathered, global_sum, local_blocks
+from rollout import batch_order, micro_batches, response_logits, token_entropy, token_logprobs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -88,8 +89,9 @@ def k3_kl(logp, ref_logp):
 def aggregate(per_token_loss, mask, mode="token-mean", num_tokens=None, num_seqs=None):
     """(G5) Reduce a [B, T] per-token loss over the response tokens (mask [B, T]) to a scalar.
 
-    token-mean:          Σ_{i,t} m ℓ / Σ_{i,t} m            (release default; every token weighs the same)
-    seq-mean-token-mean: (1/B) Σ_i (Σ_t m ℓ / Σ_t m)        (original GRPO; short answers weigh more per token)
+    token-mean:          Σ_{i,t} m ℓ / Σ_{i,t} m            (SPEC G5; every token weighs the same)
+    seq-mean-token-mean: (1/B) Σ_i (Σ_t m ℓ / Σ_t m)        (what the release computes, the default here; short
+                                                        answers weigh more per token)
     num_tokens / num_seqs: the *whole batch's* counts, when this call sees one micro-batch of it,
     so that summing micro-batch losses gives exactly the full-batch loss (and gradient).
     """
@@ -103,19 +105,6 @@ def aggregate(per_token_loss, mask, mode="token-mean", num_tokens=None, num_seqs
         # (G5) seq-mean-token-mean
         return per_seq.sum() / (per_seq.shape[0] if num_seqs is None else num_seqs)
     raise ValueError(f"unknown aggregation '{mode}' (token-mean, seq-mean-token-mean)")
-
-
-def grpo_loss(logp, old_logp, advantages, mask, ref_logp=None, kl_coef=0.0, eps_low=0.2, eps_high=0.28,
-              mode="token-mean", num_tokens=None, num_seqs=None, clip_c=0.0):
-    """(G3)+(G4)+(G5): aggregate(ℓ_clip + β_KL · k3). Returns (loss, stats of this micro-batch)."""
-    per_token, clipped = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high, clip_c)  # [B, T]
-    stats = {"clip_frac": (clipped.float() * mask).sum().item() / max(1.0, mask.sum().item())}
-    if kl_coef > 0 and ref_logp is not None:
-        kl = k3_kl(logp, ref_logp)                         # [B, T]
-        # (G4) ℓ + β_KL · k3
-        per_token = per_token + kl_coef * kl
-        stats["kl"] = ((kl * mask).sum() / mask.sum().clamp(min=1)).item()
-    return aggregate(per_token, mask, mode, num_tokens, num_seqs), stats
 
 
 # ----------------------------------------------------------------------------------------------
@@ -139,8 +128,8 @@ def grpo_plan(model, batch, args, ref_model=None, pad_id=0):
         # divides by them, so summing micro-batch gradients gives the mini-batch gradient
         n_tok, n_seq = global_sum(sum(lengths[i] for i in mini)), global_sum(len(mini))
         steps.append({"micro_batches": micro_batches_of(mini, lengths, args.micro_batch),
-                      "loss_of": lambda idx, n_tok=n_tok, n_seq=n_seq: grpo_micro_batch(
-                          model, batch, idx, adv, old, ref_model, args, pad_id, n_tok, n_seq),
+                      "loss_of": partial(grpo_micro_batch, model, batch, adv=adv, old=old, ref_model=ref_model,
+                                         args=args, pad_id=pad_id, n_tok=n_tok, n_seq=n_seq),   # loss_of(idx)
                       "tokens": max(1, sum(lengths[i] for i in mini))})   # (this process's: for the stats)
     return {"steps": steps, "frozen": ref_model, "advantages": adv, "group_size": batch["group_size"]}
 
@@ -170,7 +159,8 @@ def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
 
 
 def grpo_micro_batch(model, batch, idx, adv, old, ref_model, args, pad_id, n_tok, n_seq):
-    """The GRPO loss of the responses `idx` (one micro-batch): (G2)–(G5). Returns (loss, stats)."""
+    """The GRPO loss of the responses `idx` (one micro-batch): (G2)–(G5), each equation called here.
+    Returns (loss, stats)."""
     prompts = [batch["prompt_ids"][i] for i in idx]
     responses = [batch["response_ids"][i] for i in idx]
     logits, mask, targets = response_logits(model, prompts, responses, pad_id)   # [b, T, V], [b, T], [b, T]
@@ -182,9 +172,17 @@ def grpo_micro_batch(model, batch, idx, adv, old, ref_model, args, pad_id, n_tok
         with torch.no_grad():
             ref_logits, _, _ = response_logits(ref_model, prompts, responses, pad_id)     # [b, T, V]
             ref_logp = token_logprobs(ref_logits, targets)                                 # [b, T]
-    loss, stats = grpo_loss(logp, old_logp, adv[idx].to(logp.device), mask, ref_logp, args.kl_coef,
-                            args.epsilon, args.epsilon_high, args.loss_agg, num_tokens=n_tok, num_seqs=n_seq,
-                            clip_c=args.clip_ratio_c)
+    # (G3) the clipped surrogate per token, and where the clip bound
+    per_token, clipped = clipped_surrogate(logp, old_logp, adv[idx].to(logp.device), args.epsilon, args.epsilon_high,
+                                           args.clip_ratio_c)                               # [b, T] each
+    stats = {"clip_frac": (clipped.float() * mask).sum().item() / max(1.0, mask.sum().item())}
+    if args.kl_coef > 0 and ref_logp is not None:
+        kl = k3_kl(logp, ref_logp)                                                      # [b, T]
+        # (G4) ℓ + β_KL · k3
+        per_token = per_token + args.kl_coef * kl
+        stats["kl"] = ((kl * mask).sum() / mask.sum().clamp(min=1)).item()
+    # (G5) token-mean or seq-mean-token-mean, over the whole mini-batch's counts
+    loss = aggregate(per_token, mask, args.loss_agg, n_tok, n_seq)
     with torch.no_grad():
         stats["entropy_sum"] = (token_entropy(logits.detach()) * mask).sum().item()
     stats["tokens"] = mask.sum().item()
@@ -273,53 +271,12 @@ def run_name(s):
     s: a dict (or namespace) with mini_batches, epochs, clip_ratio_c."""
     s = s if isinstance(s, dict) else vars(s)
     parts = [f"_{tag}{s[k]:g}" for k, tag in (("mini_batches", "mb"), ("epochs", "ep"), ("clip_ratio_c", "c"))
-             if s[k] != DEFAULTS[k]]
+             if s[k] != GRPO_DEFAULTS[k]]
     return "grpo" + "".join(parts)
 
 
-DEFAULTS = {"mini_batches": 4, "epochs": 1, "clip_ratio_c": 3.0}
-
-
-def add_grpo_args(ap):
-    g = ap.add_argument_group("GRPO (G1–G5)")
-    g.add_argument("--epsilon", type=float, default=0.2, help="ε_low of the clip (G3)")
-    g.add_argument("--epsilon-high", type=float, default=0.28, help="ε_high of the clip (G3)")
-    g.add_argument("--clip-ratio-c", type=float, default=DEFAULTS["clip_ratio_c"],
-                   help="dual clip c for negative advantages (G3, the release's 3); 0 = off")
-    g.add_argument("--kl-coef", type=float, default=0.0, help="β_KL of the k3 KL to the start model (G4); 0 = off")
-    g.add_argument("--adv-std", action="store_true", help="divide advantages by the group std (G1)")
-    g.add_argument("--epochs", type=int, default=DEFAULTS["epochs"], help="passes over each batch")
-    g.add_argument("--mini-batches", type=int, default=DEFAULTS["mini_batches"],
-                   help="optimizer steps per pass, each on an equal slice of the batch in its --mini-batch-order "
-                        "(the release: 4); 1 = on-policy")
-    return ap
-
-
-def validate_grpo_args(ap, args, used=True):
-    """used: GRPO is among the methods that will run (continual.py); else only the values are checked."""
-    for flag, ok, allowed in [("--epsilon", 0 <= args.epsilon < 1, "in [0, 1)"),
-                              ("--epsilon-high", args.epsilon_high >= 0, ">= 0"),
-                              ("--clip-ratio-c", args.clip_ratio_c == 0 or args.clip_ratio_c > 1, "0 (off) or > 1"),
-                              ("--kl-coef", args.kl_coef >= 0, ">= 0"), ("--epochs", args.epochs >= 1, ">= 1"),
-                              ("--mini-batches", args.mini_batches >= 1, ">= 1")]:
-        if not ok:
-            ap.error(f"{flag} must be {allowed}")
-    per_block = args.prompts_per_step // sample_blocks_per_step(args.sample_blocks)
-    if used and per_block % args.mini_batches:
-        ap.error(f"--mini-batches {args.mini_batches}: the mini-batches are equal slices of each sample block "
-                 f"(whole groups with --mini-batch-order contiguous), so the {per_block} prompts per sample block "
-                 f"(--prompts-per-step / blocks) must be divisible by it")
-
-
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="GRPO on one task (SPEC G1–G5).",
-                                 usage="python grpo.py [--task TASK] [--steps N] [--lr LR] [--seed S] ... (--help lists all)")
-    train.add_task_args(ap, "grpo")
-    add_common_args(ap)
-    add_grpo_args(ap)
-    args = ap.parse_args(argv)
-    validate_common_args(ap, args)
-    validate_grpo_args(ap, args)
+    ap, args = flags.one_task_args("grpo", argv)   # every flag and its check: flags.py
     return train.train_seeds(ap, args, run_name(args), make_grpo)
 
 

@@ -404,21 +404,10 @@ def all_finite(t):
 # ----------------------------------------------------------------------------------------------
 # The plumbing of one optimizer step (train.gradient_step reads as zero, backward, clip, step)
 # ----------------------------------------------------------------------------------------------
-def micro_batch_losses(model, micro_batch_indices, loss_of, stats):
-    """Yield loss_of(idx) for each micro-batch, appending its stats dict to `stats`.
-
-    Sharded (torchrun): a rank that has run out of micro-batches while others have not yields an idle
-    loss (zero, through every weight), so that every rank takes part in every backward's collective.
-    """
-    n_local = len(micro_batch_indices)
-    n_max = int(global_max(n_local)) if is_sharded(model) else n_local
-    for k in range(n_max):
-        if k < n_local:
-            loss, st = loss_of(micro_batch_indices[k])
-            stats.append(st)
-            yield loss
-        else:   # sharded: this rank has run out of micro-batches, the others have not
-            yield idle_loss(model)
+def idle_micro_batches(model, n_local):
+    """Sharded (torchrun): how many idle micro-batches this rank runs after its own n_local, so that every
+    rank takes part in as many backwards (and their collectives) as the busiest one. 0 in one process."""
+    return int(global_max(n_local)) - n_local if is_sharded(model) else 0
 
 
 def checked_total(model, total):

@@ -5,12 +5,16 @@
     drift.png      parameter and response drift after every stage                   (A4–A7)
     curves.png     reward, JS, student entropy and teacher entropy per step          (§3.1)
 
-With several seeds (`series` holding one list per run and seed) the lines are the mean and the band
-spans the seeds' minimum to maximum. Every function takes plain dicts and lists (results.json and
-log.jsonl as read from disk) and returns the file it wrote, or None when matplotlib is missing: a
-run never fails for want of a plot. Files are written atomically.
+With several seeds the lines are the mean and the band (or whisker) is the same 95% t-interval over
+the seeds as the tables give (evaluate.mean_interval). Legends use the paper's names of the
+configurations where a run is one of them (`labels`, from claims.role_of), else the run's name.
+Every function takes plain dicts and lists (results.json and log.jsonl as read from disk) and returns
+the file it wrote, or None when matplotlib is missing: a run never fails for want of a plot. Files are
+written atomically.
 """
 import os
+
+from evaluate import mean_interval
 
 
 def pyplot():
@@ -41,24 +45,33 @@ def save(fig, path):
 
 
 def line_with_band(ax, x, ys, color, label):
-    """Mean of ys (a list of equal-length lists, one per seed) with a min–max band when there are several."""
+    """Mean of ys (a list of equal-length lists, one per seed) with its 95% t-interval band when there are
+    several seeds (labelled in the legend)."""
     ys = [y for y in ys if y is not None]
     if not ys:
         return
-    cols = list(zip(*ys))
-    mean = [sum(c) / len(c) for c in cols]
-    ax.plot(x, mean, marker="o", ms=3, color=color, label=label)
+    cols = [mean_interval(list(c)) for c in zip(*ys)]                    # (mean, low, high) per point
+    ax.plot(x, [c[0] for c in cols], marker="o", ms=3, color=color, label=label)
     if len(ys) > 1:
-        ax.fill_between(x, [min(c) for c in cols], [max(c) for c in cols], color=color, alpha=0.2)
+        ax.fill_between(x, [c[1] for c in cols], [c[2] for c in cols], color=color, alpha=0.2,
+                        label=f"{label}: 95% interval over {len(ys)} seeds")
 
 
-def plot_accuracy(results, path, seeds_results=None):
+def label_of(labels, name):
+    return (labels or {}).get(name) or name
+
+
+def stage_names(stages):
+    return [os.path.basename(s) for s in stages]
+
+
+def plot_accuracy(results, path, seeds_results=None, labels=None):
     """accuracy.png: one panel per benchmark, accuracy (%) across stages, one line per run."""
     if pyplot() is None:
         return None
     all_results = seeds_results or [results]
     benches, stages = results["benchmarks"], results["stages"]
-    cols = 4
+    cols = min(4, len(benches))   # (no blank panels beside a single benchmark)
     rows = -(-len(benches) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
     x = list(range(len(stages) + 1))
@@ -66,19 +79,21 @@ def plot_accuracy(results, path, seeds_results=None):
         ax = axes[i // cols][i % cols]
         for c, name in enumerate(results["runs"]):
             ys = [[100 * row[i] for row in r["runs"][name]["acc"]] for r in all_results if name in r["runs"]]
-            line_with_band(ax, x, ys, COLORS[c % len(COLORS)], name)
-        ax.set_title(b + (" (trained)" if b in stages else " (OOD)"), fontsize=9)
-        ax.set_xticks(x, ["base"] + [os.path.basename(s)[:8] for s in stages], fontsize=6)
+            line_with_band(ax, x, ys, COLORS[c % len(COLORS)], label_of(labels, name))
+        ax.set_title(os.path.basename(b) + (" (trained)" if b in stages else " (OOD)"), fontsize=9)
+        ax.set_xticks(x, ["base"] + [f"after {s}" for s in stage_names(stages)], fontsize=6, rotation=20)
         ax.set_ylim(0, 100)
+        if i % cols == 0:
+            ax.set_ylabel("Acc@k (%)", fontsize=8)
     for j in range(len(benches), rows * cols):
         axes[j // cols][j % cols].axis("off")
     axes[0][0].legend(fontsize=7)
     return save(fig, path)
 
 
-def plot_gain_forgetting(results, path, seeds_results=None):
+def plot_gain_forgetting(results, path, seeds_results=None, labels=None):
     """gain.png: per run, G on each stage's domain right after the stage, and F of the final model on
-    earlier domains and OOD benchmarks (bars; the whiskers span the seeds)."""
+    earlier domains and OOD benchmarks (bars; with several seeds the whiskers are 95% intervals)."""
     if pyplot() is None:
         return None
     all_results = seeds_results or [results]
@@ -96,19 +111,22 @@ def plot_gain_forgetting(results, path, seeds_results=None):
             vals = [[100 * (get(r["runs"][name]) or 0.0) for r in all_results if name in r["runs"]]
                     for _, get in items]
             xs = [i + c * width for i in range(len(items))]
-            means = [sum(v) / len(v) for v in vals]
-            err = [[max(0.0, m - min(v)) for m, v in zip(means, vals)],   # (≥ 0: the mean of equal values can
-                   [max(0.0, max(v) - m) for m, v in zip(means, vals)]]    # round a hair outside them)
-            ax.bar(xs, means, width, color=COLORS[c % len(COLORS)], label=name,
+            ci = [(m, m if lo is None else lo, m if hi is None else hi)     # (mean, low, high) per bar
+                  for m, lo, hi in map(mean_interval, vals)]
+            means = [m for m, _, _ in ci]
+            err = [[max(0.0, m - lo) for m, lo, _ in ci], [max(0.0, hi - m) for m, _, hi in ci]]
+            ax.bar(xs, means, width, color=COLORS[c % len(COLORS)], label=label_of(labels, name),
                    yerr=err if len(all_results) > 1 else None, capsize=2)
         ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(items))],
-                      [os.path.basename(k)[:10] for k, _ in items], fontsize=7)
-        ax.set_title(title, fontsize=9)
+                      [os.path.basename(k) for k, _ in items], fontsize=7, rotation=20)
+        ax.set_title(title + (f"; whiskers: 95% interval over {len(all_results)} seeds"
+                              if len(all_results) > 1 else ""), fontsize=9)
+        ax.set_ylabel("%", fontsize=8)
     axes[0].legend(fontsize=7)
     return save(fig, path)
 
 
-def plot_drift(results, path, seeds_results=None):
+def plot_drift(results, path, seeds_results=None, labels=None):
     """drift.png: after every stage, vs the base: NSS (A4), largest angle (A5), mask IoU (A6),
     response cosine (A7) and the Monte-Carlo KL to the base."""
     if pyplot() is None:
@@ -129,16 +147,17 @@ def plot_drift(results, path, seeds_results=None):
         for c, name in enumerate(names):
             ys = [[get(d) for d in r["runs"][name]["drift"]] for r in all_results
                   if name in r["runs"] and all(r["runs"][name].get("drift") or [None])]
-            line_with_band(ax, x, [y for y in ys if None not in y], COLORS[c % len(COLORS)], name)
+            line_with_band(ax, x, [y for y in ys if None not in y], COLORS[c % len(COLORS)], label_of(labels, name))
         ax.set_title(title, fontsize=9)
-        ax.set_xticks(x, [os.path.basename(s)[:8] for s in stages], fontsize=6)
+        ax.set_xticks(x, [f"after {s}" for s in stage_names(stages)], fontsize=6, rotation=20)
     axes[0].legend(fontsize=7)
     return save(fig, path)
 
 
-def plot_curves(rows, path, stages=None):
+def plot_curves(rows, path, stages=None, labels=None):
     """curves.png: per step, the mean reward, SDPO's per-token JS, the student's and the teacher's
-    entropy (the paper's §3.1 curves), one line per run; dotted lines mark stage boundaries.
+    entropy (the paper's §3.1 curves), one line per run; dotted lines mark stage boundaries, each stage
+    named above its part. A panel no run has (GRPO: JS, teacher entropy) is left out.
 
     rows: log.jsonl rows (continual.py's carry 'run' and 'stage'; grpo.py/sdpo.py's have neither).
     """
@@ -150,7 +169,9 @@ def plot_curves(rows, path, stages=None):
     runs = list(dict.fromkeys(r.get("run", "run") for r in rows))
     metrics = [("reward", "mean reward"), ("js", "JS per distilled token (SDPO)"),
                ("entropy", "student entropy (nats)"), ("teacher_entropy", "teacher entropy (nats)")]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 2.8))
+    metrics = [(k, t) for k, t in metrics if any(r.get(k) is not None for r in rows)]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 2.8), squeeze=False)
+    axes = axes[0]
     steps_per_stage = max(r["step"] for r in rows)
     for c, run in enumerate(runs):
         mine = [r for r in rows if r.get("run", "run") == run]
@@ -158,11 +179,14 @@ def plot_curves(rows, path, stages=None):
         for ax, (key, _) in zip(axes, metrics):
             pts = [(xi, r[key]) for xi, r in zip(x, mine) if r.get(key) is not None and not r.get("skipped")]
             if pts:
-                ax.plot(*zip(*pts), lw=1, color=COLORS[c % len(COLORS)], label=run)
+                ax.plot(*zip(*pts), lw=1, color=COLORS[c % len(COLORS)], label=label_of(labels, run))
     for ax, (_, title) in zip(axes, metrics):
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=9, pad=12 if stages else 6)   # (room for the stage names)
         ax.set_xlabel("step" + (" (stages in order)" if stages else ""), fontsize=7)
         for k in range(1, len(stages or [])):
             ax.axvline(k * steps_per_stage + 0.5, color="grey", ls=":", lw=0.8)
+        for k, name in enumerate(stage_names(stages or [])):   # each stage named above its part
+            ax.text((k + 0.5) * steps_per_stage, 1.0, name, transform=ax.get_xaxis_transform(), ha="center",
+                    va="bottom", fontsize=6, color="grey")
     axes[0].legend(fontsize=7)
     return save(fig, path)

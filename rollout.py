@@ -13,20 +13,15 @@ of lengths 3 and 1, `_` = pad):
                    [p p p | r _ _]                   [1 1 1 | 1 0 0]               [0 1 2 | 3 3 3]
     logits at columns P-1 .. P+T-2 predict the response tokens at columns P .. P+T-1 (the shift).
 """
-import argparse
 import functools
-import math
 import os
 import re
-import socket
-import tempfile
 import types
 
 import torch
 from tqdm import tqdm
 from transformers import StaticCache
 
-import sandbox
 import tasks
 from infra import gathered, is_main, is_sharded, shard, under_torchrun
 
@@ -341,17 +336,23 @@ def pack(prompt_ids, response_ids, pad_id, device):
 def response_logits(model, prompt_ids, response_ids, pad_id, share_prefix=True, as_float=True):
     """Logits that predict each response token: [B, T, V], with the response mask [B, T] and ids [B, T].
 
-    When prompts repeat (a group's G responses share one prompt), each distinct prompt is computed
-    once (`shared_prefix_logits`): the same numbers up to float rounding, far fewer tokens.
+    The plain forward is `packed_logits`: each prompt and its response in one row. With share_prefix
+    (the default) and prompts that repeat (a group's G responses share one prompt), each distinct prompt
+    is computed once instead (`shared_prefix_logits`): the same logits up to float summation order
+    (tests/test_rollout.py checks it), and far fewer tokens. A reader can take it to be the plain forward.
     as_float=False keeps the compute dtype (bf16 on GPUs): no fp32 copy of a [B, T, V] tensor, for the
     top-k path that only ever needs k values per position in fp32 (sdpo.topk_logprobs).
     """
-    # (checkpointing drops the cache; a sharded model's forwards must be the same on every rank: one)
-    if share_prefix and len(set(map(tuple, prompt_ids))) < len(prompt_ids) \
-            and not getattr(model, "is_activation_checkpointing", False) \
-            and (not is_sharded(model) or getattr(model, "_gathered", False)):
+    if share_prefix and prefix_can_be_shared(model, prompt_ids):
         logits, r_mask, r_ids = shared_prefix_logits(model, prompt_ids, response_ids, pad_id)
-        return (logits.float() if as_float else logits), r_mask, r_ids
+    else:
+        logits, r_mask, r_ids = packed_logits(model, prompt_ids, response_ids, pad_id)
+    return (logits.float() if as_float else logits), r_mask, r_ids
+
+
+def packed_logits(model, prompt_ids, response_ids, pad_id):
+    """The plain forward: every (prompt, response) pair in one row (rollout.pack); logits [B, T, V] in the
+    compute dtype, response mask [B, T], response ids [B, T]."""
     device = next(model.parameters()).device
     input_ids, attention, positions, r_mask, P = pack(prompt_ids, response_ids, pad_id, device)
     T = r_mask.shape[1]
@@ -360,8 +361,15 @@ def response_logits(model, prompt_ids, response_ids, pad_id, share_prefix=True, 
     logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                    logits_to_keep=T + 1).logits                                          # [B, T+1, V]
     # the shift: the logit at column c predicts the token at column c+1 (kept column 0 = column P-1)
-    logits = logits[:, :T]
-    return (logits.float() if as_float else logits), r_mask, input_ids[:, P:]  # [B, T, V], [B, T], [B, T]
+    return logits[:, :T], r_mask, input_ids[:, P:]                                      # [B, T, V], [B, T], [B, T]
+
+
+def prefix_can_be_shared(model, prompt_ids):
+    """Some prompt repeats, and the model can run from a cache: not with activation checkpointing (it
+    drops the cache), and a sharded model only when gathered (its forwards must match on every rank)."""
+    return (len(set(map(tuple, prompt_ids))) < len(prompt_ids)
+            and not getattr(model, "is_activation_checkpointing", False)
+            and (not is_sharded(model) or getattr(model, "_gathered", False)))
 
 
 def shared_prefix_logits(model, prompt_ids, response_ids, pad_id):
@@ -534,144 +542,6 @@ def micro_batches(lengths, size):
     return [order[i:i + size] for i in range(0, len(order), size)]
 
 
-def add_common_args(ap):
-    """Flags that grpo.py, sdpo.py and continual.py share (same names, same meaning)."""
-    g = ap.add_argument_group("model and rollouts")
-    g.add_argument("--model", default="tiny", help="'tiny' (built in), a local HF directory, or a hub id")
-    g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = all cores of this process; "
-                   "use 1 when other jobs share the cores)")
-    g.add_argument("--steps", type=int, default=100, help="optimizer steps (per stage in continual.py)")
-    g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step")
-    g.add_argument("--group-size", "--num-generations", type=int, default=8, dest="group_size",
-                   help="responses sampled per prompt (G)")
-    g.add_argument("--max-new-tokens", type=int, default=64)
-    g.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences per generate or scoring "
-                   "call in rollouts, evaluation and drift (whole groups; their KV cache bounds the memory: python "
-                   "bench.py --memory)")
-    g.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
-    g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus sampling")
-    g.add_argument("--dtype", default="auto", choices=["auto", *DTYPES],
-                   help="bf16: bf16 compute over fp32 weights; bf16-weights: the weights in bf16 too (AdamW "
-                        "loses small updates); auto: fp32 on CPU, bf16 on CUDA")
-    g.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this many tokens (0 = keep all)")
-    thinking = g.add_mutually_exclusive_group()   # (one or the other, never both)
-    thinking.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None,
-                          help="pass enable_thinking=True to the chat template (Qwen3 thinking models)")
-    thinking.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False,
-                          help="pass enable_thinking=False to the chat template")
-    g = ap.add_argument_group("optimisation")
-    g.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate")
-    g.add_argument("--weight-decay", type=float, default=None, help="AdamW's weight decay; default 0.01 (the "
-                   "release's) for a real model, 0 for the built-in tiny one (docs/PROTOCOL.md)")
-    g.add_argument("--warmup-steps", type=int, default=None, help="linear learning-rate warmup from 0 over this "
-                   "many steps, as the release (its first step moves nothing); default 10 for a real model, 0 "
-                   "for the built-in tiny one")
-    g.add_argument("--mini-batch-order", choices=["balanced", "contiguous"], default="balanced",
-                   help="the batch's order: 'balanced', the release's length-balanced order (GRPO's mini-batches are "
-                        "bands of similar length; SDPO's demonstration is the first success in it), or "
-                        "'contiguous', whole groups in sampling order")
-    g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping")
-    g.add_argument("--micro-batch", type=int, default=0, help="sequences per forward (0 = all); same update")
-    g.add_argument("--loss-agg", default="seq-mean-token-mean", choices=["seq-mean-token-mean", "token-mean"],
-                   help="(G5, S5) seq-mean-token-mean: the mean over responses of each response's token-mean, what "
-                        "the release computes (one response per micro-batch); token-mean: over all tokens")
-    g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in the backward (big models)")
-    g.add_argument("--unsafe-code", action="store_true", help="run CODING programs even where no OS jail (bubblewrap, "
-                   "unshare) is available, with the sandbox's inner layers only (docs/RELIABILITY.md)")
-    g.add_argument("--seed", "--seeds", dest="seed", type=seed_list, default=[0], metavar="S[,S...]",
-                   help="training seed(s): a comma list runs everything once per seed (each resumable on its own)")
-    g.add_argument("--sample-blocks", type=int, default=0,
-                   help="sample each step's prompts in this many independently seeded blocks (0 = one per rank); "
-                        "a one-process run with --sample-blocks N reproduces an N-rank torchrun run")
-    g = ap.add_argument_group("evaluation")
-    g.add_argument("--eval-n", type=int, default=64, help="test prompts per benchmark")
-    g.add_argument("--eval-k", type=int, default=8, help="samples per prompt (Acc@k, C3)")
-    g.add_argument("--eval-seed", type=int, default=0, help="picks the test prompts and seeds the evaluation "
-                   "sampling, whatever the training seed: every seed and method is scored on the same prompts")
-    return ap
-
-
-def check_model_flag(ap, flag, name):
-    """A model flag names 'tiny', 'tiny_think', a local model directory, or a hub model in the local cache
-    (nothing is downloaded at run time here): say which one is wrong, in one line, before any work."""
-    if name in ("tiny", "tiny_think"):
-        return
-    if os.path.isdir(name):
-        if not os.path.isfile(os.path.join(name, "config.json")):
-            ap.error(f"{flag}: '{name}' is not a model directory (no config.json)")
-        return
-    if not re.fullmatch(r"[\w-][\w.-]*(/[\w.-]+)?", name):   # not a hub id (org/name): a missing directory
-        ap.error(f"{flag}: no such model directory '{name}'")
-    from huggingface_hub import try_to_load_from_cache   # a hub id: its config must be reachable
-    if not isinstance(try_to_load_from_cache(name, "config.json"), str) and not hub_config_reachable(name):
-        ap.error(f"{flag}: '{name}' is neither a local model directory nor a hub model that can be loaded "
-                 f"(not in the local cache, and the hub cannot be reached or has no such model)")
-
-
-def check_dir_flag(ap, flag, path):
-    """An output directory flag: it may not exist yet, but it (and every folder above it) must not be a file."""
-    p = os.path.abspath(path)
-    while True:
-        if os.path.exists(p):
-            if not os.path.isdir(p):
-                ap.error(f"{flag}: '{path}' cannot be a directory ('{p}' is a file)")
-            try:   # the only sure test: make (and remove) a folder there (/proc says "writable" to root, yet refuses)
-                os.rmdir(tempfile.mkdtemp(dir=p))
-            except OSError:
-                ap.error(f"{flag}: '{p}' is not writable")
-            return
-        p = os.path.dirname(p)
-
-
-def hub_config_reachable(name):
-    """Whether the hub serves `name`'s config.json (a few seconds at most; False when offline)."""
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
-        return False
-    try:   # offline machines answer at once here, where the hub client would retry for a minute
-        socket.create_connection(("huggingface.co", 443), timeout=3).close()
-    except OSError:
-        return False
-    try:
-        from huggingface_hub import hf_hub_download
-        hf_hub_download(name, "config.json", etag_timeout=5)
-        return True
-    except Exception:   # offline, gated, or no such model: all "not loadable"
-        return False
-
-
-def check_device_flag(ap, device):
-    """--device: auto, cpu, cuda or cuda:N, and CUDA only where it exists."""
-    if device == "auto":
-        return
-    try:
-        d = torch.device(device)
-    except (RuntimeError, ValueError):
-        ap.error(f"--device: '{device}' is not a device (auto, cpu, cuda, cuda:N)")
-    if d.type not in ("cpu", "cuda"):
-        ap.error(f"--device: '{device}' is not supported (auto, cpu, cuda, cuda:N)")
-    if d.type == "cuda" and not torch.cuda.is_available():
-        ap.error(f"--device {device}: this machine has no CUDA device (use --device cpu or auto)")
-    if d.type == "cuda" and d.index is not None and d.index >= torch.cuda.device_count():
-        ap.error(f"--device {device}: there are only {torch.cuda.device_count()} CUDA devices")
-
-
-def seed_list(text):
-    """--seed 0 or --seed 0,1,2: a list of distinct seeds in [0, 2^31) (argparse reports a bad one in one line)."""
-    try:
-        seeds = [int(x) for x in str(text).split(",")]   # (an empty item, as in 0,,1, is an error too)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers like 0 or 0,1,2, got '{text}'") from None
-    if not seeds or len(set(seeds)) < len(seeds) or not all(0 <= x < 2**31 for x in seeds):
-        raise argparse.ArgumentTypeError(f"expected distinct integers in [0, 2^31) like 0 or 0,1,2, got '{text}'")
-    return seeds
-
-
-def per_seed(args):
-    """One copy of the parsed flags per training seed, each with `seed` a single integer."""
-    return [argparse.Namespace(**{**vars(args), "seed": s}) for s in args.seed]
-
-
 def drop_long_prompts(tok, records, max_len, what="records"):
     """--max-prompt-len: drop records whose chat prompt is longer than max_len tokens (the release does
     the same), saying how many. max_len 0 keeps everything."""
@@ -685,67 +555,4 @@ def drop_long_prompts(tok, records, max_len, what="records"):
     return kept
 
 
-def check_code_jail(ap, args, names):
-    """A task or benchmark among names whose records are code runs its programs in an OS jail
-    (sandbox.py, layer 0): where this machine has none, one line and exit 2, unless --unsafe-code."""
-    sandbox.ALLOW_UNJAILED = bool(getattr(args, "unsafe_code", False))
-    if any(tasks.has_code(name) for name in names):
-        try:
-            sandbox.check_jail()
-        except sandbox.NoJail as e:
-            ap.error(str(e))
-
-
-MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096   # beyond: surely a typo
-
-
-def validate_common_args(ap, args):
-    """One-line errors (exit code 2) for values outside their range, before any work starts or any file
-    is written. Every float must be finite; sizes have a generous upper bound (a typo like 1e9 prompts
-    per step would otherwise run for minutes into a MemoryError)."""
-    finite = lambda v: math.isfinite(v)   # noqa: E731
-    checks = [("--steps", 1 <= args.steps <= MAX_STEPS, f"in [1, {MAX_STEPS}]"),
-              ("--prompts-per-step", 1 <= args.prompts_per_step <= MAX_PROMPTS, f"in [1, {MAX_PROMPTS}]"),
-              ("--group-size", 2 <= args.group_size <= 1024, "in [2, 1024] (advantages and teachers need siblings)"),
-              ("--max-new-tokens", 1 <= args.max_new_tokens <= MAX_TOKENS, f"in [1, {MAX_TOKENS}]"),
-              ("--lr", finite(args.lr) and 0 < args.lr <= 1, "in (0, 1]"),
-              ("--weight-decay", args.weight_decay is None or (finite(args.weight_decay) and 0 <= args.weight_decay <= 1),
-               "in [0, 1]"),
-              ("--warmup-steps", args.warmup_steps is None or args.warmup_steps >= 0, ">= 0"),
-              ("--temperature", finite(args.temperature) and 1e-3 <= args.temperature <= 100, "in [0.001, 100]"),
-              ("--top-p", 0 < args.top_p <= 1, "in (0, 1]"),
-              ("--eval-n", 1 <= args.eval_n <= MAX_EVAL_N, f"in [1, {MAX_EVAL_N}]"),
-              ("--eval-k", 1 <= args.eval_k <= 1024, "in [1, 1024]"),
-              ("--micro-batch", args.micro_batch >= 0, ">= 0"),
-              ("--sample-batch", args.sample_batch >= 1, ">= 1"),
-              ("--max-grad-norm", finite(args.max_grad_norm) and args.max_grad_norm > 0, "finite and > 0"),
-              ("--max-prompt-len", args.max_prompt_len >= 0, ">= 0"), ("--sample-blocks", args.sample_blocks >= 0, ">= 0"),
-              ("--threads", 0 <= args.threads <= 1024, "in [0, 1024]"),
-              ("--eval-seed", 0 <= args.eval_seed < 2**31, "in [0, 2^31)")]
-    for flag, ok, allowed in checks:
-        if not ok:
-            ap.error(f"{flag} must be {allowed}")
-    check_model_flag(ap, "--model", args.model)
-    check_device_flag(ap, args.device)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    blocks = args.sample_blocks or world
-    if blocks % world:
-        ap.error(f"--sample-blocks {blocks} must be a multiple of the {world} ranks")
-    if args.prompts_per_step % blocks:
-        ap.error(f"--prompts-per-step {args.prompts_per_step} must be divisible by the {blocks} sample blocks "
-                 f"(one per rank unless --sample-blocks says otherwise)")
-    for key, value in model_defaults(args.model).items():   # flags left to the model's default
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-
-
 BUILT_IN_MODELS = ("tiny", "tiny_think")
-
-
-def model_defaults(model):
-    """The optimizer settings a model gets when its flags are not given: the release's on a real model
-    (AdamW weight decay 0.01, a 10-step warmup), the tiny world's own on the built-in ones (0 and 0:
-    docs/PROTOCOL.md says why)."""
-    if model in BUILT_IN_MODELS:
-        return {"weight_decay": 0.0, "warmup_steps": 0}
-    return {"weight_decay": 0.01, "warmup_steps": 10}

@@ -21,16 +21,17 @@ Simplifications, on purpose:
   the others contribute nothing to the loss, so their forward passes would be wasted.
 * Student entropy is logged over the distilled responses (the ones that were run).
 """
-import argparse
 import sys
+from functools import partial
 
 import torch
 
+import flags
 import tasks
 import train
 from infra import NonFiniteError, all_finite, clone_model, first_global_index, global_sum, is_main, local_blocks
-from rollout import (BUILT_IN_MODELS, add_common_args, batch_positions, chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, micro_batches,
-                     response_logits, strip_think, token_entropy, validate_common_args)
+from rollout import (batch_positions, chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, micro_batches,
+                     response_logits, strip_think, token_entropy)
 
 
 def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedback=False, position=None):
@@ -125,28 +126,15 @@ def log1m_exp(log_p):
     return torch.log(torch.clamp(-torch.expm1(log_p), min=1e-30))
 
 
-def topk_with_tail(student_logp, teacher_logp, k):
-    """(S4) Keep the student's top-k ids, gather both distributions there, add one tail bucket.
-
-    [..., V] -> [..., k+1]: entries k are log p on the top-k ids, the last is log(1 − Σ_k p).
-    Both results are distributions (sum to 1). With k = V the tail is empty and GJSD is unchanged.
-    """
-    ids = student_logp.topk(k, dim=-1).indices                      # [..., k] the student's top-k
-    s_k = student_logp.gather(-1, ids)                              # [..., k]
-    t_k = teacher_logp.gather(-1, ids)                              # [..., k]
-    # (S4) tail bucket log(1 − Σ_k p)
-    s_tail = log1m_exp(torch.logsumexp(s_k, -1, keepdim=True))      # [..., 1]
-    t_tail = log1m_exp(torch.logsumexp(t_k, -1, keepdim=True))      # [..., 1]
-    return torch.cat([s_k, s_tail], -1), torch.cat([t_k, t_tail], -1)
-
-
 def topk_logprobs(student_logits, teacher_logits, k):
-    """(S4) topk_with_tail from raw logits, without a full-vocabulary fp32 log-softmax on either side.
+    """(S4) Keep the student's top-k ids, take both distributions' log-probabilities there, and add one
+    tail bucket log(1 − Σ_k p): [..., V] -> [..., k+1], both still distributions (with k = V the tail is
+    empty and GJSD is unchanged). From raw logits, without a full-vocabulary fp32 log-softmax on either side.
 
     log p(v) = x_v − logsumexp(x): only the k gathered values and one fp32 logsumexp per position are
     made (rollout.chunked_logsumexp, chunk by chunk), so at 8k tokens × 152k ids the student keeps its
     logits (bf16 on GPUs) and nothing else of size V. The same numbers as
-    topk_with_tail(log_softmax(S), log_softmax(T), k) up to float rounding.
+    a brute-force top-k of log_softmax(S), log_softmax(T) up to float rounding (tests/test_sdpo.py).
     student_logits, teacher_logits: [..., V]. Returns ([..., k+1], [..., k+1]).
     """
     ids = student_logits.topk(k, dim=-1).indices                            # [..., k] the student's top-k
@@ -160,31 +148,27 @@ def topk_logprobs(student_logits, teacher_logits, k):
     return torch.cat([s_k, s_tail], -1), torch.cat([t_k, t_tail], -1)
 
 
-def sdpo_loss(student_logp, teacher_logp, token_mask, beta=0.5, topk=None, num_tokens=None,
-              mode="token-mean", num_seqs=None):
-    """(S5) The SDPO loss over the distilled tokens (token_mask [b, T] = m_i × kept × is-a-response-token):
+def sdpo_loss(per_token, token_mask, num_tokens=None, mode="token-mean", num_seqs=None):
+    """(S5) The SDPO loss: the per-token GJSD [b, T] (S3) reduced over the distilled tokens (token_mask
+    [b, T] = m_i × kept × is-a-response-token):
 
     token-mean:          L = Σ_{i,t} mask · GJSD_β(S_{i,t}, sg[T_{i,t}]) / Σ_{i,t} mask          (SPEC S5)
     seq-mean-token-mean: L = (1/B) Σ_i (Σ_t mask · GJSD / Σ_t mask)   over *all* B responses, a response
                          without signal counting 0: what the release computes (docs/PROTOCOL.md)
-    student_logp, teacher_logp: [b, T, V]. num_tokens / num_seqs: the whole batch's counts (distilled
-    tokens / all responses) when this is one micro-batch of it. Returns (loss, per-token GJSD [b, T]).
-    Example (seq-mean-token-mean): 4 responses, one with signal and mean GJSD 0.2 -> L = 0.2 / 4 = 0.05.
+    num_tokens / num_seqs: the whole batch's counts (distilled tokens / all responses) when this is one
+    micro-batch of it. Example (seq-mean-token-mean): 4 responses, one with signal and mean GJSD 0.2 ->
+    L = 0.2 / 4 = 0.05.
     """
-    teacher_logp = teacher_logp.detach()  # sg[T]: no gradient ever reaches the teacher
-    if topk:
-        student_logp, teacher_logp = topk_with_tail(student_logp, teacher_logp, topk)  # (S4)
-    per_token = generalized_jsd(student_logp, teacher_logp, beta)    # [b, T]
     mask = token_mask.float()                                        # [b, T]
     if mode == "seq-mean-token-mean":
         per_seq = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)   # [b] each response's token-mean
         # (S5, release) mean over all responses of each response's token-mean
-        return per_seq.sum() / (per_seq.shape[0] if num_seqs is None else num_seqs), per_token
+        return per_seq.sum() / (per_seq.shape[0] if num_seqs is None else num_seqs)
     if mode != "token-mean":
         raise ValueError(f"unknown aggregation '{mode}' (token-mean, seq-mean-token-mean)")
     denom = mask.sum().clamp(min=1) if num_tokens is None else num_tokens
     # (S5) token-mean over distilled tokens
-    return (per_token * mask).sum() / denom, per_token
+    return (per_token * mask).sum() / denom
 
 
 def mask_seed(step_draw, index):
@@ -305,11 +289,10 @@ def sdpo_plan(model, teacher, batch, args, tok, step):
     if n_tok == 0 and is_main():
         print(f"warning: step {step}: no response had a successful sibling, so no teacher signal; zero "
               f"gradient (AdamW still takes its step, as the release does)", file=sys.stderr)
-
-    def loss_of(idx):
-        return sdpo_micro_batch(model, teacher, batch, idx, user_texts, token_keep, tok, args, n_tok, n_seq)
     # only the distilled responses are run (none in a process without signal: zero gradient there)
     micro = [[distilled[j] for j in idx] for idx in micro_batches([lengths[i] for i in distilled], args.micro_batch)]
+    loss_of = partial(sdpo_micro_batch, model, teacher, batch, user_texts=user_texts, token_keep=token_keep, tok=tok,
+                      args=args, n_tok=n_tok, n_seq=n_seq)                         # loss_of(idx)
     return {"steps": [{"micro_batches": micro, "loss_of": loss_of, "tokens": max(1, n_distilled)}],
             "frozen": teacher, "stats": stats, "skipped": int(n_tok == 0)}
 
@@ -354,8 +337,9 @@ def sdpo_micro_batch(model, teacher, batch, idx, user_texts, token_keep, tok, ar
             entropies = -(s_dist.exp() * s_dist).sum(-1), -(t_dist.exp() * t_dist).sum(-1)   # [b, T] each
     for j, i in enumerate(idx):   # (S7) masked tokens leave the loss
         mask[j, :len(token_keep[i])] *= token_keep[i].to(mask.device, mask.dtype)
-    loss, per_token = sdpo_loss(s_dist, t_dist, mask, args.beta, None, num_tokens=n_tok,
-                                mode=args.loss_agg, num_seqs=n_seq)                          # (S3)–(S5)
+    # (S3) GJSD_β(S, sg[T]) at every response token: no gradient ever reaches the teacher
+    per_token = generalized_jsd(s_dist, t_dist.detach(), args.beta)                        # [b, T]
+    loss = sdpo_loss(per_token, mask, num_tokens=n_tok, mode=args.loss_agg, num_seqs=n_seq)   # (S5)
     with torch.no_grad():
         fm = mask.float()                                                                    # [b, T]
         stats = {"js_sum": (per_token * fm).sum().item(), "entropy_sum": (entropies[0] * fm).sum().item(),
@@ -388,59 +372,8 @@ def run_name(s):
     return name
 
 
-def add_sdpo_args(ap, sweep=False):
-    """SDPO's flags. sweep=True (continual.py): --alpha takes a comma list, one run per value."""
-    g = ap.add_argument_group("SDPO (S1–S6, T1–T3)")
-    if sweep:
-        g.add_argument("--alpha", type=str, default="0.05",
-                       help="teacher EMA rate α (T1), or a comma list for a sweep (0 = frozen)")
-    else:
-        g.add_argument("--alpha", type=float, default=0.05, help="teacher EMA rate α (T1); 0 = frozen teacher")
-    g.add_argument("--beta", type=float, default=0.5, help="GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
-    g.add_argument("--topk", type=int, default=None, help="distil on the student's top-k ids + a tail (S4); 0 = the full "
-                   "vocabulary. Default: 100 (the release's) for a real model, the full vocabulary for the built-in "
-                   "tiny model, where it is cheap")
-    g.add_argument("--cot", action="store_true", help="SDPO-CoT: keep <think> spans in the demonstration (S6)")
-    g.add_argument("--mask-ratio", type=float, default=0.0, help="token masking (S7): drop each distilled token "
-                   "with this probability, drawn per step; 0 = off")
-    g.add_argument("--feedback", action="store_true", help="environment feedback (S8): a response with no successful "
-                   "sibling is distilled towards the teacher shown its grader's feedback")
-    g.add_argument("--refresh-every", type=int, default=0, help="StableSDPO: refresh the teacher every K steps (T2); 0 = off")
-    g.add_argument("--gamma", type=float, default=1.0, help="refresh rate γ (T2); 1 = hard restart")
-    return ap
-
-
-def validate_sdpo_args(ap, args):
-    alphas = args.alpha if isinstance(args.alpha, list) else [args.alpha]
-    for flag, ok, allowed in [("--alpha", all(0 <= a <= 1 for a in alphas), "in [0, 1]"),
-                              ("--beta", 0 <= args.beta <= 1, "in [0, 1]"),
-                              ("--gamma", 0 < args.gamma <= 1, "in (0, 1]"),
-                              ("--refresh-every", args.refresh_every >= 0, ">= 0"),
-                              ("--mask-ratio", 0 <= args.mask_ratio < 1, "in [0, 1)"),
-                              ("--topk", args.topk is None or args.topk >= 0, ">= 0")]:
-        if not ok:
-            ap.error(f"{flag} must be {allowed}")
-    args.topk = default_topk(args.model) if args.topk is None else (args.topk or None)
-
-
-RELEASE_TOPK = 100   # (S4) the release's distillation top-k (actor.yaml)
-
-
-def default_topk(model):
-    """(S4) --topk when not given: the release's 100 for a real model (a full-vocabulary GJSD over 150k ids
-    at 8k tokens does not fit a GPU, docs/GPU.md); None (the full vocabulary) for the built-in tiny model."""
-    return None if model in BUILT_IN_MODELS else RELEASE_TOPK
-
-
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="SDPO on one task (SPEC S1–S6, T1–T3).",
-                                 usage="python sdpo.py [--task TASK] [--steps N] [--alpha A] [--seed S] ... (--help lists all)")
-    train.add_task_args(ap, "sdpo")
-    add_common_args(ap)
-    add_sdpo_args(ap)
-    args = ap.parse_args(argv)
-    validate_common_args(ap, args)
-    validate_sdpo_args(ap, args)
+    ap, args = flags.one_task_args("sdpo", argv)   # every flag and its check: flags.py
     return train.train_seeds(ap, args, run_name(args), make_sdpo)
 
 

@@ -619,6 +619,22 @@ def check_task(name):
                      f"or hf:NAME ({', '.join(HUB_TASKS)})")
 
 
+def resolve_benchmarks(spec):
+    """'all' | 'train' | 'ood' | a comma list of built-in names and/or JSON(-lines) files -> names."""
+    if spec == "all":
+        return list(TRAIN_DOMAINS) + list(OOD_BENCHMARKS)
+    if spec == "train":
+        return list(TRAIN_DOMAINS)
+    if spec == "ood":
+        return list(OOD_BENCHMARKS)
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    for n in names:
+        check_task(n)
+    if not names:
+        raise ValueError("no benchmark named")
+    return names
+
+
 # ----------------------------------------------------------------------------------------------
 # Graders: the release's rules (verl/utils/reward_score/feedback/{math,mcq,gpqa,tooluse,code}.py,
 # chosen by the record's kind). Each `check_*` returns (score, feedback): 1.0 or 0.0, and the string

@@ -37,8 +37,9 @@ import time
 import torch
 
 import tasks
+from flags import check_dir_flag
 from infra import save_checkpoint, setup_torch
-from rollout import TINY_DIR, chat_messages, check_dir_flag, encode_chat, fill_reprompt, load_model, round_up
+from rollout import TINY_DIR, chat_messages, encode_chat, fill_reprompt, load_model, round_up
 
 SPECIALS = ["<|pad|>", "<|bos|>", "<|im_start|>", "<|im_end|>", "<|unk|>"]
 CHARS = ["\n"] + [chr(c) for c in range(32, 127)]

@@ -170,6 +170,12 @@ def write_png(rows, path, title):
         adv = r["advantage"]
         ax.text(width + 1, y, f"r={r['reward']:.0f}  A={adv:+.2f}", va="center", fontsize=7,
                 color="green" if adv > 0 else ("red" if adv < 0 else "grey"))
+    # the colour scale: white (0) to the red of the largest GJSD shown, as the tokens are painted
+    scale = matplotlib.colors.LinearSegmentedColormap.from_list("gjsd", [(1, 1, 1), (0.84, 0.15, 0.16)])
+    bar = fig.colorbar(matplotlib.cm.ScalarMappable(matplotlib.colors.Normalize(0, vmax), scale), ax=ax,
+                       fraction=0.02, pad=0.01)
+    bar.set_label("SDPO's GJSD per token (nats)", fontsize=7)
+    bar.ax.tick_params(labelsize=6)
     fig.tight_layout()
     fig.savefig(path + ".tmp.png", dpi=110)
     os.replace(path + ".tmp.png", path)

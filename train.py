@@ -26,10 +26,11 @@ from tqdm import tqdm
 import evaluate
 import plots
 import tasks
+from flags import check_code_jail, check_dir_flag, per_seed
 from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, check_weights, checked_total,
-                   clip_gradients, gathered, global_sum, init_distributed, is_main, micro_batch_losses, my_sample_blocks,
-                   process_count, save_checkpoint)
-from rollout import check_code_jail, check_dir_flag, collect, drop_long_prompts, load_policy, per_seed
+                   clip_gradients, gathered, global_sum, idle_loss, idle_micro_batches, init_distributed, is_main,
+                   my_sample_blocks, process_count, save_checkpoint)
+from rollout import collect, drop_long_prompts, load_policy
 
 
 def train_records(task, n=4000, seed=0):
@@ -114,8 +115,10 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
             for group in opt.param_groups:     # this batch's rate (the release's warmup)
                 group["lr"] = warmup_lr(args.lr, step, args.warmup_steps)
             plan = method["plan"](batch, step + 1)
-            # ---- 3. its optimizer steps: backward over the micro-batches, clip, step ----
-            results = apply_plan(model, opt, plan, args.max_grad_norm)
+            # ---- 3. its optimizer steps (GRPO: 4 per batch; SDPO: 1): backward over micro-batches, clip, step ----
+            with gathered(plan["frozen"]):   # (torchrun: the frozen model's forwards need no collective)
+                results = [gradient_step(model, opt, s["micro_batches"], s["loss_of"], args.max_grad_norm)
+                           for s in plan["steps"]]
             stats = method["stats"](plan, results)
             model.zero_grad(set_to_none=True)   # the gradients' memory is free for the next rollout
             # ---- 4. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----
@@ -137,9 +140,9 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
 
 
 def apply_plan(model, opt, plan, max_grad_norm):
-    """Every optimizer step of a batch's plan, in order (GRPO: epochs × mini-batches; SDPO: one).
-    Returns [(loss, [micro-batch stats], ‖∇‖ before clipping)], one per optimizer step."""
-    with gathered(plan["frozen"]):   # (sharded: the frozen model's forwards need no collective, infra.gathered)
+    """Every optimizer step of a batch's plan, in order, as run_steps takes them (for grpo_update and
+    sdpo_update, which bench.py and the tests call on their own). Returns [(loss, [stats], ‖∇‖)]."""
+    with gathered(plan["frozen"]):
         return [gradient_step(model, opt, s["micro_batches"], s["loss_of"], max_grad_norm) for s in plan["steps"]]
 
 
@@ -153,9 +156,12 @@ def gradient_step(model, opt, micro_batches, loss_of, max_grad_norm):
     """
     opt.zero_grad(set_to_none=True)
     total, parts = torch.zeros(()), []
-    for loss in micro_batch_losses(model, micro_batches, loss_of, parts):   # (infra: the torchrun bookkeeping)
+    for idx in micro_batches:
+        loss, stats = loss_of(idx)
         loss.backward()                            # the gradient accumulates in p.grad, micro-batch by micro-batch
-        total = total + loss.detach().cpu()
+        total, parts = total + loss.detach().cpu(), parts + [stats]
+    for _ in range(idle_micro_batches(model, len(micro_batches))):   # (torchrun: ranks with fewer micro-batches)
+        idle_loss(model).backward()
     total = checked_total(model, total)            # Σ over processes; stops here on a non-finite loss or gradient
     grad_norm = clip_gradients(model, max_grad_norm)   # ‖∇‖ before clipping, then clipped to max_grad_norm
     opt.step()
@@ -176,20 +182,9 @@ def step_row(model, batch, stats, step, t0, t1):
     return row
 
 
-def add_task_args(ap, method):
-    """The flags of a one-task run (grpo.py, sdpo.py): which task, where to write, which split scores it."""
-    ap.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.GENERATORS)}) or a JSON(-lines) file")
-    ap.add_argument("--out", default=None, help=f"output directory (default runs/{method}-<task>-s<seed>)")
-    ap.add_argument("--eval-split", default="test", choices=["test", "valid"],
-                    help="a built-in task is scored on its test split, or on its validation split (for choosing "
-                         "settings, e.g. the learning rate, without looking at the test split)")
-
-
-def train_one_task(ap, args, method_name, make_method):
-    """What `python grpo.py` / `python sdpo.py` run: evaluate, train one task, evaluate, save a HF
-    checkpoint, log.jsonl and summary.json in runs/<method_name>-<task>-s<seed>/ (the name carries every
-    method setting that differs from its default, e.g. sdpo_a0_cot). make_method(model, tok, opt, args)
-    -> the method dict."""
+def task_and_test_records(ap, args):
+    """(training records, test records) of --task, or one error line: a built-in task is scored on its
+    test split (or --eval-split valid), a file or hub task on its first --eval-n records."""
     try:
         tasks.check_task(args.task)
         records = train_records(args.task, seed=args.seed)
@@ -199,6 +194,15 @@ def train_one_task(ap, args, method_name, make_method):
     except Exception as e:  # a bad file names file:line; a hub task that cannot be fetched says why
         ap.error(f"--task / --eval-n: {tasks.one_line(e)}")
     check_code_jail(ap, args, [args.task])
+    return records, test
+
+
+def train_one_task(ap, args, method_name, make_method):
+    """What `python grpo.py` / `python sdpo.py` run: evaluate, train one task, evaluate, save a HF
+    checkpoint, log.jsonl and summary.json in runs/<method_name>-<task>-s<seed>/ (the name carries every
+    method setting that differs from its default, e.g. sdpo_a0_cot). make_method(model, tok, opt, args)
+    -> the method dict."""
+    records, test = task_and_test_records(ap, args)
     if args.out:
         check_dir_flag(ap, "--out", args.out)
     out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")

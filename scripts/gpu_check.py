@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import bench     # noqa: E402
 import drift     # noqa: E402
+import flags     # noqa: E402
 import grpo      # noqa: E402
 import infra     # noqa: E402
 import rollout   # noqa: E402
@@ -36,9 +37,7 @@ LOSS_ATOL = 1e-3
 
 def method_args(method, extra=()):
     """The method's default settings (what grpo.py / sdpo.py would run), with a small lr."""
-    ap = argparse.ArgumentParser()
-    rollout.add_common_args(ap)
-    (grpo.add_grpo_args if method == "grpo" else sdpo.add_sdpo_args)(ap)
+    ap = flags.parser(method, "", "")
     return ap.parse_args(["--lr", "1e-5", "--mini-batches", "2", *extra] if method == "grpo" else ["--lr", "1e-5", *extra])
 
 
@@ -210,7 +209,7 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
     measured["evaluation"] = peak_bytes(device, baseline)
     measured["rollout"] = measured["evaluation"]      # (the same generate call at the same S)
     sdpo_args = method_args("sdpo", ["--micro-batch", "1", "--topk", "100"])
-    sdpo.validate_sdpo_args(argparse.ArgumentParser(), sdpo_args)
+    flags.check_sdpo(argparse.ArgumentParser(), sdpo_args)
     teacher = sdpo.init_teacher(model)
     for i in range(2):
         peak_reset(device)

@@ -15,14 +15,14 @@
 #    and a zeroed clone (the teacher) must compute with its own weights.
 # 4. A few real steps (STEPS, default 3; 0 skips them) of grpo.py and sdpo.py on the GPUs at bf16: step
 #    time and peak memory per step.
-# The model of 1, 2 and 4: Qwen/Qwen3-0.6B when the hub is reachable, else the committed tiny model.
+# The model of 1, 2 and 4: Qwen/Qwen3-0.6B when it is in the local Hugging Face cache, else the tiny model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/gpu_check}
 DEVICE=${DEVICE:-cuda}
 NGPU=${NGPU:-$(python -c "import torch; print(torch.cuda.device_count())")}
 if [ "$NGPU" -lt 1 ]; then echo "gpu_check: no GPU visible" >&2; exit 2; fi
-MODEL=${MODEL:-$(python -c "import rollout; print('Qwen/Qwen3-0.6B' if rollout.hub_config_reachable('Qwen/Qwen3-0.6B') else 'tiny')")}
+MODEL=${MODEL:-$(python -c "from huggingface_hub import try_to_load_from_cache as c; print('Qwen/Qwen3-0.6B' if isinstance(c('Qwen/Qwen3-0.6B', 'config.json'), str) else 'tiny')")}
 RUN="python -m torch.distributed.run --standalone --nproc_per_node $NGPU"
 # a torchrun launch that fails is tried once more (its rendezvous port can race with the launch before);
 # a real failure fails twice

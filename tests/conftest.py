@@ -6,6 +6,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import sdpo  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +29,13 @@ def fresh_tiny(tiny):
 def random_logp(*shape, seed=0, sharp=1.0):
     g = torch.Generator().manual_seed(seed)
     return torch.log_softmax(sharp * torch.randn(*shape, generator=g, dtype=torch.float64), -1).float()
+
+
+def gjsd_loss(student_logp, teacher_logp, token_mask, beta=0.5, **kw):
+    """What sdpo_micro_batch computes from two log-distributions [b, T, V]: the per-token GJSD (S3) against
+    sg[teacher], reduced by sdpo.sdpo_loss (S5). Returns (loss, per-token GJSD [b, T])."""
+    per_token = sdpo.generalized_jsd(student_logp, teacher_logp.detach(), beta)
+    return sdpo.sdpo_loss(per_token, token_mask, **kw), per_token
 
 
 def interrupted_copy(run, run_name, keep):

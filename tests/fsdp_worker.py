@@ -5,7 +5,6 @@
     python -m torch.distributed.run --nproc_per_node 2 tests/fsdp_worker.py both OUT_DIR
 Rank 0 writes OUT_DIR/state.json and OUT_DIR/memory.json with what it found.
 """
-import argparse
 import json
 import os
 import sys
@@ -15,6 +14,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import bench    # noqa: E402
+import flags    # noqa: E402
 import grpo     # noqa: E402
 import infra    # noqa: E402
 import rollout  # noqa: E402
@@ -54,10 +54,7 @@ def check_state(out):
     a, b = infra.full_state_dict(model), infra.full_state_dict(again)
     # GRPO's KL reference (G4) is a sharded copy too: one on-policy update with --kl-coef, the reference
     # gathered for its forwards; at the first step the student is the reference, so KL ≈ 0
-    parser = argparse.ArgumentParser()
-    rollout.add_common_args(parser)
-    grpo.add_grpo_args(parser)
-    args = parser.parse_args(["--kl-coef", "0.1", "--mini-batches", "1"])
+    args = flags.parser("grpo", "", "").parse_args(["--kl-coef", "0.1", "--mini-batches", "1"])
     ref = infra.clone_model(again).eval().requires_grad_(False)
     torch.manual_seed(0)
     batch = rollout.collect(again, tok, tasks.builtin_split("math", "test", 1), 4, 16)

@@ -116,3 +116,19 @@ def test_plots_with_one_seed_and_with_bands(tmp_path):
              "teacher_entropy": 0.9} for s in (1, 2) for k in (1, 2, 3)]
     assert plots.plot_curves(rows, str(tmp_path / "curves.png"), ["a", "b"])
     assert plots.plot_curves([], str(tmp_path / "none.png")) is None
+    grpo_rows = [{k: v for k, v in r.items() if k not in ("js", "teacher_entropy")} for r in rows]
+    assert plots.plot_curves(grpo_rows, str(tmp_path / "grpo.png"), ["a", "b"], {"sdpo": "GRPO"})
+    one = {**seeds[0], "benchmarks": ["a"]}   # one benchmark: one panel, no blank ones
+    assert plots.plot_accuracy(one, str(tmp_path / "one.png"), None, {"grpo": "GRPO", "sdpo": "SDPO_5%"})
+
+
+def test_config_json_records_each_runs_own_settings():
+    """A sweep's config.json says which α each run had, not only the list (issue 31's trap)."""
+    ap, args, stages, benchmarks, configs, _ = continual.parse_args(["--method", "sdpo,grpo", "--alpha", "0,0.05"])
+    fp = continual.fingerprint_of(args, stages, benchmarks, configs)
+    assert fp["alpha"] == [0.0, 0.05]
+    assert fp["runs"]["sdpo_a0"]["alpha"] == 0.0 and fp["runs"]["sdpo_a0.05"]["alpha"] == 0.05
+    assert fp["runs"]["grpo"]["method"] == "grpo" and fp["runs"]["grpo"]["mini_batches"] == 4
+    # an older run directory's config.json (no "runs") is still this command's run
+    assert continual.same_run({k: v for k, v in fp.items() if k != "runs"}, fp)
+    assert not continual.same_run({**fp, "steps": 41}, fp)

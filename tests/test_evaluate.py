@@ -121,6 +121,8 @@ def test_the_base_is_evaluated_once_for_several_seeds(tmp_path, monkeypatch):
     assert len(calls) == 3                      # the base once, then each seed's one stage
     alone = continual.main(SEEDS + ["--seed", "1", "--runs-dir", str(tmp_path), "--name", "one"])
     two = json.loads((tmp_path / "two-s1" / "results.json").read_text())
+    # the summary of a named seed list sits beside the seeds' directories, never in a run named "two"
+    assert (tmp_path / "two-s0-1" / "results.json").is_file() and not (tmp_path / "two").exists()
     assert two["base"] == alone["base"]
     assert (tmp_path / "two-s1" / "responses" / "base.json").read_text() == \
         (tmp_path / "one" / "responses" / "base.json").read_text()

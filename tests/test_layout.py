@@ -6,13 +6,17 @@ import ast
 import glob
 import os
 import re
+import sys
+import tempfile
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+import continual  # noqa: E402
 
 # Lowest first. A module may import only modules listed before it (and never from inside a function).
-LAYERS = ["sandbox", "tasks", "infra", "plots", "rollout", "evaluate", "train", "grpo", "sdpo", "drift", "razor", "claims", "continual", "tokens",
+LAYERS = ["sandbox", "tasks", "infra", "rollout", "flags", "evaluate", "plots", "train", "grpo", "sdpo", "drift", "razor", "claims", "continual", "tokens",
           "tiny", "bench"]
 
 ALL_TAGS = ([f"G{i}" for i in range(1, 6)] + [f"S{i}" for i in range(1, 9)] + [f"T{i}" for i in range(1, 4)]
@@ -137,6 +141,101 @@ def test_every_function_the_key_names_runs_outside_the_tests():
     assert not never, f"named in EQUATIONS.md but called by no project module: {never}"
 
 
+# ----------------------------------------------------------------------------------------------
+# The reading path (issue 30): short functions, and no distributed plumbing in the method files
+# ----------------------------------------------------------------------------------------------
+READING_PATH = ["continual.py", "train.py", "grpo.py", "sdpo.py"]
+MAX_FUNCTION_LINES = 60
+PLUMBING = ("rank", "world", "shard", "torchrun")
+
+
+def test_no_function_on_the_reading_path_is_over_60_lines():
+    long = []
+    for f in READING_PATH:
+        for node in ast.walk(ast.parse(open(os.path.join(ROOT, f)).read())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{f}:{node.name} ({n} lines)")
+    assert not long, f"split these (at most {MAX_FUNCTION_LINES} lines each): {long}"
+
+
+def identifiers(tree):
+    """Every name the code uses or defines: variables, attributes, functions, arguments, imports, keywords."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            yield node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.attr
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name
+        elif isinstance(node, ast.arg):
+            yield node.arg
+        elif isinstance(node, ast.alias):
+            yield node.asname or node.name
+        elif isinstance(node, ast.keyword) and node.arg:
+            yield node.arg
+
+
+@pytest.mark.parametrize("f", ["train.py", "grpo.py", "sdpo.py"])
+def test_the_method_files_have_no_rank_world_or_shard_names(f):
+    """torchrun's bookkeeping lives in infra.py; the step and the equations read as one process would."""
+    found = sorted({n for n in identifiers(ast.parse(open(os.path.join(ROOT, f)).read()))
+                    if any(word in n.lower() for word in PLUMBING)})
+    assert not found, f"{f} uses {found}: move them behind a named helper in infra.py"
+
+
+MAX_DEPTH = 6
+SMALL_HEADLINE = ["--method", "grpo,sdpo", "--stages", "science", "--benchmarks", "science", "--steps", "1",
+                  "--prompts-per-step", "2", "--mini-batches", "2", "--group-size", "4", "--eval-n", "1", "--eval-k", "2",
+                  "--max-new-tokens", "48", "--curve-every", "0", "--kl-samples", "1"]
+
+
+def call_depths(argv, runs_dir):
+    """Run continual.main(argv) in this process and return {'file.py:function': the fewest calls from
+    continual.main to it}, counting the project's named functions only (lambdas and comprehensions are
+    part of the line that holds them). A dynamic trace, so it counts what runs, not what could."""
+    depths, stack, known = {}, [], {}
+
+    def profile(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if code not in known:   # (the trace runs on every call: each code object is looked at once)
+                known[code] = (os.path.dirname(os.path.abspath(code.co_filename)) == ROOT
+                               and not code.co_name.startswith("<"),
+                               f"{os.path.basename(code.co_filename)}:{code.co_name}")
+            ours, name = known[code]
+            if name == "continual.py:main" and not stack:
+                stack.append(True)
+                depths[name] = 0
+                return
+            if stack:
+                depth = sum(stack)
+                if ours:
+                    depths[name] = min(depths.get(name, depth), depth)
+                stack.append(ours)
+        elif event == "return" and stack:
+            stack.pop()
+    sys.setprofile(profile)
+    try:
+        continual.main([*argv, "--runs-dir", runs_dir, "--threads", "1"])
+    finally:
+        sys.setprofile(None)
+    return depths
+
+
+def test_every_equation_of_the_headline_is_at_most_6_calls_from_main(tmp_path):
+    """The reader's depth (issue 30): from continual.main to each function of the key that a continual run
+    of GRPO and SDPO computes, at most 6 calls."""
+    depths = call_depths(SMALL_HEADLINE, str(tmp_path))
+    reached = {f"{f}:{fn}": depths[f"{f}:{fn}"] for _, f, fn in key_rows() if f"{f}:{fn}" in depths}
+    assert len(reached) >= 20, sorted(reached)   # (the trace saw the run: most of the key is on its path)
+    # A1's KL(P‖Q) is the building block S3 is written in: generalized_jsd (6 calls down) calls it twice
+    deep = {k: d for k, d in reached.items() if d > MAX_DEPTH and k != "sdpo.py:kl_from_logp"}
+    assert reached.get("sdpo.py:kl_from_logp", 0) <= MAX_DEPTH + 1
+    assert not deep, f"more than {MAX_DEPTH} calls from continual.main: {deep}"
+
+
 def test_the_key_matches_the_spec_when_it_is_beside_the_repository():
     spec = os.path.join(ROOT, "..", "shared", "SPEC.md")
     if not os.path.isfile(spec):
@@ -146,6 +245,11 @@ def test_the_key_matches_the_spec_when_it_is_beside_the_repository():
 
 
 if __name__ == "__main__":
+    if "--depth" in sys.argv:   # the fewest calls from continual.main to each function of the key, in a small run
+        found = call_depths(SMALL_HEADLINE, tempfile.mkdtemp())
+        for tag, f, fn in key_rows():
+            print(f"{tag:3s} {f}:{fn:28s} {found.get(f'{f}:{fn}', 'not run')}")
+        sys.exit(0)
     graph, _ = import_graph()
     for mod in LAYERS:
         print(f"{mod:10s} imports {', '.join(sorted(graph[mod], key=LAYERS.index)) or '(nothing of ours)'}")

@@ -9,13 +9,14 @@ import pytest
 import torch
 
 import continual
+import flags
 import grpo
 import rollout
 import sdpo
 import tasks
 import train
 from rollout import fill_reprompt, strip_think
-from conftest import interrupted_copy, results_as_if_full
+from conftest import gjsd_loss, interrupted_copy, results_as_if_full
 from test_grpo import args_for, fake_batch
 
 
@@ -110,8 +111,8 @@ def test_warmup_is_the_releases_linear_schedule_per_batch():
 
 
 def test_real_models_get_the_release_optimizer_settings_and_tiny_its_own(capsys):
-    assert rollout.model_defaults("tiny") == {"weight_decay": 0.0, "warmup_steps": 0}
-    assert rollout.model_defaults("Qwen/Qwen3-4B-Instruct-2507") == {"weight_decay": 0.01, "warmup_steps": 10}
+    assert flags.model_defaults("tiny") == {"weight_decay": 0.0, "warmup_steps": 0}
+    assert flags.model_defaults("Qwen/Qwen3-4B-Instruct-2507") == {"weight_decay": 0.01, "warmup_steps": 10}
     _, args, _, _, _, defaults = continual.parse_args(["--method", "sdpo"])
     assert args.weight_decay == 0.0 and args.warmup_steps == 0 and args.mini_batch_order == "balanced"
     assert continual.run_dir_name(args, continual.run_configs(args), defaults) == "sdpo_a0.05-s0"   # no hash
@@ -153,10 +154,10 @@ def test_seq_mean_token_mean_with_0_1_and_all_responses_signalled():
     for signalled in ([], [2], [0, 1, 2, 3]):
         m = torch.zeros(4, 1)
         m[signalled] = 1
-        loss, _ = sdpo.sdpo_loss(S, T, resp * m, mode="seq-mean-token-mean")
+        loss, _ = gjsd_loss(S, T, resp * m, mode="seq-mean-token-mean")
         assert loss.item() == pytest.approx(brute(signalled), abs=1e-6)
     # the worked example of the docstring: one response with signal among four
-    loss, _ = sdpo.sdpo_loss(S, T, resp * torch.tensor([[0.], [0], [1], [0]]), mode="seq-mean-token-mean")
+    loss, _ = gjsd_loss(S, T, resp * torch.tensor([[0.], [0], [1], [0]]), mode="seq-mean-token-mean")
     assert loss.item() == pytest.approx(per_token[2, :4].mean().item() / 4, abs=1e-6)
 
 

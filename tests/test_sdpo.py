@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+import flags
 import sdpo
-from conftest import random_logp
+from conftest import gjsd_loss, random_logp
 from rollout import chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, response_logits, token_entropy
 
 
@@ -22,6 +23,21 @@ def brute_gjsd(s, t, beta):
         return brute_kl(s, t)
     m = beta * t + (1 - beta) * s
     return beta * brute_kl(t, m) + (1 - beta) * brute_kl(s, m)
+
+
+def topk_with_tail(student_logp, teacher_logp, k):
+    """The brute-force reference of (S4), on full log-probabilities: keep the student's top-k ids, gather both distributions there, add one tail bucket.
+
+    [..., V] -> [..., k+1]: entries k are log p on the top-k ids, the last is log(1 − Σ_k p).
+    Both results are distributions (sum to 1). With k = V the tail is empty and GJSD is unchanged.
+    """
+    ids = student_logp.topk(k, dim=-1).indices                      # [..., k] the student's top-k
+    s_k = student_logp.gather(-1, ids)                              # [..., k]
+    t_k = teacher_logp.gather(-1, ids)                              # [..., k]
+    # (S4) tail bucket log(1 − Σ_k p)
+    s_tail = sdpo.log1m_exp(torch.logsumexp(s_k, -1, keepdim=True))      # [..., 1]
+    t_tail = sdpo.log1m_exp(torch.logsumexp(t_k, -1, keepdim=True))      # [..., 1]
+    return torch.cat([s_k, s_tail], -1), torch.cat([t_k, t_tail], -1)
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.1, 0.5, 0.9, 1.0])
@@ -72,14 +88,14 @@ def test_near_one_hot_finite_value_and_gradient(beta):
 
 def test_topk_tail_sums_to_one_and_full_k_is_exact():
     S, T = random_logp(4, 30, seed=8, sharp=2), random_logp(4, 30, seed=9, sharp=2)
-    s_k, t_k = sdpo.topk_with_tail(S, T, 5)
+    s_k, t_k = topk_with_tail(S, T, 5)
     assert s_k.shape == (4, 6)
     np.testing.assert_allclose(s_k.exp().sum(-1).numpy(), 1.0, rtol=1e-5)
     np.testing.assert_allclose(t_k.exp().sum(-1).numpy(), 1.0, rtol=1e-5)
     ids = S.topk(5, -1).indices  # the student's top-k, not the teacher's
     assert torch.equal(t_k[:, :5], T.gather(-1, ids))
     full = sdpo.generalized_jsd(S, T, 0.5)
-    s_v, t_v = sdpo.topk_with_tail(S, T, 30)
+    s_v, t_v = topk_with_tail(S, T, 30)
     np.testing.assert_allclose(sdpo.generalized_jsd(s_v, t_v, 0.5).numpy(), full.numpy(), rtol=1e-4, atol=1e-6)
 
 
@@ -116,7 +132,7 @@ def test_topk_from_logits_equals_topk_of_full_log_softmax():
     s_logits, t_logits = (3 * torch.randn(2, 5, 60, generator=g)).requires_grad_(), 3 * torch.randn(2, 5, 60, generator=g)
     s2 = s_logits.detach().clone().requires_grad_()
     s_k, t_k = sdpo.topk_logprobs(s_logits, t_logits, 7)
-    want_s, want_t = sdpo.topk_with_tail(torch.log_softmax(s2, -1), torch.log_softmax(t_logits, -1), 7)
+    want_s, want_t = topk_with_tail(torch.log_softmax(s2, -1), torch.log_softmax(t_logits, -1), 7)
     np.testing.assert_allclose(s_k.detach().numpy(), want_s.detach().numpy(), rtol=1e-4, atol=2e-6)   # (the tail,
     np.testing.assert_allclose(t_k.numpy(), want_t.numpy(), rtol=1e-4, atol=2e-6)   # log(1 − Σp), amplifies rounding)
     assert not t_k.requires_grad
@@ -126,14 +142,14 @@ def test_topk_from_logits_equals_topk_of_full_log_softmax():
 
 
 def test_topk_default_is_the_release_100_for_real_models_and_full_for_tiny():
-    assert sdpo.default_topk("tiny") is None and sdpo.default_topk("tiny_think") is None
-    assert sdpo.default_topk("Qwen/Qwen3-4B-Instruct-2507") == 100 == sdpo.RELEASE_TOPK
+    assert flags.default_topk("tiny") is None and flags.default_topk("tiny_think") is None
+    assert flags.default_topk("Qwen/Qwen3-4B-Instruct-2507") == 100 == flags.RELEASE_TOPK
 
 
 def test_sdpo_loss_is_token_mean_over_distilled_tokens():
     S, T = random_logp(3, 4, 6, seed=10), random_logp(3, 4, 6, seed=11)
     mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
-    loss, per = sdpo.sdpo_loss(S, T, mask, 0.5)
+    loss, per = gjsd_loss(S, T, mask, 0.5)
     brute = [brute_gjsd(S[i, t].numpy(), T[i, t].numpy(), 0.5) for i in range(3) for t in range(4) if mask[i, t]]
     assert loss.item() == pytest.approx(sum(brute) / len(brute), rel=1e-4)
 
@@ -148,7 +164,7 @@ def test_identity_gives_exactly_zero_loss_and_gradient(tiny):
                  tok("Action: a", add_special_tokens=False)["input_ids"]]
     t_logp = sdpo.teacher_logprobs(teacher, prompts, responses, tok.pad_token_id)
     logits, mask, _ = response_logits(student, prompts, responses, tok.pad_token_id)
-    loss, _ = sdpo.sdpo_loss(torch.log_softmax(logits, -1), t_logp, mask, 0.5)
+    loss, _ = gjsd_loss(torch.log_softmax(logits, -1), t_logp, mask, 0.5)
     loss.backward()
     assert loss.item() == 0.0
     assert all(torch.equal(p.grad, torch.zeros_like(p)) for p in student.parameters())
@@ -164,7 +180,7 @@ def test_nonidentity_gives_gradient_only_to_student(tiny):
     resp = [tok("\\boxed{6}", add_special_tokens=False)["input_ids"]]
     t_logp = sdpo.teacher_logprobs(teacher, t_prompt, resp, tok.pad_token_id)
     logits, mask, _ = response_logits(student, prompt, resp, tok.pad_token_id)
-    loss, _ = sdpo.sdpo_loss(torch.log_softmax(logits, -1), t_logp, mask, 0.5)
+    loss, _ = gjsd_loss(torch.log_softmax(logits, -1), t_logp, mask, 0.5)
     loss.backward()
     assert loss.item() > 0
     assert any(p.grad.abs().max() > 0 for p in student.parameters())

@@ -12,7 +12,7 @@ import claims
 import continual
 import evaluate
 import train
-from rollout import seed_list
+from flags import seed_list
 
 
 # ---- the 95% interval ------------------------------------------------------------------------

@@ -1,0 +1,473 @@
+"""flags.py — the command-line flags of continual.py, grpo.py and sdpo.py, and every check on them, in one place.
+
+    python continual.py --help      # the paper's knobs first, then the groups below
+
+`--help` opens with **the paper's knobs**: the method and its rates (α, β, γ), the stages or the task,
+the steps, the group, the seeds, the model and the learning rate. The rest sits in named groups:
+
+    protocol      the release's rules the paper leaves implicit (GRPO's four steps per batch, the clip,
+                  the loss aggregation, the batch order, warmup, SDPO's top-k, CoT, masking, feedback, T3)
+    evaluation    which benchmarks, how many prompts and samples (C2, C3), the in-stage curve
+    drift         the drift measurements (A4–A8)
+    scale         devices, precision, threads, memory (micro-batches, KV cache), torchrun's blocks
+    run           where results go, resuming, and running CODING programs
+
+Every check runs before any work starts, says what is wrong in one `error:` line and exits with code 2
+(argparse's convention). No check touches the network: a hub model must be in the local Hugging Face
+cache (or be a local directory). A flag a model gives its own default to (weight decay, warmup, top-k)
+is filled in here (`model_defaults`, `default_topk`).
+"""
+import argparse
+import math
+import os
+import re
+import tempfile
+
+import torch
+
+import sandbox
+import tasks
+from rollout import BUILT_IN_MODELS, DTYPES, SAMPLE_BATCH
+
+DEFAULT_STAGES = "math,science,tooluse,coding"
+GRPO_DEFAULTS = {"mini_batches": 4, "epochs": 1, "clip_ratio_c": 3.0}   # the release's baseline_grpo.yaml
+RELEASE_TOPK = 100          # (S4) the release's distillation top-k (actor.yaml)
+RANK_FRAC, MASK_Q = 0.1, 0.1   # (A5, A6) r = ceil(0.1 · min(m, n)); the principal mask's top 10% of entries
+MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096   # beyond: surely a typo
+
+
+# ----------------------------------------------------------------------------------------------
+# The flags, group by group (script: "continual", "grpo", "sdpo", or "both": a one-task parser with
+# both methods' flags, for bench.py and the GPU check)
+# ----------------------------------------------------------------------------------------------
+def add_paper_knobs(ap, script):
+    """The settings the paper varies or states: about a dozen."""
+    g = ap.add_argument_group("the paper's knobs")
+    if script == "continual":
+        g.add_argument("--method", default="sdpo", help="comma list of grpo, sdpo (with --alpha and the SDPO flags), "
+                       "or the paper's named configurations (sdpo_0, sdpo_5, sdpo_cot_5, s_sdpo_0, stable_sdpo)")
+        g.add_argument("--stages", default=DEFAULT_STAGES, help="training domains in order (C1)")
+    else:
+        g.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.GENERATORS)}), a "
+                       "JSON(-lines) file, or hf:NAME")
+    if script == "continual":
+        g.add_argument("--alpha", type=str, default="0.05",
+                       help="teacher EMA rate α (T1), or a comma list for a sweep (0 = frozen)")
+    elif script != "grpo":
+        g.add_argument("--alpha", type=float, default=0.05, help="teacher EMA rate α (T1); 0 = frozen teacher")
+    if script != "grpo":
+        g.add_argument("--beta", type=float, default=0.5, help="GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
+        g.add_argument("--refresh-every", type=int, default=0,
+                       help="StableSDPO: refresh the teacher every K steps (T2); 0 = off")
+        g.add_argument("--gamma", type=float, default=1.0, help="refresh rate γ (T2); 1 = hard restart")
+    g.add_argument("--steps", type=int, default=100, help="optimizer steps (per stage in continual.py)")
+    g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step")
+    g.add_argument("--group-size", "--num-generations", type=int, default=8, dest="group_size",
+                   help="responses sampled per prompt (G)")
+    g.add_argument("--seed", "--seeds", dest="seed", type=seed_list, default=[0], metavar="S[,S...]",
+                   help="training seed(s): a comma list runs everything once per seed (each resumable on its own)")
+    g.add_argument("--model", default="tiny", help="'tiny' (built in), 'tiny_think', a local HF directory, or a "
+                   "hub id in the local cache")
+    g.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate")
+
+
+def add_protocol(ap, script):
+    """The release's rules (docs/PROTOCOL.md): each default is what the paper's code ran."""
+    g = ap.add_argument_group("protocol (the release's rules)")
+    if script != "sdpo":   # GRPO (G1–G5)
+        g.add_argument("--mini-batches", type=int, default=GRPO_DEFAULTS["mini_batches"],
+                       help="GRPO: optimizer steps per pass, each on an equal slice of the batch in its "
+                            "--mini-batch-order (the release: 4); 1 = on-policy")
+        g.add_argument("--epochs", type=int, default=GRPO_DEFAULTS["epochs"], help="GRPO: passes over each batch")
+        g.add_argument("--epsilon", type=float, default=0.2, help="GRPO: ε_low of the clip (G3)")
+        g.add_argument("--epsilon-high", type=float, default=0.28, help="GRPO: ε_high of the clip (G3)")
+        g.add_argument("--clip-ratio-c", type=float, default=GRPO_DEFAULTS["clip_ratio_c"],
+                       help="GRPO: dual clip c for negative advantages (G3, the release's 3); 0 = off")
+        g.add_argument("--kl-coef", type=float, default=0.0, help="GRPO: β_KL of the k3 KL to the start model (G4); "
+                       "0 = off")
+        g.add_argument("--adv-std", action="store_true", help="GRPO: divide advantages by the group std (G1)")
+    if script != "grpo":   # SDPO (S1–S8, T3)
+        g.add_argument("--topk", type=int, default=None, help="SDPO: distil on the student's top-k ids + a tail "
+                       "(S4); 0 = the full vocabulary. Default: 100 (the release's) for a real model, the full "
+                       "vocabulary for the built-in tiny model, where it is cheap")
+        g.add_argument("--cot", action="store_true", help="SDPO-CoT: keep <think> spans in the demonstration (S6)")
+        g.add_argument("--mask-ratio", type=float, default=0.0, help="SDPO: token masking (S7): drop each distilled "
+                       "token with this probability, drawn per step; 0 = off")
+        g.add_argument("--feedback", action="store_true", help="SDPO: environment feedback (S8): a response with no "
+                       "successful sibling is distilled towards the teacher shown its grader's feedback")
+    if script == "continual":
+        g.add_argument("--teacher-init", default="restart", choices=["restart", "carry"],
+                       help="SDPO's teacher at a stage boundary (T3): restart from the stage's starting student "
+                            "(the release's continual script), or carry the previous stage's teacher")
+        g.add_argument("--teacher-mix", type=float, default=1.0,
+                       help="a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry")
+    g.add_argument("--loss-agg", default="seq-mean-token-mean", choices=["seq-mean-token-mean", "token-mean"],
+                   help="(G5, S5) seq-mean-token-mean: the mean over responses of each response's token-mean, what "
+                        "the release computes (one response per micro-batch); token-mean: over all tokens")
+    g.add_argument("--mini-batch-order", choices=["balanced", "contiguous"], default="balanced",
+                   help="the batch's order: 'balanced', the release's length-balanced order (GRPO's mini-batches are "
+                        "bands of similar length; SDPO's demonstration is the first success in it), or "
+                        "'contiguous', whole groups in sampling order")
+    g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping")
+    g.add_argument("--weight-decay", type=float, default=None, help="AdamW's weight decay; default 0.01 (the "
+                   "release's) for a real model, 0 for the built-in tiny one (docs/PROTOCOL.md)")
+    g.add_argument("--warmup-steps", type=int, default=None, help="linear learning-rate warmup from 0 over this "
+                   "many steps, as the release (its first step moves nothing); default 10 for a real model, 0 "
+                   "for the built-in tiny one")
+    g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
+    g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus sampling")
+
+
+def add_evaluation(ap, script):
+    g = ap.add_argument_group("evaluation (C2, C3)")
+    if script == "continual":
+        g.add_argument("--benchmarks", default="all", help="evaluated after every stage: all | train | ood | list")
+    g.add_argument("--eval-n", type=int, default=64, help="test prompts per benchmark")
+    g.add_argument("--eval-k", type=int, default=8, help="samples per prompt (Acc@k, C3)")
+    g.add_argument("--eval-seed", type=int, default=0, help="picks the test prompts and seeds the evaluation "
+                   "sampling, whatever the training seed: every seed and method is scored on the same prompts")
+    if script == "continual":
+        g.add_argument("--curve-every", type=int, default=20, help="in-stage eval of the current domain every N steps "
+                       "(0 = off)")
+        g.add_argument("--curve-n", type=int, default=16, help="prompts of the in-stage curve")
+        g.add_argument("--curve-k", type=int, default=4, help="samples per prompt of the in-stage curve")
+    else:
+        g.add_argument("--eval-split", default="test", choices=["test", "valid"],
+                       help="a built-in task is scored on its test split, or on its validation split (for choosing "
+                            "settings, e.g. the learning rate, without looking at the test split)")
+
+
+def add_drift(ap, switch=True):
+    """switch: --no-drift too (continual.py; drift.py's own command always measures)."""
+    g = ap.add_argument_group("drift (A4–A8)")
+    if switch:
+        g.add_argument("--no-drift", action="store_true", help="skip the drift measurements after each stage")
+    g.add_argument("--rank-frac", type=float, default=RANK_FRAC, help="r = ceil(rank_frac · min(m, n)) (A5, A6)")
+    g.add_argument("--mask-q", type=float, default=MASK_Q, help="principal mask: top-q fraction of entries (A6)")
+    g.add_argument("--kl-samples", type=int, default=2, help="samples per prompt for KL(π_θ‖π_0)")
+    g.add_argument("--embed-model", default=None, help="HF encoder for response drift (default: the base model)")
+    g.add_argument("--embed-samples", type=int, default=1, help="response drift (A7) compares the first N of each "
+                   "prompt's --eval-k responses (0 = all k: about 5x the time; the mean moved by up to 0.002 here, "
+                   "docs/RESULTS.md)")
+
+
+def add_scale(ap):
+    """Where and how fast: none of these changes what is computed, except --dtype."""
+    g = ap.add_argument_group("scale (devices, memory, torchrun)")
+    g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    g.add_argument("--dtype", default="auto", choices=["auto", *DTYPES],
+                   help="bf16: bf16 compute over fp32 weights; bf16-weights: the weights in bf16 too (AdamW "
+                        "loses small updates); auto: fp32 on CPU, bf16 on CUDA")
+    g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = all cores of this process; "
+                   "use 1 when other jobs share the cores)")
+    g.add_argument("--micro-batch", type=int, default=0, help="sequences per forward (0 = all); same update")
+    g.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences per generate or scoring "
+                   "call in rollouts, evaluation and drift (whole groups; their KV cache bounds the memory: python "
+                   "bench.py --memory)")
+    g.add_argument("--sample-blocks", type=int, default=0,
+                   help="sample each step's prompts in this many independently seeded blocks (0 = one per rank); "
+                        "a one-process run with --sample-blocks N reproduces an N-rank torchrun run")
+    g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in the backward (big models)")
+    g.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this many tokens (0 = keep all)")
+    thinking = g.add_mutually_exclusive_group()   # (one or the other, never both)
+    thinking.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None,
+                          help="pass enable_thinking=True to the chat template (Qwen3 thinking models)")
+    thinking.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False,
+                          help="pass enable_thinking=False to the chat template")
+
+
+def add_run(ap, script):
+    g = ap.add_argument_group("run (where results go, resuming, CODING)")
+    if script == "continual":
+        g.add_argument("--name", default=None, help="run directory name under runs/ (default from the flags)")
+        g.add_argument("--runs-dir", default="runs")
+        g.add_argument("--overwrite", action="store_true", help="replace a run directory that holds a different run")
+    else:
+        g.add_argument("--out", default=None, help=f"output directory (default runs/{script}-<task>-s<seed>)")
+    g.add_argument("--unsafe-code", action="store_true", help="run CODING programs even where no OS jail (bubblewrap, "
+                   "unshare) is available, with the sandbox's inner layers only (docs/RELIABILITY.md)")
+
+
+def parser(script, description, usage):
+    """The whole parser of one script, the paper's knobs first."""
+    ap = argparse.ArgumentParser(description=description, usage=usage,
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_paper_knobs(ap, script)
+    add_protocol(ap, script)
+    add_evaluation(ap, script)
+    if script == "continual":
+        add_drift(ap)
+    add_scale(ap)
+    add_run(ap, script)
+    if script == "continual":
+        ap.set_defaults(steps=40, eval_n=32)
+    return ap
+
+
+# ----------------------------------------------------------------------------------------------
+# The scripts' entry points: parse, check, fill in the model's defaults
+# ----------------------------------------------------------------------------------------------
+def one_task_args(script, argv=None):
+    """grpo.py / sdpo.py: (parser, checked args)."""
+    method = "GRPO on one task (SPEC G1–G5)." if script == "grpo" else "SDPO on one task (SPEC S1–S8, T1–T3)."
+    ap = parser(script, method, f"python {script}.py [--task TASK] [--steps N] [--lr LR] [--seed S] ... "
+                                "(--help lists all)")
+    args = ap.parse_args(argv)
+    check_common(ap, args)
+    if script == "grpo":
+        check_grpo(ap, args)
+    else:
+        check_sdpo(ap, args)
+    return ap, args
+
+
+def continual_args(argv, presets):
+    """continual.py: (parser, checked args, stages, benchmarks, defaults). presets: the paper's named
+    configurations (continual.PRESETS). defaults: every flag's default for this model, for naming runs."""
+    ap = parser("continual", "Continual post-training: GRPO vs SDPO through stages (SPEC C1–C3).",
+                "python continual.py [--method grpo,sdpo,...] [--alpha A[,A...]] [--stages S,...] [--seed S] ... "
+                "(--help lists all)")
+    defaults = vars(ap.parse_args([]))
+    args = ap.parse_args(argv)
+    args.method = [m.strip() for m in args.method.split(",") if m.strip()]
+    bad = [m for m in args.method if m not in ("grpo", "sdpo", *presets)]
+    if bad or not args.method:
+        ap.error(f"--method: unknown '{','.join(bad)}'; known: grpo, sdpo, {', '.join(presets)}")
+    try:
+        args.alpha = [float(a) for a in str(args.alpha).split(",") if a.strip()]
+    except ValueError:
+        ap.error(f"--alpha must be a number in [0, 1] or a comma list of them, got '{args.alpha}'")
+    if not args.alpha:
+        ap.error("--alpha must be a number in [0, 1] or a comma list of them")
+    if not 0 <= args.teacher_mix <= 1:
+        ap.error(f"--teacher-mix must be in [0, 1], got {args.teacher_mix}")
+    check_common(ap, args)
+    check_grpo(ap, args, used="grpo" in args.method)
+    check_sdpo(ap, args)
+    check_drift(ap, args)
+    stages, benchmarks = check_stages_and_benchmarks(ap, args)
+    check_run_dir_flags(ap, args)
+    # a flag left to the model's own default is not a change (model_defaults, default_topk)
+    defaults.update(model_defaults(args.model), topk=default_topk(args.model))
+    return ap, args, stages, benchmarks, defaults
+
+
+# ----------------------------------------------------------------------------------------------
+# The checks
+# ----------------------------------------------------------------------------------------------
+def check_common(ap, args):
+    """One-line errors (exit code 2) for values outside their range, before any work starts or any file
+    is written. Every float must be finite; sizes have a generous upper bound (a typo like 1e9 prompts
+    per step would otherwise run for minutes into a MemoryError). Then the model's own defaults."""
+    finite = lambda v: math.isfinite(v)   # noqa: E731
+    checks = [("--steps", 1 <= args.steps <= MAX_STEPS, f"in [1, {MAX_STEPS}]"),
+              ("--prompts-per-step", 1 <= args.prompts_per_step <= MAX_PROMPTS, f"in [1, {MAX_PROMPTS}]"),
+              ("--group-size", 2 <= args.group_size <= 1024, "in [2, 1024] (advantages and teachers need siblings)"),
+              ("--max-new-tokens", 1 <= args.max_new_tokens <= MAX_TOKENS, f"in [1, {MAX_TOKENS}]"),
+              ("--lr", finite(args.lr) and 0 < args.lr <= 1, "in (0, 1]"),
+              ("--weight-decay", args.weight_decay is None or (finite(args.weight_decay) and 0 <= args.weight_decay <= 1),
+               "in [0, 1]"),
+              ("--warmup-steps", args.warmup_steps is None or args.warmup_steps >= 0, ">= 0"),
+              ("--temperature", finite(args.temperature) and 1e-3 <= args.temperature <= 100, "in [0.001, 100]"),
+              ("--top-p", 0 < args.top_p <= 1, "in (0, 1]"),
+              ("--eval-n", 1 <= args.eval_n <= MAX_EVAL_N, f"in [1, {MAX_EVAL_N}]"),
+              ("--eval-k", 1 <= args.eval_k <= 1024, "in [1, 1024]"),
+              ("--micro-batch", args.micro_batch >= 0, ">= 0"),
+              ("--sample-batch", args.sample_batch >= 1, ">= 1"),
+              ("--max-grad-norm", finite(args.max_grad_norm) and args.max_grad_norm > 0, "finite and > 0"),
+              ("--max-prompt-len", args.max_prompt_len >= 0, ">= 0"), ("--sample-blocks", args.sample_blocks >= 0, ">= 0"),
+              ("--threads", 0 <= args.threads <= 1024, "in [0, 1024]"),
+              ("--eval-seed", 0 <= args.eval_seed < 2**31, "in [0, 2^31)")]
+    for flag, ok, allowed in checks:
+        if not ok:
+            ap.error(f"{flag} must be {allowed}")
+    check_model_flag(ap, "--model", args.model)
+    check_device_flag(ap, args.device)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    blocks = args.sample_blocks or world
+    if blocks % world:
+        ap.error(f"--sample-blocks {blocks} must be a multiple of the {world} ranks")
+    if args.prompts_per_step % blocks:
+        ap.error(f"--prompts-per-step {args.prompts_per_step} must be divisible by the {blocks} sample blocks "
+                 f"(one per rank unless --sample-blocks says otherwise)")
+    for key, value in model_defaults(args.model).items():   # flags left to the model's default
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+
+
+def check_grpo(ap, args, used=True):
+    """used: GRPO is among the methods that will run (continual.py); else only the values are checked."""
+    for flag, ok, allowed in [("--epsilon", 0 <= args.epsilon < 1, "in [0, 1)"),
+                              ("--epsilon-high", args.epsilon_high >= 0, ">= 0"),
+                              ("--clip-ratio-c", args.clip_ratio_c == 0 or args.clip_ratio_c > 1, "0 (off) or > 1"),
+                              ("--kl-coef", args.kl_coef >= 0, ">= 0"), ("--epochs", args.epochs >= 1, ">= 1"),
+                              ("--mini-batches", args.mini_batches >= 1, ">= 1")]:
+        if not ok:
+            ap.error(f"{flag} must be {allowed}")
+    per_block = args.prompts_per_step // (args.sample_blocks or int(os.environ.get("WORLD_SIZE", "1")))
+    if used and per_block % args.mini_batches:
+        ap.error(f"--mini-batches {args.mini_batches}: the mini-batches are equal slices of each sample block "
+                 f"(whole groups with --mini-batch-order contiguous), so the {per_block} prompts per sample block "
+                 f"(--prompts-per-step / blocks) must be divisible by it")
+
+
+def check_sdpo(ap, args):
+    alphas = args.alpha if isinstance(args.alpha, list) else [args.alpha]
+    for flag, ok, allowed in [("--alpha", all(0 <= a <= 1 for a in alphas), "in [0, 1]"),
+                              ("--beta", 0 <= args.beta <= 1, "in [0, 1]"),
+                              ("--gamma", 0 < args.gamma <= 1, "in (0, 1]"),
+                              ("--refresh-every", args.refresh_every >= 0, ">= 0"),
+                              ("--mask-ratio", 0 <= args.mask_ratio < 1, "in [0, 1)"),
+                              ("--topk", args.topk is None or args.topk >= 0, ">= 0")]:
+        if not ok:
+            ap.error(f"{flag} must be {allowed}")
+    args.topk = default_topk(args.model) if args.topk is None else (args.topk or None)
+
+
+def check_drift(ap, args):
+    if args.embed_model:
+        check_model_flag(ap, "--embed-model", args.embed_model)
+    if not 0 < args.rank_frac <= 1:
+        ap.error(f"--rank-frac must be in (0, 1], got {args.rank_frac}")
+    if not 0 < args.mask_q <= 1:
+        ap.error(f"--mask-q must be in (0, 1], got {args.mask_q}")
+    if args.kl_samples < 1:
+        ap.error(f"--kl-samples must be >= 1, got {args.kl_samples}")
+    if args.embed_samples < 0:
+        ap.error(f"--embed-samples must be >= 0 (0 = all), got {args.embed_samples}")
+
+
+def check_stages_and_benchmarks(ap, args):
+    """continual.py's stages and benchmarks: known names, readable files, enough test prompts; every
+    trained domain is evaluated too. Returns (stages, benchmarks)."""
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    for s in stages:
+        try:
+            tasks.check_task(s)
+        except ValueError as e:
+            ap.error(f"--stages: {e}")
+    if not stages:
+        ap.error("--stages: no stage given")
+    try:
+        benchmarks = tasks.resolve_benchmarks(args.benchmarks)
+    except ValueError as e:
+        ap.error(f"--benchmarks: {e}")
+    for path in [s for s in stages + benchmarks if s not in tasks.GENERATORS]:
+        try:  # a data file is read once before any work: a bad line stops here, naming file:line
+            tasks.task_records(path)
+        except Exception as e:  # (a hub task that cannot be fetched says why, in one line)
+            ap.error(tasks.one_line(e))
+    for b in benchmarks + stages:   # enough test prompts for --eval-n (and the in-stage curve)?
+        if b in tasks.GENERATORS:
+            try:
+                tasks.builtin_split(b, "test", max(args.eval_n, args.curve_n), args.eval_seed)
+            except ValueError as e:
+                ap.error(f"--eval-n / --curve-n: {e}")
+    check_code_jail(ap, args, stages + benchmarks)
+    for s in stages:  # every trained domain is evaluated too
+        if s not in benchmarks:
+            benchmarks.insert(len([b for b in benchmarks if b in stages]), s)
+    for flag in ("curve_every", "curve_n", "curve_k"):
+        if getattr(args, flag) < (0 if flag == "curve_every" else 1):
+            ap.error(f"--{flag.replace('_', '-')} must be >= {0 if flag == 'curve_every' else 1}")
+    return stages, benchmarks
+
+
+def check_run_dir_flags(ap, args):
+    check_dir_flag(ap, "--runs-dir", args.runs_dir)
+    if args.name is not None and (not args.name.strip() or args.name in (".", "..") or os.sep in args.name
+                                  or (os.altsep and os.altsep in args.name)):
+        ap.error(f"--name must be a plain directory name inside --runs-dir (no '/', not '.' or '..'), "
+                 f"got '{args.name}'")
+
+
+def check_model_flag(ap, flag, name):
+    """A model flag names 'tiny', 'tiny_think', a local model directory, or a hub model in the local cache
+    (nothing is downloaded at run time, and nothing here touches the network): say which one is wrong,
+    in one line, before any work."""
+    if name in BUILT_IN_MODELS:
+        return
+    if os.path.isdir(name):
+        if not os.path.isfile(os.path.join(name, "config.json")):
+            ap.error(f"{flag}: '{name}' is not a model directory (no config.json)")
+        return
+    if not re.fullmatch(r"[\w-][\w.-]*(/[\w.-]+)?", name):   # not a hub id (org/name): a missing directory
+        ap.error(f"{flag}: no such model directory '{name}'")
+    from huggingface_hub import try_to_load_from_cache   # a hub id: its config must be in the local cache
+    if not isinstance(try_to_load_from_cache(name, "config.json"), str):
+        ap.error(f"{flag}: '{name}' is neither a local model directory nor a hub model in the local cache; "
+                 f"download it first (`hf download {name}`) or give its directory")
+
+
+def check_dir_flag(ap, flag, path):
+    """An output directory flag: it may not exist yet, but it (and every folder above it) must not be a file."""
+    p = os.path.abspath(path)
+    while True:
+        if os.path.exists(p):
+            if not os.path.isdir(p):
+                ap.error(f"{flag}: '{path}' cannot be a directory ('{p}' is a file)")
+            try:   # the only sure test: make (and remove) a folder there (/proc says "writable" to root, yet refuses)
+                os.rmdir(tempfile.mkdtemp(dir=p))
+            except OSError:
+                ap.error(f"{flag}: '{p}' is not writable")
+            return
+        p = os.path.dirname(p)
+
+
+def check_device_flag(ap, device):
+    """--device: auto, cpu, cuda or cuda:N, and CUDA only where it exists."""
+    if device == "auto":
+        return
+    try:
+        d = torch.device(device)
+    except (RuntimeError, ValueError):
+        ap.error(f"--device: '{device}' is not a device (auto, cpu, cuda, cuda:N)")
+    if d.type not in ("cpu", "cuda"):
+        ap.error(f"--device: '{device}' is not supported (auto, cpu, cuda, cuda:N)")
+    if d.type == "cuda" and not torch.cuda.is_available():
+        ap.error(f"--device {device}: this machine has no CUDA device (use --device cpu or auto)")
+    if d.type == "cuda" and d.index is not None and d.index >= torch.cuda.device_count():
+        ap.error(f"--device {device}: there are only {torch.cuda.device_count()} CUDA devices")
+
+
+def check_code_jail(ap, args, names):
+    """A task or benchmark among names whose records are code runs its programs in an OS jail
+    (sandbox.py, layer 0): where this machine has none, one line and exit 2, unless --unsafe-code."""
+    sandbox.ALLOW_UNJAILED = bool(getattr(args, "unsafe_code", False))
+    if any(tasks.has_code(name) for name in names):
+        try:
+            sandbox.check_jail()
+        except sandbox.NoJail as e:
+            ap.error(str(e))
+
+
+def seed_list(text):
+    """--seed 0 or --seed 0,1,2: a list of distinct seeds in [0, 2^31) (argparse reports a bad one in one line)."""
+    try:
+        seeds = [int(x) for x in str(text).split(",")]   # (an empty item, as in 0,,1, is an error too)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 0 or 0,1,2, got '{text}'") from None
+    if not seeds or len(set(seeds)) < len(seeds) or not all(0 <= x < 2**31 for x in seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct integers in [0, 2^31) like 0 or 0,1,2, got '{text}'")
+    return seeds
+
+
+def per_seed(args):
+    """One copy of the parsed flags per training seed, each with `seed` a single integer."""
+    return [argparse.Namespace(**{**vars(args), "seed": s}) for s in args.seed]
+
+
+def model_defaults(model):
+    """The optimizer settings a model gets when its flags are not given: the release's on a real model
+    (AdamW weight decay 0.01, a 10-step warmup), the tiny world's own on the built-in ones (0 and 0:
+    docs/PROTOCOL.md says why)."""
+    if model in BUILT_IN_MODELS:
+        return {"weight_decay": 0.0, "warmup_steps": 0}
+    return {"weight_decay": 0.01, "warmup_steps": 10}
+
+
+def default_topk(model):
+    """(S4) --topk when not given: the release's 100 for a real model (a full-vocabulary GJSD over 150k ids
+    at 8k tokens does not fit a GPU, docs/GPU.md); None (the full vocabulary) for the built-in tiny model."""
+    return None if model in BUILT_IN_MODELS else RELEASE_TOPK
