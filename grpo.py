@@ -138,16 +138,19 @@ def grpo_stats(plan, results):
     """The step's statistics, averaged over its optimizer steps: loss, clip fraction, entropy, k3 KL, ‖∇‖,
     and the share of groups with a learning signal (not all rewards equal)."""
     totals = {"loss": 0.0, "clip_frac": 0.0, "entropy": 0.0, "kl": 0.0, "grad_norm": 0.0}
+    clip_by_step = []   # each optimizer step's own clip fraction: on-policy, the first never clips (ρ = 1)
     for step, (loss, parts, grad_norm) in zip(plan["steps"], results):
         totals["loss"] += loss
         totals["grad_norm"] += grad_norm
         totals["entropy"] += sum(p["entropy_sum"] for p in parts) / step["tokens"]
-        totals["clip_frac"] += sum(p["clip_frac"] * p["tokens"] for p in parts) / step["tokens"]
+        clip_by_step.append(sum(p["clip_frac"] * p["tokens"] for p in parts) / step["tokens"])
+        totals["clip_frac"] += clip_by_step[-1]
         for p in parts:
             totals["kl"] += p.get("kl", 0.0) * p["tokens"] / step["tokens"]
     stats = {key: v / max(1, len(results)) for key, v in totals.items()}
     groups = plan["advantages"].view(-1, plan["group_size"])                            # [N, G]
     stats["groups_with_signal"] = (groups.abs().sum(1) > 0).float().mean().item()
+    stats["clip_frac_by_step"] = clip_by_step
     return stats
 
 

@@ -77,7 +77,7 @@ def check(out, model_name, device_arg, dtype, tol):
     device = infra.init_distributed(device_arg)
     rank, world = infra.rank_and_world()
     ref = json.load(open(os.path.join(out, "reference.json")))
-    bad = []
+    bad, measured = [], {}
     for method in ("grpo", "sdpo"):
         model, tok = rollout.load_model(model_name, device, dtype)
         model = infra.shard(model, device)
@@ -98,18 +98,27 @@ def check(out, model_name, device_arg, dtype, tol):
         took = time.time() - t0
         peak = torch.cuda.max_memory_allocated() / 1e9 if device.type == "cuda" else float("nan")
         peaks = infra.gather_lists([peak])
-        for key in ("loss", "grad_norm"):   # (both are over all ranks; entropy and such are per rank)
-            want, got = ref[method][key], stats[key]
-            # GRPO's loss is ≈ 0 by construction (advantages sum to 0 in a group): it gets an absolute
-            # allowance of LOSS_ATOL besides the relative one
-            ok = abs(got - want) <= tol * abs(want) + (LOSS_ATOL if key == "loss" else 0.0)
-            if not ok:
-                bad.append(f"{method} {key}: {got:.6f} vs CPU {want:.6f}")
-            print(f"{method} {key}: {got:.6f} (CPU fp32 {want:.6f}) {'ok' if ok else 'MISMATCH'}")
+        measured[method] = {key: stats[key] for key in ("loss", "grad_norm")}
+        bad += compare(ref, method, measured[method], tol)
         print(f"{method}: update {took:.2f} s on {world} rank(s), {dtype}, FSDP2; peak memory per rank (GB): "
               + ", ".join(f"{p:.2f}" for p in peaks))
-    finish(os.path.join(out, f"check-{world}.json"), {"world": world, "dtype": dtype, "mismatches": bad}, bad,
-           "GPU check")
+    finish(os.path.join(out, f"check-{world}.json"),
+           {"world": world, "dtype": dtype, "tol": tol, "measured": measured, "mismatches": bad}, bad, "GPU check")
+
+
+def compare(ref, method, measured, tol):
+    """The check's verdict on one method: the loss and the gradient norm (both over all ranks; entropy and
+    such are per rank) against the CPU fp32 reference, printed; returns the mismatches."""
+    bad = []
+    for key in ("loss", "grad_norm"):
+        want, got = ref[method][key], measured[key]
+        # GRPO's loss is ≈ 0 by construction (advantages sum to 0 in a group): it gets an absolute
+        # allowance of LOSS_ATOL besides the relative one
+        ok = abs(got - want) <= tol * abs(want) + (LOSS_ATOL if key == "loss" else 0.0)
+        if not ok:
+            bad.append(f"{method} {key}: {got:.6f} vs CPU {want:.6f}")
+        print(f"{method} {key}: {got:.6f} (CPU fp32 {want:.6f}) {'ok' if ok else 'MISMATCH'}")
+    return bad
 
 
 def finish(path, record, bad, what):

@@ -1,44 +1,20 @@
-"""LAB.md never rots: every exercise's command runs, with small settings appended (argparse keeps the
-last value of a flag), and exits 0. An exercise added to the sheet without an entry here fails."""
+"""LAB.md never rots: every exercise's command runs (lab.py, with its --fast settings appended: argparse keeps
+the last value of a flag) and exits 0. An exercise added to the sheet without --fast settings fails."""
 import os
-import re
-import shlex
 import subprocess
 import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY_RUN = ["--steps", "2", "--prompts-per-step", "4", "--group-size", "4", "--eval-n", "4", "--eval-k", "2",
-            "--max-new-tokens", "32", "--curve-every", "0"]
-SMALL = {   # exercise number -> flags appended to its command (None: run it as written, it is quick)
-    1: ["--n", "4", "--k", "2", "--max-new-tokens", "32"],
-    2: ["--prompts", "2", "--group-size", "4", "--max-new-tokens", "32"],
-    3: TINY_RUN,
-    4: TINY_RUN,
-    5: TINY_RUN,
-    6: ["--steps", "2", "--prompts-per-step", "4", "--group-size", "4", "--eval-n", "2", "--eval-k", "2",
-        "--max-new-tokens", "32"],
-    7: TINY_RUN + ["--benchmarks", "math,tooluse,math_hard"],   # (a training domain, a new one, an OOD one)
-    8: ["--kl-samples", "1"],
-    9: None,
-    10: None,
-}
+sys.path.insert(0, ROOT)
+import lab  # noqa: E402
 
 
-def exercises():
-    """(number, command) for every exercise of LAB.md: the first ```bash block under each '## N.' heading."""
-    text = open(os.path.join(ROOT, "LAB.md")).read()
-    out = []
-    for m in re.finditer(r"^## (\d+)\. .*?```bash\n(.*?)\n```", text, flags=re.S | re.M):
-        out.append((int(m.group(1)), m.group(2).strip()))
-    return out
-
-
-def test_every_exercise_has_small_settings_here():
-    numbers = [n for n, _ in exercises()]
+def test_every_exercise_has_fast_settings():
+    numbers = [n for n, _, _ in lab.exercises()]
     assert len(numbers) >= 8 and numbers == sorted(numbers)
-    assert set(numbers) == set(SMALL)
+    assert set(numbers) == set(lab.FAST)
 
 
 @pytest.fixture(scope="module")
@@ -46,14 +22,25 @@ def workdir(tmp_path_factory):
     return tmp_path_factory.mktemp("lab")
 
 
-@pytest.mark.parametrize("number,command", exercises())
-def test_exercise_command_runs(number, command, workdir):
-    argv = shlex.split(command)
-    assert argv[0] == "python"
-    if argv[1] == "-c":
-        cmd = [sys.executable, "-c", argv[2]]
-    else:
-        cmd = [sys.executable, os.path.join(ROOT, argv[1]), *argv[2:], *(SMALL[number] or [])]
-    out = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=600,
-                         env=dict(os.environ, PYTHONPATH=ROOT))
-    assert out.returncode == 0, f"exercise {number}: {command}\n{out.stdout[-1500:]}\n{out.stderr[-2500:]}"
+@pytest.mark.parametrize("number,title,command", lab.exercises())
+def test_exercise_command_runs(number, title, command, workdir):
+    seconds, status = lab.run_exercise(number, command, str(workdir), fast=True)
+    log = (workdir / "logs" / f"{number}.txt").read_text()
+    assert status == 0, f"exercise {number}: {command}\n{log[-3000:]}"
+
+
+def test_lab_py_runs_an_exercise_and_writes_the_class_folder(tmp_path):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "lab.py"), "9", "--out", str(tmp_path / "class")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for f in ("LAB.md", "timings.md", "logs/9.txt"):
+        assert (tmp_path / "class" / f).is_file()
+    assert "| 9. The metrics by hand" in (tmp_path / "class" / "timings.md").read_text()
+    assert not (tmp_path / "class" / "SOLUTIONS.md").exists()   # the answers stay with the teacher
+
+
+@pytest.mark.parametrize("argv,message", [([], "give --all or exercise numbers"), (["99"], "no exercise 99"),
+                                          (["--all", "3"], "not both")])
+def test_lab_py_bad_input_is_one_line(argv, message):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "lab.py"), *argv], capture_output=True, text=True)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr

@@ -17,7 +17,7 @@ import continual  # noqa: E402
 
 # Lowest first. A module may import only modules listed before it (and never from inside a function).
 LAYERS = ["sandbox", "tasks", "infra", "rollout", "flags", "evaluate", "plots", "train", "grpo", "sdpo", "drift", "razor", "claims", "continual", "tokens",
-          "tiny", "bench"]
+          "tiny", "bench", "lab"]
 
 ALL_TAGS = ([f"G{i}" for i in range(1, 6)] + [f"S{i}" for i in range(1, 9)] + [f"T{i}" for i in range(1, 4)]
             + [f"C{i}" for i in range(1, 4)] + [f"A{i}" for i in range(1, 9)] + [f"B{i}" for i in range(1, 5)])

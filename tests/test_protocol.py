@@ -126,6 +126,9 @@ def test_grpo_takes_mini_batches_steps_and_the_ratio_moves(tiny):
                              None, tok.pad_token_id)
     assert next(iter(opt.state.values()))["step"].item() == 2      # two optimizer steps on one batch
     assert stats["clip_frac"] >= 0.0
+    # the log keeps each optimizer step's clip fraction: the first is on-policy (ρ = 1), it never clips
+    assert len(stats["clip_frac_by_step"]) == 2 and stats["clip_frac_by_step"][0] == 0.0
+    assert stats["clip_frac"] == pytest.approx(sum(stats["clip_frac_by_step"]) / 2)
     # the second mini-batch is scored off-policy: its ratio is no longer exactly 1
     m2 = copy.deepcopy(model)
     opt2 = torch.optim.AdamW(m2.parameters(), lr=1e-3)
