@@ -225,18 +225,23 @@ def main(argv=None):
     if len(seeds) == 1:
         print(f"\n{dirs[0]}/: results.json, report.md, log.jsonl, checkpoints — {time.time() - t_start:.0f}s this invocation")
         return all_results[0]
-    # (with --name, the summary goes beside the seeds' directories, <name>-s0-1-2: a single-seed run
-    # named <name> keeps its own files)
+    summary_dir, summary = write_seeds_summary(args, configs, defaults, all_results, dirs)
+    print(f"\n{summary_dir}/: results.json, report.md over seeds {','.join(map(str, args.seed))} (each seed in "
+          f"{', '.join(dirs)}) — {time.time() - t_start:.0f}s this invocation")
+    return summary
+
+
+def write_seeds_summary(args, configs, defaults, all_results, dirs):
+    """Several seeds: their summary (mean accuracies with intervals, every claim's verdict) in its own
+    directory, printed; returns (the directory, the summary). With --name it sits beside the seeds' directories,
+    <name>-s0-1-2, so a single-seed run named <name> keeps its own files."""
     summary_dir = os.path.join(args.runs_dir, f"{args.name}-s{'-'.join(map(str, args.seed))}" if args.name
                                else run_dir_name(args, configs, defaults))
     summary = summarize_seeds(all_results, args.seed, dirs, [seconds_of(d) for d in dirs])
     os.makedirs(summary_dir, exist_ok=True)
     atomic_json(os.path.join(summary_dir, "results.json"), summary)
-    report = write_seeds_report(summary, all_results, summary_dir)
-    print("\n" + report)
-    print(f"\n{summary_dir}/: results.json, report.md over seeds {','.join(map(str, args.seed))} (each seed in "
-          f"{', '.join(dirs)}) — {time.time() - t_start:.0f}s this invocation")
-    return summary
+    print("\n" + write_seeds_report(summary, all_results, summary_dir))
+    return summary_dir, summary
 
 
 def fingerprint_of(args, stages, benchmarks, configs=()):
