@@ -42,6 +42,7 @@ FAST = {
     8: ["--kl-samples", "1"],
     9: None,
     10: None,
+    11: None,
 }
 
 
