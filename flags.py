@@ -27,6 +27,7 @@ import torch
 
 import sandbox
 import tasks
+from infra import sample_blocks_per_step
 from rollout import BUILT_IN_MODELS, DTYPES, SAMPLE_BATCH
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
@@ -284,8 +285,7 @@ def check_common(ap, args):
             ap.error(f"{flag} must be {allowed}")
     check_model_flag(ap, "--model", args.model)
     check_device_flag(ap, args.device)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    blocks = args.sample_blocks or world
+    world, blocks = sample_blocks_per_step(0), sample_blocks_per_step(args.sample_blocks)   # (torchrun's ranks)
     if blocks % world:
         ap.error(f"--sample-blocks {blocks} must be a multiple of the {world} ranks")
     if args.prompts_per_step % blocks:
@@ -305,7 +305,7 @@ def check_grpo(ap, args, used=True):
                               ("--mini-batches", args.mini_batches >= 1, ">= 1")]:
         if not ok:
             ap.error(f"{flag} must be {allowed}")
-    per_block = args.prompts_per_step // (args.sample_blocks or int(os.environ.get("WORLD_SIZE", "1")))
+    per_block = args.prompts_per_step // sample_blocks_per_step(args.sample_blocks)
     if used and per_block % args.mini_batches:
         ap.error(f"--mini-batches {args.mini_batches}: the mini-batches are equal slices of each sample block "
                  f"(whole groups with --mini-batch-order contiguous), so the {per_block} prompts per sample block "

@@ -174,7 +174,7 @@ def local_blocks(sample_blocks=0):
     """How many of a step's sample blocks this rank holds (`--sample-blocks`, default one per rank): a
     batch's order and GRPO's mini-batches are made block by block, so N blocks in one process take the
     same steps as N ranks."""
-    return max(1, len(my_share(sample_blocks or rank_and_world()[1])))
+    return max(1, len(my_sample_blocks(sample_blocks)[1]))
 
 
 def barrier():
