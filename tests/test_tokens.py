@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import tempfile
 
+import matplotlib.image
 import pytest
 
 import sdpo
@@ -40,7 +41,7 @@ def test_cli_writes_a_self_contained_page_a_picture_and_the_numbers(tmp_path):
 
 
 def test_the_page_renders_in_headless_chromium(tmp_path):
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    browser = shutil.which("chromium-headless-shell") or shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         pytest.skip("chromium is not installed (Debian package 'chromium')")
     tokens.main(["--prompts", "2", "--group-size", "4", "--show", "2", "--max-new-tokens", "24",
@@ -51,3 +52,7 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
                     f"--user-data-dir={tempfile.mkdtemp()}", "--window-size=1000,700", f"--screenshot={shot}",
                     f"file://{tmp_path / 'tokens.html'}"], capture_output=True, timeout=120)
     assert shot.is_file() and shot.read_bytes()[:4] == b"\x89PNG" and shot.stat().st_size > 5000
+    # the browser laid the page out: dark text, and the S3 colouring (white to red) on some tokens
+    rgb = matplotlib.image.imread(shot)[..., :3]                     # [H, W, 3] in [0, 1]
+    assert (rgb.mean(-1) < 0.3).mean() > 0.001                       # text was drawn
+    assert ((rgb[..., 0] - rgb[..., 1]) > 0.3).mean() > 0.0001       # red-shaded tokens were drawn
