@@ -599,8 +599,7 @@ def print_stage(run_name, k, stages, progress, acc, deg, train_s):
 
 def run_figures(results, run_dir):
     """One seed's figures (plots.py), with the paper's names in the legends: [(path or None, alt text)]."""
-    log_path = os.path.join(run_dir, "log.jsonl")
-    rows = read_jsonl(log_path)[0] if os.path.exists(log_path) else []
+    rows = seed_log(run_dir)
     names = paper_names(results)
     return [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png"), labels=names),
              "accuracy per benchmark across stages"),
@@ -735,6 +734,12 @@ def pm(cell, scale=100):
     return f"{scale * cell['mean']:.1f} ± {scale * (cell['high'] - cell['mean']):.1f}"
 
 
+def seed_log(run_dir):
+    """One seed's log.jsonl rows (none if it has no log)."""
+    path = os.path.join(run_dir, "log.jsonl")
+    return read_jsonl(path)[0] if os.path.exists(path) else []
+
+
 def write_seeds_report(summary, seed_results, out_dir):
     """report.md over seeds: the claims table first, then each run's accuracy matrix as mean ± half-width."""
     stages, benches, n = summary["stages"], summary["benchmarks"], len(summary["seeds"])
@@ -774,9 +779,13 @@ def write_seeds_report(summary, seed_results, out_dir):
                (plots.plot_gain_forgetting(seed_results[0], os.path.join(out_dir, "gain.png"), seed_results, names),
                 "gain and forgetting"),
                (plots.plot_drift(seed_results[0], os.path.join(out_dir, "drift.png"), seed_results, names),
-                "drift after every stage")]
+                "drift after every stage"),
+               (plots.plot_differences([seed_log(d) for d in summary["seed_dirs"]],
+                                       os.path.join(out_dir, "differences.png"), stages, names),
+                "each run minus the first, per step, over seeds")]
     lines += ["", "Lines and bars are the means over seeds; bands and whiskers are the same 95% t-intervals over the "
-              "seeds as the tables.", ""]
+              "seeds as the tables. `differences.png` (with two runs or more): each run minus the first run, step "
+              "by step within each seed, smoothed over 5 steps; a band that leaves 0 is a difference the seeds agree on.", ""]
     lines += [f"![{alt}]({os.path.basename(p)})" for p, alt in figures if p]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out_dir, "report.md.tmp"), "w") as f:

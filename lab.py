@@ -4,6 +4,7 @@
     python lab.py 7                   # one exercise (or a few: 3 4 5)
     python lab.py --all --fast        # every exercise at small settings: does everything run here? (minutes)
     python lab.py --all --out DIR     # where it all goes (default runs/class; --fast: runs/class-fast)
+    python lab.py --all --check       # ... and compare every exercise's key numbers with SOLUTIONS.md
 
 The commands are read from LAB.md itself (the first ```bash block under each "## N." heading), so the
 sheet and this script cannot disagree. Each runs in DIR (its `runs/...` land in DIR/runs/), one at a
@@ -12,12 +13,15 @@ time: two jobs on two cores slow each other ten-fold. Then DIR holds what a teac
     DIR/LAB.md            the sheet (SOLUTIONS.md is not copied: the answers stay with the teacher)
     DIR/HANDOUT.md        the one-page handout (docs/HANDOUT.md)
     DIR/timings.md        exercise, command, seconds, exit status: this machine's timings for the class
+    DIR/key_numbers.md    each exercise's key numbers (SOLUTIONS.md's last table), read from its output
     DIR/runs/             every exercise's output
     DIR/logs/N.txt        each command's output
 
 A command that fails is reported and the others still run; the exit status is then 1.
 """
 import argparse
+import ast
+import json
 import os
 import re
 import shlex
@@ -25,6 +29,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+import claims
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 # --fast: flags appended to an exercise's command (argparse keeps the last value of a flag); None: as written
@@ -44,6 +50,175 @@ FAST = {
     10: None,
     11: None,
 }
+
+
+# ----------------------------------------------------------------------------------------------
+# Key numbers: what SOLUTIONS.md states of each exercise, read back from the exercise's own output
+# ----------------------------------------------------------------------------------------------
+# tolerance of a key number by its kind: accuracy points, a relative share (JS, entropy, drift), exact
+# (nats: an absolute difference of per-token JS)
+TOLERANCE = {"points": 3.0, "relative": 0.10, "exact": 1e-3, "nats": 0.002}
+
+
+def log_text(out_dir, number):
+    return open(os.path.join(out_dir, "logs", f"{number}.txt")).read()
+
+
+def table_rows(text, header):
+    """The rows (lists of cells) of the markdown table printed right after the line `header`."""
+    lines = text[text.index(header):].splitlines()[1:]
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+def seeds_numbers(out_dir, name):
+    """Exercises 3-5: each run's final accuracy (mean over seeds, points) and JS over the last 10 steps
+    (mean over seeds), and the second run minus the first in JS."""
+    summary = json.load(open(os.path.join(out_dir, "runs", f"{name}-s0-1-2", "results.json")))
+    out, js = {}, {}
+    for run_name, run in summary["runs"].items():
+        label = run["role"] or run_name
+        out[(f"{label}: accuracy after the stage", "points")] = 100 * run["acc"][-1][0]["mean"]
+        last = []
+        for d in summary["seed_dirs"]:
+            rows = [json.loads(line) for line in open(os.path.join(out_dir, d, "log.jsonl")) if '"step"' in line]
+            mine = [r["js"] for r in rows if r.get("run") == run_name][-10:]
+            last.append(sum(mine) / len(mine))
+        js[label] = sum(last) / len(last)
+        out[(f"{label}: JS, last 10 steps", "relative")] = js[label]
+    first, second = list(js)
+    out[(f"{second} − {first}: JS, last 10 steps", "nats")] = js[second] - js[first]
+    return out
+
+
+def key_numbers(number, out_dir):
+    """{(name, kind): value} of exercise `number`'s key numbers, read from what its command wrote in out_dir
+    (kind: a TOLERANCE key). Exercise 11 has none here: tests/test_lab.py checks each changed line."""
+    runs = os.path.join(out_dir, "runs")
+    if number == 1:
+        return {(f"{r[0]}: {col} demo %", "points"): float(r[i]) for r in
+                table_rows(log_text(out_dir, 1), "Teacher check") for i, col in ((2, "without"), (3, "with"))
+                if r[i] != "—"}   # (— : no prompt of the domain had a success to show)
+    if number == 2:
+        m = re.search(r"(\d+) of (\d+) responses have a teacher signal; mean GJSD per distilled token ([\d.]+)",
+                      log_text(out_dir, 2))
+        return {("responses with a teacher signal", "exact"): int(m.group(1)),
+                ("mean GJSD per distilled token", "relative"): float(m.group(3))}
+    if number in (3, 4, 5):
+        return seeds_numbers(out_dir, f"lab{number}")
+    if number == 6:
+        rows = [json.loads(line) for line in open(os.path.join(runs, "lab6", "log.jsonl")) if '"step"' in line]
+        summary = json.load(open(os.path.join(runs, "lab6", "summary.json")))
+        return {("CODING after 30 steps %", "points"): 100 * summary["acc_after"],
+                ("clip fraction, mean over steps %", "relative"): 100 * sum(r["clip_frac"] for r in rows) / len(rows),
+                ("clip fraction of the first of the four steps, max %", "exact"):
+                    100 * max(r["clip_frac_by_step"][0] for r in rows)}
+    if number == 7:
+        results = json.load(open(os.path.join(runs, "lab7", "results.json")))
+        return {(f"{claims.role_of(run) or name}: {b} after the last stage %", "points"): 100 * acc
+                for name, run in results["runs"].items() for b, acc in zip(results["benchmarks"], run["acc"][-1])
+                if b in ("math", "tooluse")}   # the exercise's question: gained TOOLUSE, lost MATH
+    if number == 8:
+        drift = json.load(open(os.path.join(runs, "lab7", "drift.json")))
+        return {**{(f"{name}: NSS vs base, mean over matrices", "relative"): rows[-1]["params_vs_base"]["all"]["nss_mean"]
+                   for name, rows in drift.items()},
+                **{(f"{name}: KL to the base, nats", "relative"): rows[-1]["kl_to_base_mean"] for name, rows in drift.items()}}
+    if number == 9:
+        return {(f"line {i + 1}: {k}", "exact"): v for i, line in enumerate(log_text(out_dir, 9).splitlines()[:2])
+                for k, v in ast.literal_eval(line).items() if isinstance(v, float)}
+    if number == 10:
+        m = re.search(r"moves ([\d.]+)x as far", log_text(out_dir, 10))
+        return {("the teacher's KL to the base over the Razor policy's", "exact"): float(m.group(1))}
+    return {}
+
+
+def within(value, stated, kind):
+    """Whether a measured key number agrees with the stated one at its kind's tolerance."""
+    if kind == "relative":
+        return abs(value - stated) <= TOLERANCE[kind] * max(abs(stated), 1e-12)
+    return abs(value - stated) <= TOLERANCE[kind]
+
+
+def fmt(value):
+    return f"{value:.4g}"
+
+
+def key_numbers_table(numbers):
+    """numbers: {exercise: {(name, kind): value}} -> the markdown table SOLUTIONS.md keeps."""
+    lines = ["| exercise | key number | value | tolerance |", "|---|---|---|---|"]
+    for number, found in numbers.items():
+        for (name, kind), value in found.items():
+            tol = f"±{TOLERANCE[kind]:g}" + (" relative" if kind == "relative" else f" {kind}")
+            lines.append(f"| {number} | {name} | {fmt(value)} | {tol} |")
+    return "\n".join(lines) + "\n"
+
+
+def stated_numbers(solutions=os.path.join(ROOT, "SOLUTIONS.md")):
+    """{exercise: {name: (value, kind)}} from SOLUTIONS.md's key-number table."""
+    text = open(solutions).read()
+    kinds = {f"±{t:g}" + (" relative" if k == "relative" else f" {k}"): k for k, t in TOLERANCE.items()}
+    stated = {}
+    for number, name, value, tol in table_rows(text, "## Key numbers"):
+        stated.setdefault(int(number), {})[name] = (float(value), kinds[tol])
+    return stated
+
+
+def check_numbers(number, out_dir, stated=None):
+    """[(name, measured, stated, ok)] of one exercise against SOLUTIONS.md."""
+    stated = (stated or stated_numbers()).get(number, {})
+    measured = {name: value for (name, _), value in key_numbers(number, out_dir).items()}
+    return [(name, measured.get(name), value, name in measured and within(measured[name], value, kind))
+            for name, (value, kind) in stated.items()]
+
+
+# ----------------------------------------------------------------------------------------------
+# The notebook (lab.ipynb): each exercise's question from LAB.md, then its command, output and figures
+# ----------------------------------------------------------------------------------------------
+# the figures LAB.md tells students to look at, per exercise (paths under the class folder)
+FIGURES = {2: ["runs/lab2/tokens.png"],
+           3: ["runs/lab3-s0-1-2/differences.png", "runs/lab3-s0/curves.png"],
+           4: ["runs/lab4-s0-1-2/differences.png", "runs/lab4-s0/curves.png"],
+           5: ["runs/lab5-s0-1-2/differences.png"],
+           6: ["runs/lab6/curves.png"],
+           7: ["runs/lab7/accuracy.png", "runs/lab7/gain.png"],
+           8: ["runs/lab7/drift.png"]}
+
+
+def question(number, sheet=os.path.join(ROOT, "LAB.md")):
+    """LAB.md's section of exercise `number`: its question, the prediction asked, its command, what to look at."""
+    text = open(sheet).read()
+    m = re.search(rf"^(## {number}\. .*?)(?=^## |\Z)", text, flags=re.S | re.M)
+    return m.group(1).strip()
+
+
+def readable_log(text, last=60):
+    """A command's output without its progress bars and weight-loading lines: its last `last` lines."""
+    lines = [line.split("\r")[-1] for line in text.splitlines()]
+    keep = [line for line in lines if "it/s]" not in line and "s/it]" not in line and "Loading weights" not in line]
+    return "\n".join(keep[-last:])
+
+
+def notebook_exercise(number, out_dir, fast):
+    """lab.ipynb's cell of one exercise: run its LAB.md command (as `python lab.py N` does), show what it
+    printed, its figures inline and its key numbers. Returns the exit status."""
+    from IPython.display import Image, Markdown, display   # (lab.py itself runs without IPython)
+    command = dict((n, c) for n, _, c in exercises())[number]
+    os.makedirs(out_dir, exist_ok=True)
+    seconds, status = run_exercise(number, command, out_dir, fast)
+    display(Markdown(f"`$ {command}`{' (with --fast settings)' if fast else ''}: exit {status}, {seconds:.0f} s"))
+    print(readable_log(log_text(out_dir, number)))
+    for path in FIGURES.get(number, []):
+        if os.path.isfile(os.path.join(out_dir, path)):
+            display(Markdown(f"`{path}`"), Image(filename=os.path.join(out_dir, path)))
+    if status == 0 and key_numbers(number, out_dir):
+        display(Markdown("Key numbers (SOLUTIONS.md has the class settings' values):\n\n" +
+                         key_numbers_table({number: key_numbers(number, out_dir)})))
+    return status
 
 
 def exercises(sheet=os.path.join(ROOT, "LAB.md")):
@@ -85,10 +260,12 @@ def timing_table(rows, fast):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Every exercise of LAB.md, in order, timed; a folder to hand out.",
-                                 usage="python lab.py (--all | N [N ...]) [--fast] [--out DIR]")
+                                 usage="python lab.py (--all | N [N ...]) [--fast | --check] [--out DIR]")
     ap.add_argument("numbers", nargs="*", type=int, help="exercise numbers (default with --all: every one)")
     ap.add_argument("--all", action="store_true", help="every exercise, in order")
     ap.add_argument("--fast", action="store_true", help="small settings (checks that everything runs, in minutes)")
+    ap.add_argument("--check", action="store_true", help="compare each exercise's key numbers with SOLUTIONS.md "
+                    "(class settings only) and exit 1 if one differs by more than its tolerance")
     ap.add_argument("--out", default=None, help="the folder everything goes to (default runs/class, or "
                     "runs/class-fast with --fast: the two settings are different runs)")
     args = ap.parse_args(argv)
@@ -100,6 +277,8 @@ def main(argv=None):
     wrong = [n for n in args.numbers if n not in known]
     if wrong:
         ap.error(f"no exercise {', '.join(map(str, wrong))} in LAB.md (it has {', '.join(map(str, known))})")
+    if args.check and args.fast:
+        ap.error("--check compares the class settings' numbers with SOLUTIONS.md: not with --fast")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         ap.error(f"--out: '{args.out}' is a file")
     chosen = [e for e in sheet if args.all or e[0] in args.numbers]
@@ -117,8 +296,26 @@ def main(argv=None):
     table = timing_table(rows, args.fast)
     with open(os.path.join(args.out, "timings.md"), "w") as f:
         f.write(table)
-    print("\n" + table + f"\n{args.out}/: LAB.md, HANDOUT.md, timings.md, runs/, logs/")
-    return 1 if any(r[4] for r in rows) else 0
+    numbers = {n: key_numbers(n, args.out) for n, _, _, _, status in rows if status == 0}
+    with open(os.path.join(args.out, "key_numbers.md"), "w") as f:   # (for the teacher: SOLUTIONS.md's table)
+        f.write(key_numbers_table(numbers))
+    print("\n" + table + f"\n{args.out}/: LAB.md, HANDOUT.md, timings.md, key_numbers.md, runs/, logs/")
+    failed = any(r[4] for r in rows)
+    if args.check:
+        failed |= not report_check(numbers, args.out)
+    return 1 if failed else 0
+
+
+def report_check(numbers, out_dir):
+    """--check: print every key number against SOLUTIONS.md's; True when all agree."""
+    stated, ok = stated_numbers(), True
+    print("\nKey numbers against SOLUTIONS.md (tolerances: " + ", ".join(f"{k} ±{t:g}" for k, t in TOLERANCE.items()) + ")")
+    for number in numbers:
+        for name, measured, value, agrees in check_numbers(number, out_dir, stated):
+            ok &= agrees
+            print(f"  {'ok  ' if agrees else 'DIFF'} {number}. {name}: {'missing' if measured is None else fmt(measured)}"
+                  f" (SOLUTIONS.md: {fmt(value)})")
+    return ok
 
 
 if __name__ == "__main__":

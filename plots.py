@@ -4,6 +4,8 @@
     gain.png       gain G on each stage's own domain, forgetting F of the final model (A2, A3)
     drift.png      parameter and response drift after every stage                   (A4–A7)
     curves.png     reward, JS, student entropy and teacher entropy per step          (§3.1)
+                   (▼ marks the steps after which a StableSDPO teacher was refreshed, T2)
+    differences.png  with several seeds: each run minus the first, per step, and its 95% band
 
 With several seeds the lines are the mean and the band (or whisker) is the same 95% t-interval over
 the seeds as the tables give (evaluate.mean_interval). Legends use the paper's names of the
@@ -34,6 +36,8 @@ def pyplot():
 plt = None
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+CURVE_METRICS = [("reward", "mean reward"), ("js", "JS per distilled token (SDPO)"),
+                 ("entropy", "student entropy (nats)"), ("teacher_entropy", "teacher entropy (nats)")]
 
 
 def save(fig, path):
@@ -167,9 +171,7 @@ def plot_curves(rows, path, stages=None, labels=None):
     if not rows:
         return None
     runs = list(dict.fromkeys(r.get("run", "run") for r in rows))
-    metrics = [("reward", "mean reward"), ("js", "JS per distilled token (SDPO)"),
-               ("entropy", "student entropy (nats)"), ("teacher_entropy", "teacher entropy (nats)")]
-    metrics = [(k, t) for k, t in metrics if any(r.get(k) is not None for r in rows)]
+    metrics = [(k, t) for k, t in CURVE_METRICS if any(r.get(k) is not None for r in rows)]
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 2.8), squeeze=False)
     axes = axes[0]
     steps_per_stage = max(r["step"] for r in rows)
@@ -180,6 +182,10 @@ def plot_curves(rows, path, stages=None, labels=None):
             pts = [(xi, r[key]) for xi, r in zip(x, mine) if r.get(key) is not None and not r.get("skipped")]
             if pts:
                 ax.plot(*zip(*pts), lw=1, color=COLORS[c % len(COLORS)], label=label_of(labels, run))
+            marks = [(xi, r[key]) for xi, r in zip(x, mine) if r.get("teacher_refresh") and r.get(key) is not None]
+            if marks:   # T2: the steps after which the teacher was refreshed
+                ax.plot(*zip(*marks), ls="none", marker="v", ms=6, mec="black", mew=0.6,
+                        color=COLORS[c % len(COLORS)], label=f"{label_of(labels, run)}: teacher refresh (T2)")
     for ax, (_, title) in zip(axes, metrics):
         ax.set_title(title, fontsize=9, pad=12 if stages else 6)   # (room for the stage names)
         ax.set_xlabel("step" + (" (stages in order)" if stages else ""), fontsize=7)
@@ -189,4 +195,78 @@ def plot_curves(rows, path, stages=None, labels=None):
             ax.text((k + 0.5) * steps_per_stage, 1.0, name, transform=ax.get_xaxis_transform(), ha="center",
                     va="bottom", fontsize=6, color="grey")
     axes[0].legend(fontsize=7)
+    return save(fig, path)
+
+
+def running_mean(ys, window):
+    """The centred running mean of a list over `window` points (fewer at the ends)."""
+    h = window // 2
+    return [sum(ys[max(0, i - h):i + h + 1]) / len(ys[max(0, i - h):i + h + 1]) for i in range(len(ys))]
+
+
+def paired_differences(seed_rows, run, base, key, steps_per_stage):
+    """(x, [per seed: run's value − base's value at each step]) of one curve, or None when the seeds do not
+    share the same steps (a run cut short). x counts steps across stages."""
+    def series(rows, name):   # {(stage, step): value} of one run
+        return {(r.get("stage", 1), r["step"]): r.get(key) for r in rows
+                if r.get("run") == name and "step" in r and not r.get("skipped") and r.get(key) is not None}
+    per_seed = []
+    for rows in seed_rows:
+        a, b = series(rows, run), series(rows, base)
+        points = sorted(k for k in a if k in b)
+        per_seed.append((points, [a[k] - b[k] for k in points]))
+    points = per_seed[0][0]
+    if not points or any(p != points for p, _ in per_seed):
+        return None
+    return [(stage - 1) * steps_per_stage + step for stage, step in points], [d for _, d in per_seed]
+
+
+def plot_differences(seed_rows, path, stages=None, labels=None, window=5):
+    """differences.png: for paired runs over seeds, each run minus the first run, per step, for every
+    curve both have (reward, JS, entropies). Each seed's difference is taken on the same step (both runs
+    of a seed saw the same prompts), smoothed by a `window`-step running mean; the line is the mean over
+    the seeds and the band its 95% t-interval, as in the tables. A band that leaves 0 is a difference
+    the seeds agree on; one that holds 0 is not. ▼ marks the refresh steps of a StableSDPO run (T2).
+
+    seed_rows: one list of log.jsonl rows per seed (continual.py's, each with 'run', 'stage', 'step').
+    """
+    if pyplot() is None or len(seed_rows) < 2:
+        return None
+    rows0 = [r for r in seed_rows[0] if "step" in r and "reward" in r]
+    runs = list(dict.fromkeys(r["run"] for r in rows0 if "run" in r))
+    if len(runs) < 2:
+        return None
+    base, others = runs[0], runs[1:]
+
+    metrics = [(k, t) for k, t in CURVE_METRICS
+               if any(r.get(k) is not None for r in rows0 if r.get("run") == base)
+               and any(r.get(k) is not None for r in rows0 if r.get("run") in others)]
+    if not metrics:
+        return None
+    steps_per_stage = max(r["step"] for r in rows0)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 2.9), squeeze=False)
+    axes = axes[0]
+    for c, run in enumerate(others, start=1):
+        name = f"{label_of(labels, run)} − {label_of(labels, base)}"
+        for ax, (key, _) in zip(axes, metrics):
+            paired = paired_differences(seed_rows, run, base, key, steps_per_stage)
+            if paired is None:
+                continue
+            x, per_seed = paired
+            line_with_band(ax, x, [running_mean(d, window) for d in per_seed], COLORS[c % len(COLORS)], name)
+            refresh = sorted({(r.get("stage", 1) - 1) * steps_per_stage + r["step"] for r in seed_rows[0]
+                              if r.get("run") == run and r.get("teacher_refresh")})
+            for k, xr in enumerate(refresh):
+                ax.axvline(xr, color=COLORS[c % len(COLORS)], ls="--", lw=0.7,
+                           label=f"{label_of(labels, run)}: teacher refresh (T2)" if k == 0 else None)
+    for ax, (_, title) in zip(axes, metrics):
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set_title(f"difference in {title}", fontsize=8, pad=12 if stages else 6)
+        ax.set_xlabel(f"step ({window}-step running mean)", fontsize=7)
+        for k in range(1, len(stages or [])):
+            ax.axvline(k * steps_per_stage + 0.5, color="grey", ls=":", lw=0.8)
+        for k, stage in enumerate(stage_names(stages or [])):
+            ax.text((k + 0.5) * steps_per_stage, 1.0, stage, transform=ax.get_xaxis_transform(), ha="center",
+                    va="bottom", fontsize=6, color="grey")
+    axes[0].legend(fontsize=6)
     return save(fig, path)

@@ -248,13 +248,16 @@ def teacher_after_step(teacher, student, step, alpha, refresh_every=0, gamma=1.0
 
     refresh_every = 0: (T1) EMA with rate α after every step.
     refresh_every = K: (T2) refresh-and-freeze: frozen, except every K steps θ_T ← (1−γ) θ_T + γ θ.
+    Returns True at a refresh point (the log marks it, and curves.png draws it), else False.
     """
     if refresh_every > 0:
         if step % refresh_every == 0:
             # (T2) refresh point: θ_T ← (1−γ) θ_T + γ θ
             move_teacher(teacher, student, gamma)
-        return teacher
-    return ema_update(teacher, student, alpha)   # (T1)
+            return True
+        return False
+    ema_update(teacher, student, alpha)   # (T1)
+    return False
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ grpo.py and sdpo.py hold the equations; each hands this loop a *method*, a plain
                                                     and the loss of one micro-batch (grpo.grpo_plan: G1–G5,
                                                     or sdpo.sdpo_plan: S1–S8)
      "stats":      stats(plan, results) -> dict    what the step logs
-     "after_step": after_step(step) or None        SDPO's teacher schedule (T1 EMA / T2 refresh)
+     "after_step": after_step(step) or None        SDPO's teacher schedule (T1 EMA / T2 refresh): True at a
+                                                    T2 refresh point (logged as teacher_refresh)
      "teacher":    the teacher model or None,      kept so that a Ctrl-C can save it
      "optimizer":  the AdamW optimizer}
 
@@ -122,10 +123,11 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
             stats = method["stats"](plan, results)
             model.zero_grad(set_to_none=True)   # the gradients' memory is free for the next rollout
             # ---- 4. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----
-            if method.get("after_step"):
-                method["after_step"](step + 1)
+            refreshed = method["after_step"](step + 1) if method.get("after_step") else False
             # ---- 5. log ----
             row = step_row(model, batch, stats, step, t0, t1)
+            if refreshed:                      # a T2 refresh point, marked on curves.png
+                row["teacher_refresh"] = True
             if log_path and is_main():
                 append_jsonl(log_path, row)
             # GRPO's loss is ≈ 0 by construction (advantages sum to 0 in a group, ρ ≈ 1): show its clip

@@ -122,6 +122,28 @@ def test_plots_with_one_seed_and_with_bands(tmp_path):
     assert plots.plot_accuracy(one, str(tmp_path / "one.png"), None, {"grpo": "GRPO", "sdpo": "SDPO_5%"})
 
 
+def test_paired_differences_are_each_seeds_step_by_step_difference(tmp_path):
+    """differences.png's numbers against a brute-force loop, and its edge cases."""
+    import plots
+    rows_of = lambda seed: [{"run": run, "stage": stage, "step": k, "js": 0.1 * seed + 0.01 * k + (0.5 if run == "b" else 0),  # noqa: E731
+                             "reward": 1.0, **({"teacher_refresh": True} if run == "b" and k == 2 else {})}
+                            for run in ("a", "b") for stage in (1, 2) for k in (1, 2, 3)]
+    seeds = [rows_of(s) for s in range(3)]
+    x, diffs = plots.paired_differences(seeds, "b", "a", "js", 3)
+    assert x == [1, 2, 3, 4, 5, 6]
+    assert diffs == [[pytest.approx(0.5)] * 6] * 3            # b − a, step by step, in every seed
+    assert plots.running_mean([0.0, 3.0, 6.0, 9.0], 3) == [1.5, 3.0, 6.0, 7.5]
+    seeds[1] = [r for r in seeds[1] if not (r["run"] == "b" and r["stage"] == 2 and r["step"] == 3)]  # cut short
+    assert plots.paired_differences(seeds, "b", "a", "js", 3) is None
+    seeds[1] = rows_of(1)
+    assert plots.paired_differences(seeds, "b", "a", "teacher_entropy", 3) is None   # a curve neither has
+    path = plots.plot_differences(seeds, str(tmp_path / "d.png"), ["x", "y"], {"a": "SDPO_0", "b": "SDPO_5%"})
+    assert path and open(path, "rb").read(4) == b"\x89PNG"
+    assert plots.plot_differences(seeds[:1], str(tmp_path / "one.png")) is None     # one seed: no band
+    only_a = [[r for r in rows if r["run"] == "a"] for rows in seeds]
+    assert plots.plot_differences(only_a, str(tmp_path / "alone.png")) is None      # one run: nothing to pair
+
+
 def test_config_json_records_each_runs_own_settings():
     """A sweep's config.json says which α each run had, not only the list (issue 31's trap)."""
     ap, args, stages, benchmarks, configs, _ = continual.parse_args(["--method", "sdpo,grpo", "--alpha", "0,0.05"])

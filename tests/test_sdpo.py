@@ -255,9 +255,11 @@ def test_refresh_and_freeze_changes_teacher_only_at_refresh_steps():
             for p in s.parameters():
                 p.add_(0.1)
         before = flat(t).clone()
-        sdpo.teacher_after_step(t, s, step, alpha=0.05, refresh_every=3, gamma=0.5)
+        refreshed = sdpo.teacher_after_step(t, s, step, alpha=0.05, refresh_every=3, gamma=0.5)
         changed.append(not torch.equal(before, flat(t)))
+        assert refreshed == changed[-1]               # what the log marks is what moved the teacher
     assert changed == [False, False, True] * 3
+    assert sdpo.teacher_after_step(t, s, 1, alpha=0.05) is False   # T1 moves every step: no refresh point
 
 
 def test_teacher_init_is_a_separate_copy():
