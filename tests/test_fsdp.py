@@ -91,7 +91,7 @@ def test_the_gpu_check_script_runs_and_can_fail(tmp_path, capsys):
     per stage against the formula, runs here on a small real-vocabulary model. (Its fourth part,
     a few real steps of grpo.py and sdpo.py under torchrun, is what test_distributed.py runs: skipped here.)"""
     env = dict(os.environ, OUT=str(tmp_path), DEVICE="cpu", NGPU="2", MODEL="tiny", STEPS="0", PYTHONPATH=ROOT,
-               MEM_SHAPE="cpu", MEM_TOKENS="192", MEM_S="4")
+               MEM_SHAPE="cpu", MEM_TOKENS="192", MEM_S="2")
     out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_check.sh")], capture_output=True, text=True,
                          timeout=600, env=env)
     assert out.returncode == 0 and "gpu_check: passed" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
