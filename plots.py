@@ -69,6 +69,15 @@ def stage_names(stages):
     return [os.path.basename(s) for s in stages]
 
 
+def mark_stages(ax, stages, steps_per_stage):
+    """Dotted lines at the stage boundaries of a per-step panel, each stage named above its part."""
+    for k in range(1, len(stages or [])):
+        ax.axvline(k * steps_per_stage + 0.5, color="grey", ls=":", lw=0.8)
+    for k, name in enumerate(stage_names(stages or [])):
+        ax.text((k + 0.5) * steps_per_stage, 1.0, name, transform=ax.get_xaxis_transform(), ha="center",
+                va="bottom", fontsize=6, color="grey")
+
+
 def plot_accuracy(results, path, seeds_results=None, labels=None):
     """accuracy.png: one panel per benchmark, accuracy (%) across stages, one line per run."""
     if pyplot() is None:
@@ -189,11 +198,7 @@ def plot_curves(rows, path, stages=None, labels=None):
     for ax, (_, title) in zip(axes, metrics):
         ax.set_title(title, fontsize=9, pad=12 if stages else 6)   # (room for the stage names)
         ax.set_xlabel("step" + (" (stages in order)" if stages else ""), fontsize=7)
-        for k in range(1, len(stages or [])):
-            ax.axvline(k * steps_per_stage + 0.5, color="grey", ls=":", lw=0.8)
-        for k, name in enumerate(stage_names(stages or [])):   # each stage named above its part
-            ax.text((k + 0.5) * steps_per_stage, 1.0, name, transform=ax.get_xaxis_transform(), ha="center",
-                    va="bottom", fontsize=6, color="grey")
+        mark_stages(ax, stages, steps_per_stage)
     axes[0].legend(fontsize=7)
     return save(fig, path)
 
@@ -263,10 +268,6 @@ def plot_differences(seed_rows, path, stages=None, labels=None, window=5):
         ax.axhline(0, color="black", lw=0.6)
         ax.set_title(f"difference in {title}", fontsize=8, pad=12 if stages else 6)
         ax.set_xlabel(f"step ({window}-step running mean)", fontsize=7)
-        for k in range(1, len(stages or [])):
-            ax.axvline(k * steps_per_stage + 0.5, color="grey", ls=":", lw=0.8)
-        for k, stage in enumerate(stage_names(stages or [])):
-            ax.text((k + 0.5) * steps_per_stage, 1.0, stage, transform=ax.get_xaxis_transform(), ha="center",
-                    va="bottom", fontsize=6, color="grey")
+        mark_stages(ax, stages, steps_per_stage)
     axes[0].legend(fontsize=6)
     return save(fig, path)
