@@ -19,9 +19,9 @@ The built-in world mirrors the paper's four training domains (SPEC C1) with tiny
 character-model-sized problems, plus four out-of-distribution benchmarks that mirror the paper's
 near / intermediate / far relations:
 
-    training:  math (\\boxed{}), science (4-option MCQ, <answer>X</answer>),
+    training:  math (place value, \\boxed{}), science (4-option MCQ, <answer>X</answer>),
                tooluse (Action / Action Input), coding (a Python lambda run against hidden tests)
-    OOD:       math_hard   (near: three-term word problems, AIME/Math500-like)
+    OOD:       math_hard   (near: two-step place-value word problems, AIME/Math500-like)
                science_boxed (intermediate: MCQ answered in \\boxed{X}, like GPQA)
                tool_unseen (intermediate: tools never seen in training, like BFCL)
                logic       (far: ordering puzzles, like ZebraLogic)
@@ -56,38 +56,44 @@ THINGS = ["apples", "pens", "books", "coins", "cards", "eggs", "shells", "stamps
 MATH_INSTRUCTION = "Answer in \\boxed{}."
 
 
-def _wrong_number(rng, value):
-    """A plausible mistake: off by one, or a dropped/added ten (used for the base model's noise)."""
-    return value + rng.choice([-10, -1, 1, 10])
+PLACES = [10, 100, 1000]   # MATH multiplies or divides by a power of ten (docs/WORLD.md, design 6)
+
+
+def _wrong_place(rng, value):
+    """A plausible mistake with a power of ten: one zero too many or too few (the base model's noise)."""
+    return value * 10 if value % 10 or rng.random() < 0.5 else value // 10
 
 
 def gen_math(rng, noisy=False):
-    """MATH: one-step arithmetic word problems; the answer goes in \\boxed{}."""
+    """MATH: one-step place-value word problems (multiply or divide by 10, 100 or 1000); \\boxed{} answer.
+
+    Why not sums and differences: the 3-layer character model never learns exact arithmetic, not even a
+    one-digit addition table (docs/WORLD.md, design 5), so RL had nothing it could sharpen. Here the skill
+    is place value: which way the zeros go and how many, which the model can get right and often does not.
+    """
     name, thing = rng.choice(NAMES), rng.choice(THINGS)
-    op = rng.choice(["add", "sub", "mul"])
-    if op == "add":
-        a, b = rng.randint(10, 39), rng.randint(2, 9)
-        q, work, ans = f"{name} has {a} {thing} and gets {b} more. How many {thing} now?", f"{a}+{b}", a + b
-    elif op == "sub":
-        a, b = rng.randint(10, 39), rng.randint(2, 9)
-        q, work, ans = f"{name} has {a} {thing} and gives away {b}. How many {thing} are left?", f"{a}-{b}", a - b
-    else:
-        a, b = rng.randint(2, 9), rng.randint(2, 5)
-        q, work, ans = f"{name} buys {b} bags of {a} {thing}. How many {thing} in all?", f"{b}*{a}", a * b
-    shown = _wrong_number(rng, ans) if noisy else ans
+    a, f = rng.randint(2, 99), rng.choice(PLACES)
+    if rng.random() < 0.5:   # multiply: a boxes of f
+        q, work, ans = f"{name} packs {a} boxes of {f} {thing}. How many {thing} in all?", f"{a}*{f}", a * f
+        thought = f"mul {a} {f}"
+    else:                    # divide: a*f things in boxes of f
+        q, work, ans = f"{name} has {a * f} {thing} in boxes of {f}. How many boxes?", f"{a * f}/{f}", a
+        thought = f"div {a * f} {f}"
+    shown = _wrong_place(rng, ans) if noisy else ans
     return {"prompt": f"{q} {MATH_INSTRUCTION}", "answer": str(ans), "system": None, "kind": "math",
-            "solution": f"{work}={shown}\n\\boxed{{{shown}}}", "thought": f"{op} {a} {b}"}
+            "solution": f"{work}={shown}\n\\boxed{{{shown}}}", "thought": thought}
 
 
 def gen_math_hard(rng, noisy=False):
-    """OOD (near, like AIME/Math500): three-term problems, same \\boxed{} format."""
+    """OOD (near, like AIME/Math500): two place-value steps in one problem, same \\boxed{} format."""
     name, thing = rng.choice(NAMES), rng.choice(THINGS)
-    a, b, c = rng.randint(10, 39), rng.randint(2, 9), rng.randint(2, 9)
-    q = f"{name} has {a} {thing}, gets {b} more, then gives away {c}. How many {thing} now?"
-    ans = a + b - c
-    shown = _wrong_number(rng, ans) if noisy else ans
+    a, f1, f2 = rng.randint(2, 99), rng.choice(PLACES[:2]), rng.choice(PLACES[:2])
+    q = f"{name} has {a} crates of {f1} boxes, and each box holds {f2} {thing}. How many {thing} in all?"
+    ans = a * f1 * f2
+    shown = _wrong_place(rng, ans) if noisy else ans
     return {"prompt": f"{q} {MATH_INSTRUCTION}", "answer": str(ans), "system": None, "kind": "math",
-            "solution": f"{a}+{b}={a + b}\n{a + b}-{c}={shown}\n\\boxed{{{shown}}}", "thought": f"add {b}, sub {c}"}
+            "solution": f"{a}*{f1}={a * f1}\n{a * f1}*{f2}={shown}\n\\boxed{{{shown}}}",
+            "thought": f"mul {f1}, mul {f2}"}
 
 
 UNITS_TRAIN = [("m", "cm", 100), ("km", "m", 1000), ("kg", "g", 1000), ("cm", "mm", 10), ("h", "min", 60)]

@@ -21,7 +21,7 @@ Why it is built this way
 * Test-split prompts are never used (tasks.split_of), so every test split is unseen.
 
 The thinking variant (`--think`, for SDPO-CoT, SPEC S6): like Qwen3-Thinking, it answers every prompt
-with a short trace first, `<think>sub 39 9</think>` then the usual solution (each generator's
+with a short trace first, `<think>mul 34 10</think>` then the usual solution (each generator's
 "thought": the operation, the conversion factor, the tool and its argument...). It is the committed
 tiny_model/ fine-tuned on the same mixture with the trace added, so tiny_model/ and every figure
 measured on it stay as they are. Its demonstration examples show the demonstration with its trace
@@ -48,14 +48,13 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 # The mixture: relative weights of each domain, then the shares of noisy and demonstration examples.
-MIX = {"math": 2.3, "science": 1.0, "tooluse": 0.7, "coding": 0.6,   # the harder domains get more
-       "math_hard": 1.1, "science_boxed": 0.4, "tool_unseen": 0.3, "logic": 0.6}
+MIX = {"math": 1.2, "science": 1.0, "tooluse": 0.7, "coding": 0.6,   # the harder domains get more
+       "math_hard": 0.6, "science_boxed": 0.4, "tool_unseen": 0.3, "logic": 0.6}
 # The share of plain examples whose solution has a plausible mistake. On the training domains it sets
 # how often the base prefers a wrong answer it could have got right: the room RL has to sharpen (W1).
-# MATH gets little because its errors come from the model's arithmetic already. The OOD benchmarks
-# get little so that they start well above chance and forgetting has room to show (W3).
-NOISE = {"math": 0.3, "science": 0.55, "tooluse": 0.5, "coding": 0.7,
-         "math_hard": 0.1}              # (three-term arithmetic is hard enough for this model already)
+# The OOD benchmarks get little so that they start well above chance and forgetting has room to show (W3).
+NOISE = {"math": 0.5, "science": 0.55, "tooluse": 0.5, "coding": 0.7,
+         "math_hard": 0.1}              # (two place-value steps are hard enough for this model already)
 NOISE_DEFAULT = 0.25                    # the other three OOD benchmarks
 DEMO = 0.35    # share of training-domain examples shown with a correct demonstration in the prompt
 THINK_DIR = TINY_DIR + "_think"   # the thinking variant (--think)

@@ -91,6 +91,34 @@ def test_logic_names_the_first_or_the_last_of_the_chain():
     assert asked == {True, False}
 
 
+def test_math_is_place_value_and_its_mistake_is_one_zero_off():
+    """MATH (design 6): multiply or divide by 10, 100 or 1000; the answer recomputed from the prompt's
+    numbers by brute force; a noisy solution has one zero too many or too few; both ways are asked."""
+    rng, ways = random.Random(0), set()
+    for _ in range(300):
+        seed = rng.random()
+        r, noisy = tasks.gen_math(random.Random(seed)), tasks.gen_math(random.Random(seed), noisy=True)
+        assert noisy["prompt"] == r["prompt"]
+        n, f = [int(w) for w in r["prompt"].replace(".", " ").split() if w.isdigit()]
+        way = "mul" if "packs" in r["prompt"] else "div"
+        assert f in (10, 100, 1000) and int(r["answer"]) == (n * f if way == "mul" else n // f)
+        assert way == "mul" or n % f == 0
+        assert tasks.grade(r, r["solution"]) == 1.0 and r["thought"] == f"{way} {n} {f}"
+        wrong = int(tasks.last_boxed(noisy["solution"]))
+        assert wrong in (int(r["answer"]) * 10, int(r["answer"]) / 10)
+        ways.add(way)
+    assert ways == {"mul", "div"}
+
+
+def test_math_hard_is_two_place_value_steps():
+    rng = random.Random(0)
+    for _ in range(200):
+        r = tasks.gen_math_hard(rng)
+        a, f1, f2 = [int(w) for w in r["prompt"].replace(",", " ").split() if w.isdigit()]
+        assert int(r["answer"]) == a * f1 * f2 and {f1, f2} <= {10, 100}
+        assert r["solution"].endswith(f"\\boxed{{{a * f1 * f2}}}")
+
+
 @pytest.mark.parametrize("name", ["tooluse", "tool_unseen"])
 def test_tool_prompts_list_four_tools_one_of_them_right(name):
     rng = random.Random(0)
