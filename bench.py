@@ -97,7 +97,9 @@ def method_args(extra=()):
     per batch (`--mini-batches 1`): the FLOP counts below assume one forward and backward per token
     (the release's four steps per batch add a scoring forward of π_old and split the same tokens)."""
     ap = flags.parser("both", "", "")
-    return flags.per_seed(ap.parse_args(["--mini-batches", "1", *extra]))[0]
+    args = flags.per_seed(ap.parse_args(["--mini-batches", "1", *extra]))[0]
+    args.lr = flags.method_lr(args, "grpo")   # (the timings do not depend on it)
+    return args
 
 
 def update_tokens(batch, unique=True):

@@ -109,19 +109,20 @@ SDPO_KEYS = ("alpha", "cot", "refresh_every", "gamma", "mask_ratio", "feedback",
 
 def run_configs(args):
     """[(method, settings, run name)] for every configuration of --method, in order. A run name carries
-    every method setting that differs from its default (grpo.run_name, sdpo.run_name)."""
+    every method setting that differs from its default (grpo.run_name, sdpo.run_name); the settings also
+    hold the method's learning rate (flags.method_lr)."""
     configs = []
     for item in args.method:
         if item == "grpo":
             s = {k: getattr(args, k) for k in GRPO_KEYS}
-            configs.append(("grpo", s, grpo.run_name(s)))
+            configs.append(("grpo", {**s, "lr": flags.method_lr(args, "grpo")}, grpo.run_name(s)))
         elif item == "sdpo":
             for a in args.alpha:
                 s = {**{k: getattr(args, k) for k in SDPO_KEYS}, "alpha": a}
-                configs.append(("sdpo", s, sdpo.run_name(s)))
+                configs.append(("sdpo", {**s, "lr": flags.method_lr(args, "sdpo")}, sdpo.run_name(s)))
         else:
             s = {**{k: getattr(args, k) for k in SDPO_KEYS}, "alpha": 0.0, **PRESETS[item]}
-            configs.append(("sdpo", s, sdpo.run_name(s)))
+            configs.append(("sdpo", {**s, "lr": flags.method_lr(args, "sdpo")}, sdpo.run_name(s)))
     return configs
 
 
@@ -138,7 +139,7 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
     stage_args.seed = args.seed * 1000 + stage_idx  # a different prompt order per stage, same across methods
     records = drop_long_prompts(tok, train.train_records(domain, seed=args.seed), args.max_prompt_len,
                                 f"{domain} training prompts")
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=stage_args.lr, weight_decay=args.weight_decay)
     if method == "sdpo":   # (T3) restart from θ_{k−1}, or carry (a mix of) the previous stage's teacher
         teacher = sdpo.stage_teacher(model, prev_teacher if settings["teacher_init"] == "carry" else None,
                                      settings["teacher_mix"])

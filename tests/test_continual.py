@@ -7,6 +7,7 @@ import sys
 import pytest
 
 import continual
+import flags
 from conftest import interrupted_copy, results_as_if_full
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -154,3 +155,17 @@ def test_config_json_records_each_runs_own_settings():
     # an older run directory's config.json (no "runs") is still this command's run
     assert continual.same_run({k: v for k, v in fp.items() if k != "runs"}, fp)
     assert not continual.same_run({**fp, "steps": 41}, fp)
+
+
+def test_each_method_trains_at_its_own_learning_rate_unless_lr_is_given():
+    """flags.LR (docs/WORLD.md's rule) per method when --lr is absent; --lr sets every method's rate;
+    the stage's optimizer is built with the configuration's rate, not the flag's None."""
+    _, args, _, _, configs, _ = continual.parse_args(["--method", "grpo,sdpo_0"])
+    assert args.lr is None and [s["lr"] for _, s, _ in configs] == [flags.LR["grpo"], flags.LR["sdpo"]]
+    assert flags.LR["grpo"] != flags.LR["sdpo"]   # (else this test could not tell them apart)
+    fp = continual.fingerprint_of(args, *continual.parse_args(["--method", "grpo,sdpo_0"])[2:4], configs)
+    assert fp["runs"]["sdpo_a0"]["lr"] == flags.LR["sdpo"]
+    _, args, _, _, configs, _ = continual.parse_args(["--method", "grpo,sdpo_0", "--lr", "3e-4"])
+    assert [s["lr"] for _, s, _ in configs] == [3e-4, 3e-4]
+    assert flags.one_task_args("sdpo", [])[1].lr == flags.LR["sdpo"]
+    assert flags.one_task_args("grpo", ["--lr", "5e-5"])[1].lr == 5e-5
