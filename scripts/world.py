@@ -2,6 +2,7 @@
 
     python scripts/world.py lr          # the learning-rate rule: a 3-value grid, one seed, validation split
     python scripts/world.py w2          # W2: 40 steps of GRPO and of SDPO_0 on each domain, 3 seeds, test split
+    python scripts/world.py errors      # TOOLUSE's errors by kind: the base, and W2's seed-0 models after it
 
 Both run `grpo.py` / `sdpo.py --alpha 0` once per (method, setting, domain, seed) into runs/world/, skip a
 run whose summary.json is already there (so an interrupted check resumes), and print a table. By default
@@ -19,11 +20,16 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
+
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import evaluate  # noqa: E402
+import flags  # noqa: E402
 import tasks  # noqa: E402
+from rollout import load_model  # noqa: E402
 
 METHODS = {"GRPO": ["grpo.py"], "SDPO_0": ["sdpo.py", "--alpha", "0"]}
 LR_GRID = [1e-4, 2e-4, 4e-4]
@@ -94,15 +100,44 @@ def w2(lrs, n_jobs, seeds=(0, 1, 2)):
     return ok
 
 
+def tool_error_kinds(records, responses, scores, k):
+    """Counts of 'right', 'wrong tool' and 'right tool, wrong input' over k samples per record, and the
+    accuracy per right tool."""
+    kinds, per_tool = Counter(), defaultdict(list)
+    for i, (text, score) in enumerate(zip(responses, scores)):
+        gold = json.loads(records[i // k]["answer"])[0]["Action"]
+        said = tasks.ACTION.search(text)
+        per_tool[gold].append(score)
+        kinds["right" if score else "wrong tool" if not said or said.group(1) != gold else "right tool, wrong input"] += 1
+    return kinds, {t: sum(v) / len(v) for t, v in sorted(per_tool.items())}
+
+
+def tool_errors(lrs, n=64, k=8):
+    """Why TOOLUSE learns little (docs/WORLD.md): its errors by kind, on the same 64 test prompts × 8, for the
+    base and for W2's seed-0 models (`model/` of each run)."""
+    records = evaluate.benchmark_records("tooluse", n, seed=0)
+    models = [("base", "tiny")] + [(m, os.path.join(run_dir(m, "tooluse", lrs[m], 0, "test"), "model")) for m in METHODS]
+    print("| model | Acc@8 % | right | wrong tool | right tool, wrong input | Acc@8 per tool |\n|---|---|---|---|---|---|")
+    for label, path in models:
+        model, tok = load_model(path)
+        torch.manual_seed(0)
+        acc, _, responses, scores, _ = evaluate.acc_at_k(model, tok, records, k=k)
+        kinds, per_tool = tool_error_kinds(records, responses, scores, k)
+        print(f"| {label} | {100 * acc:.1f} | {kinds['right']} | {kinds['wrong tool']} | {kinds['right tool, wrong input']} | "
+              + ", ".join(f"{t} {100 * a:.0f}" for t, a in per_tool.items()) + " |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("part", choices=["lr", "w2"])
+    ap.add_argument("part", choices=["lr", "w2", "errors"])
     ap.add_argument("--lr-grpo", type=float, default=None, help="W2 at this GRPO lr (default: the grid's choice)")
     ap.add_argument("--lr-sdpo", type=float, default=None, help="W2 at this SDPO_0 lr (default: the grid's choice)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2, one thread each)")
     args = ap.parse_args()
     if args.part == "lr":
         lr_grid(args.jobs)
+    elif args.part == "errors":
+        tool_errors({"GRPO": args.lr_grpo or flags.LR["grpo"], "SDPO_0": args.lr_sdpo or flags.LR["sdpo"]})
     else:
         lrs = lr_grid(args.jobs) if args.lr_grpo is None or args.lr_sdpo is None else \
             {"GRPO": args.lr_grpo, "SDPO_0": args.lr_sdpo}

@@ -2,6 +2,7 @@
 and the base evaluated once for several seeds — each against the path it replaced."""
 import copy
 import functools
+import importlib.util
 import json
 import os
 
@@ -190,3 +191,21 @@ def test_bench_eval_times_every_part(tmp_path, capsys):
     assert {"evaluation", "drift: weights (A4–A6)"} <= set(res["eval"]["stage_s"])
     assert "| one stage, after training | s |" in capsys.readouterr().out
     assert json.loads((tmp_path / "b.json").read_text())["eval"]["config"]["prompts"] == 16
+
+
+WORLD_SCRIPT = importlib.util.spec_from_file_location(
+    "world", os.path.join(os.path.dirname(BASE_EVAL), "..", "..", "scripts", "world.py"))
+
+
+def test_tool_error_kinds_by_hand():
+    """scripts/world.py errors: each sample is right, a wrong tool (or none named), or the right tool with a
+    wrong input; and the accuracy per right tool."""
+    world = importlib.util.module_from_spec(WORLD_SCRIPT)
+    WORLD_SCRIPT.loader.exec_module(world)
+    recs = [{"answer": json.dumps([{"Action": "timer", "Action_Input": "{}"}])},
+            {"answer": json.dumps([{"Action": "play", "Action_Input": "{}"}])}]
+    responses = ["Action: timer\nAction Input: {\"minutes\": 3}", "Action: timer\nAction Input: {\"minutes\": 4}",
+                 "Action: weather\nAction Input: {}", "no action at all"]
+    kinds, per_tool = world.tool_error_kinds(recs, responses, [1.0, 0.0, 0.0, 0.0], k=2)
+    assert kinds == {"right": 1, "right tool, wrong input": 1, "wrong tool": 2}
+    assert per_tool == {"play": 0.0, "timer": 0.5}
