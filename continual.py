@@ -115,15 +115,15 @@ def run_configs(args):
     for item in args.method:
         if item == "grpo":
             s = {k: getattr(args, k) for k in GRPO_KEYS}
-            configs.append(("grpo", {**s, "lr": flags.method_lr(args, "grpo")}, grpo.run_name(s)))
+            configs.append(("grpo", s, grpo.run_name(s)))
         elif item == "sdpo":
             for a in args.alpha:
                 s = {**{k: getattr(args, k) for k in SDPO_KEYS}, "alpha": a}
-                configs.append(("sdpo", {**s, "lr": flags.method_lr(args, "sdpo")}, sdpo.run_name(s)))
+                configs.append(("sdpo", s, sdpo.run_name(s)))
         else:
             s = {**{k: getattr(args, k) for k in SDPO_KEYS}, "alpha": 0.0, **PRESETS[item]}
-            configs.append(("sdpo", {**s, "lr": flags.method_lr(args, "sdpo")}, sdpo.run_name(s)))
-    return configs
+            configs.append(("sdpo", s, sdpo.run_name(s)))
+    return [(method, {**s, "lr": flags.method_lr(args, method)}, name) for method, s, name in configs]
 
 
 def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path, run_name, partial_dir, resume=None,
