@@ -139,7 +139,7 @@ def gen_science_boxed(rng, noisy=False):
 # name -> (argument name, question templates, argument values)
 TOOLS_TRAIN = {
     "weather": ("city", ["What is the weather in {}?", "Is it raining in {}?"], ["Oslo", "Rome", "Lima", "Pune", "Kyiv", "Doha"]),
-    "timer": ("minutes", ["Set a timer for {} minutes.", "Wake me in {} minutes."], list(range(2, 60))),
+    "timer": ("minutes", ["Set a timer for {} minutes.", "Wake me in {} minutes."], [5, 10, 15, 20, 30, 45]),
     "stock": ("symbol", ["Price of {} stock?", "How is {} trading?"], ["AAPL", "IBM", "TSLA", "NVDA", "SAP", "AMD"]),
     "translate": ("text", ["Translate '{}' to French.", "Say '{}' in French."], ["hello", "thanks", "cat", "good night", "water"]),
     "play": ("song", ["Play the song {}.", "Put on {}."], ["Yesterday", "Hey Jude", "Imagine", "Vogue", "Africa"]),
@@ -163,11 +163,8 @@ def _tool_problem(rng, tools, noisy):
     action_input = json.dumps({arg: value})
     answer = json.dumps([{"Action": tool, "Action_Input": action_input}])
     shown_tool, shown_input = tool, action_input
-    if noisy:  # a wrong tool, or the right tool with a wrong value
-        if rng.random() < 0.5:
-            shown_tool = rng.choice([t for t in shown_tools if t != tool])
-        else:
-            shown_input = json.dumps({arg: rng.choice([v for v in values if v != value])})
+    if noisy:  # a systematic wrong tool: the one listed after the right one (design 7)
+        shown_tool = shown_tools[(shown_tools.index(tool) + 1) % len(shown_tools)]
     listing = ", ".join(f"{t}({tools[t][0]})" for t in shown_tools)
     prompt = f"Tools: {listing}\nQuestion: {q}"
     return {"prompt": prompt, "answer": answer, "system": None, "kind": "tooluse",

@@ -12,7 +12,7 @@ Why it is built this way
   and <|im_end|> is the EOS, exactly as for Qwen3 chat models: one code path serves both.
 * The pretraining mixture covers the four training domains and the four OOD benchmarks (a base model
   is competent on everything, as in the paper). A share `NOISE` of its solutions (per domain) carry a plausible
-  mistake (off-by-one, wrong letter, wrong tool...), so the base model is right only part of the
+  mistake (a zero too many, another factor's letter, the next listed tool...), so the base model is right only part of the
   time: that leaves room for RL to sharpen it (docs/WORLD.md, W1: Acc@8 between 15% and 60%).
 * A share `DEMO` of the training-domain examples are demonstration-in-context examples in the
   exact SDPO reprompt format (SPEC S1, `rollout.fill_reprompt`) with a correct demonstration and the
@@ -53,9 +53,10 @@ MIX = {"math": 1.2, "science": 1.0, "tooluse": 0.7, "coding": 0.6,   # the harde
 # The share of plain examples whose solution has a plausible mistake. On the training domains it sets
 # how often the base prefers a wrong answer it could have got right: the room RL has to sharpen (W1).
 # The OOD benchmarks get little so that they start well above chance and forgetting has room to show (W3).
-NOISE = {"math": 0.5, "science": 0.55, "tooluse": 0.5, "coding": 0.7,
-         "math_hard": 0.1}              # (two place-value steps are hard enough for this model already)
-NOISE_DEFAULT = 0.25                    # the other three OOD benchmarks
+NOISE = {"math": 0.55, "science": 0.55, "tooluse": 0.5, "coding": 0.7,
+         "math_hard": 0.1,              # (two place-value steps are hard enough for this model already)
+         "logic": 0.15}                 # (a 3-way choice: little noise keeps it 10 points above chance, W3)
+NOISE_DEFAULT = 0.25                    # the other two OOD benchmarks
 DEMO = 0.35    # share of training-domain examples shown with a correct demonstration in the prompt
 THINK_DIR = TINY_DIR + "_think"   # the thinking variant (--think)
 

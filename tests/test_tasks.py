@@ -129,6 +129,22 @@ def test_tool_prompts_list_four_tools_one_of_them_right(name):
         assert json.loads(r["answer"])[0]["Action"] in [t.split("(")[0] for t in listed]
 
 
+@pytest.mark.parametrize("name", ["tooluse", "tool_unseen"])
+def test_tool_mistake_is_the_tool_listed_next_with_the_right_input(name):
+    """TOOLUSE (design 7): a noisy solution names the tool listed after the right one (wrapping around)
+    and copies the right input; the listing and the question are the clean problem's."""
+    rng = random.Random(0)
+    for _ in range(200):
+        seed = rng.random()
+        r, noisy = tasks.GENERATORS[name](random.Random(seed)), tasks.GENERATORS[name](random.Random(seed), noisy=True)
+        assert noisy["prompt"] == r["prompt"]
+        listed = [t.split("(")[0] for t in r["prompt"].split("\n")[0][len("Tools: "):].split(", ")]
+        right = json.loads(r["answer"])[0]
+        shown_tool = noisy["solution"].split("\n")[0][len("Action: "):]
+        assert shown_tool == listed[(listed.index(right["Action"]) + 1) % 4]
+        assert noisy["solution"].split("\n")[1] == "Action Input: " + right["Action_Input"]
+
+
 @pytest.mark.parametrize("name", list(tasks.GENERATORS))
 def test_noisy_solutions_are_wrong(name):
     rng = random.Random(1)
