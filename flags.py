@@ -34,8 +34,8 @@ DEFAULT_STAGES = "math,science,tooluse,coding"
 GRPO_DEFAULTS = {"mini_batches": 4, "epochs": 1, "clip_ratio_c": 3.0}   # the release's baseline_grpo.yaml
 # Each method's learning rate when --lr is not given: on the built-in world, the rate docs/WORLD.md's rule
 # chose (the largest mean validation gain over the four domains after 40 single-domain steps, of the grid
-# 1e-4, 2e-4, 4e-4; design 6). The release runs 1e-5 for both on 8B models (docs/PROTOCOL.md).
-LR = {"grpo": 1e-4, "sdpo": 2e-4}
+# 1e-4, 2e-4, 4e-4; design 7c). The release runs 1e-5 for both on 8B models (docs/PROTOCOL.md).
+LR = {"grpo": 2e-4, "sdpo": 4e-4}
 RELEASE_TOPK = 100          # (S4) the release's distillation top-k (actor.yaml)
 RANK_FRAC, MASK_Q = 0.1, 0.1   # (A5, A6) r = ceil(0.1 · min(m, n)); the principal mask's top 10% of entries
 MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096   # beyond: surely a typo
