@@ -162,13 +162,13 @@ def _tool_problem(rng, tools, noisy):
     q = rng.choice(templates).format(value)
     action_input = json.dumps({arg: value})
     answer = json.dumps([{"Action": tool, "Action_Input": action_input}])
-    shown_tool, shown_input = tool, action_input
-    if noisy:  # a systematic wrong tool: the one listed after the right one (design 7)
+    shown_tool = tool
+    if noisy:  # a systematic wrong tool, the one listed after the right one, with the right input (design 7)
         shown_tool = shown_tools[(shown_tools.index(tool) + 1) % len(shown_tools)]
     listing = ", ".join(f"{t}({tools[t][0]})" for t in shown_tools)
     prompt = f"Tools: {listing}\nQuestion: {q}"
     return {"prompt": prompt, "answer": answer, "system": None, "kind": "tooluse",
-            "solution": f"Action: {shown_tool}\nAction Input: {shown_input}", "thought": f"{shown_tool}({arg})"}
+            "solution": f"Action: {shown_tool}\nAction Input: {action_input}", "thought": f"{shown_tool}({arg})"}
 
 
 def gen_tooluse(rng, noisy=False):

@@ -141,7 +141,7 @@ def test_tool_mistake_is_the_tool_listed_next_with_the_right_input(name):
         listed = [t.split("(")[0] for t in r["prompt"].split("\n")[0][len("Tools: "):].split(", ")]
         right = json.loads(r["answer"])[0]
         shown_tool = noisy["solution"].split("\n")[0][len("Action: "):]
-        assert shown_tool == listed[(listed.index(right["Action"]) + 1) % 4]
+        assert shown_tool == listed[(listed.index(right["Action"]) + 1) % len(listed)]
         assert noisy["solution"].split("\n")[1] == "Action Input: " + right["Action_Input"]
 
 
