@@ -3,6 +3,7 @@
     python bench.py                      # the fixed configuration on the tiny model (~1 min on 2 cores)
     python bench.py --sweep              # + time per step as group size, response length, width double
     python bench.py --model Qwen/Qwen3-4B-Instruct-2507 --device cuda --repeat 3
+    python bench.py --grading            # CODING's sandbox: the cost of grading 64 programs, per jail
 
 Fixed configuration: 8 MATH prompts × a group of 8, up to 48 new tokens, the default GRPO/SDPO
 settings. Every figure is the median over `--repeat` runs after one warm-up run:
@@ -35,6 +36,7 @@ import evaluate
 import flags
 import grpo
 import rollout
+import sandbox
 import sdpo
 import tasks
 import tiny
@@ -705,6 +707,40 @@ def memory_table(tokens=10240, prompts_per_step=32, group_size=8):
     return "\n".join(lines)
 
 
+def bench_grading(repeat):
+    """Seconds to grade the built-in CODING test split's 64 reference answers (tasks.grade_many, the path
+    training and evaluation take) in each jail this machine has — the batch sharing one jail (layer 0b)
+    and one jail per program — and with no jail (--unsafe-code). Medians of `repeat` runs after a warm-up."""
+    records = tasks.builtin_split("coding", "test", 64, 0)
+    answers = [f"```python\n{r['solution']}\n```" for r in records]
+    saved, rows = (sandbox.JAILS, sandbox.ALLOW_UNJAILED, sandbox.SHARED_JAIL), []
+    try:
+        for kind in [k for k in sandbox.JAILS if sandbox.first_working_jail((k,))] + [None]:
+            for shared in (True, False):
+                sandbox.JAILS, sandbox.ALLOW_UNJAILED, sandbox.SHARED_JAIL = (kind,) if kind else (), kind is None, shared
+                if shared and not sandbox.shares_jail(kind):
+                    continue
+                times = []
+                for _ in range(repeat + 1):
+                    t0 = time.time()
+                    assert tasks.grade_many(records, answers) == [1.0] * len(records), "a reference answer failed"
+                    times.append(time.time() - t0)
+                rows.append({"jail": kind or "none (--unsafe-code)", "shared": shared, "programs": len(records),
+                             "seconds": statistics.median(times[1:]), "runs": repeat})
+    finally:
+        sandbox.JAILS, sandbox.ALLOW_UNJAILED, sandbox.SHARED_JAIL = saved
+    return rows
+
+
+def grading_report(rows):
+    lines = [f"Machine: {machine()['cpu']}, {machine()['cores']} cores; medians of {rows[0]['runs']} runs after a warm-up\n",
+             "| jail | programs share it (0b) | 64 programs, s | per program, ms |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['jail']} | {'yes' if r['shared'] else 'no: one jail each'} | {r['seconds']:.2f} | "
+                     f"{1000 * r['seconds'] / r['programs']:.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Cost of one RL step: rollout, GRPO and SDPO updates, evaluation, FLOP/s.",
                                  usage="python bench.py [--sweep] [--repeat N] [--model M] ... (--help lists all)")
@@ -734,7 +770,13 @@ def main(argv=None):
                     "torch.compile of the forward (its compile time counts once)")
     ap.add_argument("--logit-memory", action="store_true", help="measure the bytes per (token × vocabulary id) "
                     "of each update's logits (LOGIT_BYTES), each case in a fresh process (~90 s), and stop")
+    ap.add_argument("--grading", action="store_true", help="time grading 64 CODING programs in each jail, shared "
+                    "and one per program (layer 0b), and with none, and stop")
     args = ap.parse_args(argv)
+    if args.grading:
+        rows = bench_grading(args.repeat)
+        print(grading_report(rows))
+        return rows
     if args.memory:
         print(memory_table(args.memory_tokens))
         print("\nPeak per stage at 8k tokens\n\n" + stage_table())

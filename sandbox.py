@@ -7,27 +7,34 @@ fail, and it cannot reach the grading process, another program, the files or the
     scores = run_programs([(code, tests_json), ...])    # 1.0 / 0.0 per program, in order
 
 Layers, outermost first (which layer stops which attack: docs/RELIABILITY.md):
-0. **An OS jail** (Linux namespaces) around every program: bubblewrap where it is installed, else
-   util-linux's `unshare`. No network, a PID namespace of its own (no other process is visible, no
-   signal gets out, every process of the program dies with it), a read-only view of /usr and the
+0. **An OS jail** (Linux namespaces) around a batch's programs: bubblewrap where it is installed, else
+   util-linux's `unshare`. No network, a PID namespace of its own (no process outside is visible, no
+   signal gets out, every process of the batch dies with it), a read-only view of /usr and the
    interpreter only, a private tmpfs /tmp, no /proc, no environment, no capabilities, a user that owns
    nothing outside. Without either, CODING is refused (NoJail) unless --unsafe-code says to run with
    layers 1–4 only.
-1. **A fresh interpreter per program** (`python -I -S`) given the program and the test *inputs*
-   only. For functional and standard-input tests it returns the values it computed; for assert-style
-   tests the asserts are parsed here (ast) and it is sent only the calls to make, never the expected
+0b. **A process and a seccomp filter per program** where the batch shares the jail (SHARED_JAIL, on
+   x86-64 and arm64): the jail's interpreter forks one child per program, which keeps only its own
+   result pipe and, before the program runs, becomes non-dumpable and installs a filter that refuses
+   every system call by which one process reaches another — signals, pidfds, ptrace, another's memory,
+   fork, exec, namespaces. Elsewhere each program gets a jail of its own.
+1. **A process of its own per program** (forked from a `python -I -S` that holds no expected value)
+   given the program and the test *inputs* only. For functional and standard-input tests it returns
+   the values it computed; for assert-style tests the asserts are parsed here (ast) and it is sent only the calls to make, never the expected
    values. What comes back is JSON on its own pipe, capped in size and in nesting depth, and it is
    compared with the expected values **here**: an object whose `__eq__` always says True cannot be
    serialised, and an `int` subclass serialises as the number it is.
 2. **OS limits** set before the program runs: CPU seconds, address space, no file writes (size 0),
-   few open files, no core dumps; the wall clock is enforced from here and the jail is killed at the end.
+   few open files, no core dumps; the wall clock is enforced by the jail's interpreter, and from here
+   the jail is killed when its programs' time is up.
 3. **Another user**, when this process runs as root: inside the jail an unmapped uid of its own; with
    --unsafe-code, uid 61000 + k with room for exactly one process.
 4. **An audit hook** (PEP 578) inside the interpreter refuses every event outside a fixed list:
    files, sockets, subprocesses, fork, imports of anything not pre-loaded, ctypes, code objects made
    by hand. The list is a constant of the hook's own code, and the hook calls no name a program could
    replace, so nothing the program reaches (its frames, the hook's globals) can widen it. It is a
-   Python-level fence: the hooks are cleared at interpreter shutdown, which is why layer 0 exists.
+   Python-level fence: the hooks are cleared at interpreter shutdown (a program's process ends with
+   os._exit, which skips it), and a bug in CPython could bypass it: that is why layers 0 and 0b exist.
 """
 import ast
 import contextlib
@@ -50,6 +57,21 @@ UID_BASE = 61000     # layer 3: the uid inside the jail; with --unsafe-code as r
 PARALLEL = 2         # programs run at once
 JAILS = ("bwrap", "unshare")   # layer 0, in order of preference: the first that works on this machine
 ALLOW_UNJAILED = False         # --unsafe-code: run CODING programs without layer 0 (inner layers only)
+SHARED_JAIL = True   # layer 0b: a batch's programs share one jail, each in a process of its own under a seccomp filter
+# (0b) The system calls by which one process reaches another, refused (EPERM) to a program that shares a jail:
+# signals, pidfds, ptrace and reading or writing another's memory, new processes and programs, namespaces.
+# Per machine: (AUDIT_ARCH_*, {name: number}); on another machine every program gets a jail of its own.
+SYSCALLS = {
+    "x86_64": (0xC000003E, {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+                            "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "ptrace": 101,
+                            "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "fork": 57, "vfork": 58,
+                            "clone": 56, "clone3": 435, "execve": 59, "execveat": 322, "unshare": 272, "setns": 308,
+                            "mount": 165}),
+    "aarch64": (0xC00000B7, {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+                             "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "ptrace": 117,
+                             "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272, "clone": 220, "clone3": 435,
+                             "execve": 221, "execveat": 281, "unshare": 97, "setns": 268, "mount": 40}),
+}
 # The modules a program may import: the release's allow list (its code grader,
 # `feedback/code.py`). numpy and sortedcontainers are on it too but live outside the standard
 # library, which a `-S` interpreter does not see (docs/PROTOCOL.md lists this difference).
@@ -62,86 +84,45 @@ TYPING_PRELUDE = ("Any", "Optional", "Union", "List", "Dict", "Set", "Tuple", "C
                   "Sequence", "Mapping", "MutableMapping", "MutableSequence", "MutableSet", "DefaultDict", "Deque",
                   "FrozenSet", "Type", "TypeVar", "Generic", "Literal", "TypedDict", "NoReturn", "overload")
 
-# The code that runs in the fresh interpreter, before and around the program (trusted; it reads the
-# job from stdin, which then goes away). Everything after `sys.addaudithook` is reachable by the
-# program, so nothing there is worth having: the program's own inputs, its own results.
-# It writes one JSON line per test as the test ends: ["ok", value] or ["error", "Type: message"].
+# The code that runs in the jail: one interpreter per batch of programs (trusted; it reads the batch
+# from stdin). It imports what programs may use once, then forks one child per program, at most
+# `parallel` at a time. A child closes every inherited descriptor but its own result pipe, takes the
+# OS limits, its own user (as root, no jail), and — where the batch shares a jail — a seccomp filter
+# that refuses the system calls by which one process reaches another (signals, ptrace, fork, exec:
+# layer 0b); then it installs the audit hook and runs its one program. It ends with os._exit: no
+# interpreter shutdown, so nothing runs after the hook. Everything after `sys.addaudithook` is
+# reachable by the program, so nothing there is worth having: the batch's programs and inputs (never
+# an expected value), its own results. A child writes one JSON line per test as the test ends,
+# ["ok", value] or ["error", "Type: message"]; this interpreter relays each child's bytes to its own
+# stdout framed `i n\n` + n bytes, and `i end t\n` when child i has ended (t = 1: out of time).
 HARNESS = r"""
-import io, json, os, resource, sys
-job = json.loads(sys.stdin.read())
-L = job["limits"]
-if job["cwd"]:   # (0) in the jail: its private tmpfs
-    os.chdir(job["cwd"])
-# (2) OS limits, before any untrusted code
-resource.setrlimit(resource.RLIMIT_CPU, (L["cpu"], L["cpu"] + 1))   # SIGXCPU at the limit (a time-out), SIGKILL 1 s on
-resource.setrlimit(resource.RLIMIT_AS, (L["mem"], L["mem"]))
-resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-# (1) the result channel is a private copy of stdout; fds 0, 1, 2 become /dev/null
-channel = os.dup(1)
-null = os.open(os.devnull, os.O_RDWR)
-for fd in (0, 1, 2):
-    os.dup2(null, fd)
-os.close(null)
-resource.setrlimit(resource.RLIMIT_NOFILE, (L["files"], L["files"]))
+import io, json, os, resource, select, signal, sys, time
 import builtins, math, itertools, functools, collections, heapq, bisect, string, re, fractions, operator, typing, types
-for name in job["preload"]:   # the allowed modules this program names (the audit hook refuses any later load)
+batch = json.loads(sys.stdin.read())
+for name in batch["preload"]:   # the allowed modules (the audit hook refuses any later load)
     try:
         __import__(name)
     except ImportError:   # (not in this Python: the program's import of it fails, as it should)
         continue
-if job["uid"] is not None:   # (3) a user of its own, allowed one process: this one
-    resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
-    os.setgroups([])
-    os.setgid(job["uid"])
-    os.setuid(job["uid"])
-class Capped(io.StringIO):   # printed text, bounded
-    def write(self, s):
-        if self.tell() + len(s) > L["print"]:
-            raise MemoryError("print limit")
-        return super().write(s)
-code = job["code"]
-if code.startswith("lambda"):
-    code = "f = " + code
-allowed = frozenset(job["allowed"])
-real_import = builtins.__import__
-def release_import(name, globals=None, locals=None, fromlist=(), level=0):
-    # the release's grading rule (not a security layer: that is the audit hook)
-    if level or name.split(".")[0] not in allowed:
-        raise ImportError(f"Import of module '{name}' is not allowed")
-    return real_import(name, globals, locals, fromlist, level)
-program_builtins = dict(builtins.__dict__, __import__=release_import, open=None)
-# the release's typing prelude: these names are in every program's namespace, as if imported
-prelude = {name: getattr(typing, name) for name in job["typing"] if hasattr(typing, name)}
-
-def send(outcome):
-    os.write(channel, (json.dumps(outcome) + "\n").encode())
-
-def tagged(v):
-    # a value as plain JSON; sets and dicts with keys other than strings tagged, for the grader to rebuild
-    if isinstance(v, (set, frozenset)):
-        return {"$set": [tagged(x) for x in v]}
-    if isinstance(v, dict):
-        if all(type(k) is str for k in v) and "$set" not in v and "$dict" not in v:
-            return {k: tagged(x) for k, x in v.items()}
-        return {"$dict": [[tagged(k), tagged(x)] for k, x in v.items()]}
-    if isinstance(v, (list, tuple)):
-        return [tagged(x) for x in v]
-    return v
-
-def failure(e):
-    try:
-        return ["error", (type(e).__name__ + ": " + str(e))[:250]]
-    except BaseException:
-        return ["error", "an exception"]
-
-def the_function(ns, name):
-    # the test's function: by name; else a LeetCode-style Solution().name; else the first function defined
-    if callable(ns.get(name)):
-        return ns[name]
-    if isinstance(ns.get("Solution"), type) and callable(getattr(ns["Solution"], name, None)):
-        return getattr(ns["Solution"](), name)
-    return next(v for v in ns.values() if isinstance(v, types.FunctionType) and v.__code__.co_filename == "<program>")
+if batch["cwd"]:   # (0) in the jail: its private tmpfs
+    os.chdir(batch["cwd"])
+if batch["filter"]:   # (0b) the seccomp filter, built here (trusted), installed by each child
+    import ctypes, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    arch, denied = batch["filter"]
+    def insn(code, k, jt=0, jf=0):   # one classic-BPF instruction: struct sock_filter
+        return struct.pack("HBBI", code, jt, jf, k)
+    LOAD, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
+    ALLOW, KILL, EPERM = 0x7FFF0000, 0x80000000, 0x00050001
+    # another architecture's calls (i386 on x86-64) kill the process; x32 numbers and the denied ones fail with EPERM
+    prog = [insn(LOAD, 4), insn(JEQ, arch, 1, 0), insn(RET, KILL), insn(LOAD, 0), insn(JGE, 0x40000000, len(denied) + 1, 0)]
+    prog += [insn(JEQ, nr, len(denied) - j, 0) for j, nr in enumerate(denied)] + [insn(RET, ALLOW), insn(RET, EPERM)]
+    code_buf = ctypes.create_string_buffer(b"".join(prog))
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    fprog = SockFprog(len(prog), ctypes.cast(code_buf, ctypes.c_void_p))
+    def prctl(option, arg2, arg3=0):
+        return libc.prctl(ctypes.c_int(option), *[ctypes.c_ulong(a) for a in (arg2, arg3, 0, 0)])
 
 def hook(event, args):
     # (4) Only these events pass. The set is a constant of this code object (replacing __code__ is
@@ -154,38 +135,156 @@ def hook(event, args):
         return
     [][0]
 
-try:
-    compiled = compile(code, "<program>", "exec")
-    sys.addaudithook(hook)
-    if job["fn_name"]:   # functional tests: run the program once, call the function on every input
-        sys.stdin, sys.stdout = io.StringIO(""), Capped()
-        ns = {"__name__": "__main__", "__builtins__": program_builtins, **prelude}
-        exec(compiled, ns)
-        fn = the_function(ns, job["fn_name"])
-        for kind, args in job["inputs"]:
+def isolate(job, result_fd):
+    # in the child, before any untrusted code: (1) fd 3 is its result channel, 0-2 /dev/null, no other
+    # descriptor (the other programs' pipes, this interpreter's stdout); (2) OS limits; (3) its own user;
+    # (0b) the filter
+    os.dup2(result_fd, 3)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(4, 1 << 20)
+    L = job["limits"]
+    resource.setrlimit(resource.RLIMIT_CPU, (L["cpu"], L["cpu"] + 1))   # SIGXCPU at the limit (a time-out), SIGKILL 1 s on
+    resource.setrlimit(resource.RLIMIT_AS, (L["mem"], L["mem"]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (L["files"], L["files"]))
+    if job["uid"] is not None:   # (3) a user of its own, allowed one process: this one
+        resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
+        os.setgroups([])
+        os.setgid(job["uid"])
+        os.setuid(job["uid"])
+    if batch["filter"]:   # not dumpable (no ptrace, no /proc of it), no new privileges, then the filter
+        if prctl(4, 0) or prctl(38, 1) or prctl(22, 2, ctypes.addressof(fprog)):   # PR_SET_DUMPABLE, _NO_NEW_PRIVS, _SECCOMP
+            os._exit(99)   # no filter: the program does not run (it grades 0)
+
+def run_program(job):
+    L, channel = job["limits"], 3
+    class Capped(io.StringIO):   # printed text, bounded
+        def write(self, s):
+            if self.tell() + len(s) > L["print"]:
+                raise MemoryError("print limit")
+            return super().write(s)
+    code = job["code"]
+    if code.startswith("lambda"):
+        code = "f = " + code
+    allowed = frozenset(batch["allowed"])
+    real_import = builtins.__import__
+    def release_import(name, globals=None, locals=None, fromlist=(), level=0):
+        # the release's grading rule (not a security layer: that is the audit hook)
+        if level or name.split(".")[0] not in allowed:
+            raise ImportError(f"Import of module '{name}' is not allowed")
+        return real_import(name, globals, locals, fromlist, level)
+    program_builtins = dict(builtins.__dict__, __import__=release_import, open=None)
+    # the release's typing prelude: these names are in every program's namespace, as if imported
+    prelude = {name: getattr(typing, name) for name in batch["typing"] if hasattr(typing, name)}
+
+    def send(outcome):
+        os.write(channel, (json.dumps(outcome) + "\n").encode())
+
+    def tagged(v):
+        # a value as plain JSON; sets and dicts with keys other than strings tagged, for the grader to rebuild
+        if isinstance(v, (set, frozenset)):
+            return {"$set": [tagged(x) for x in v]}
+        if isinstance(v, dict):
+            if all(type(k) is str for k in v) and "$set" not in v and "$dict" not in v:
+                return {k: tagged(x) for k, x in v.items()}
+            return {"$dict": [[tagged(k), tagged(x)] for k, x in v.items()]}
+        if isinstance(v, (list, tuple)):
+            return [tagged(x) for x in v]
+        return v
+
+    def failure(e):
+        try:
+            return ["error", (type(e).__name__ + ": " + str(e))[:250]]
+        except BaseException:
+            return ["error", "an exception"]
+
+    def the_function(ns, name):
+        # the test's function: by name; else a LeetCode-style Solution().name; else the first function defined
+        if callable(ns.get(name)):
+            return ns[name]
+        if isinstance(ns.get("Solution"), type) and callable(getattr(ns["Solution"], name, None)):
+            return getattr(ns["Solution"](), name)
+        return next(v for v in ns.values() if isinstance(v, types.FunctionType) and v.__code__.co_filename == "<program>")
+
+    try:
+        compiled = compile(code, "<program>", "exec")
+        sys.addaudithook(hook)
+        if job["fn_name"]:   # functional tests: run the program once, call the function on every input
+            sys.stdin, sys.stdout = io.StringIO(""), Capped()
+            ns = {"__name__": "__main__", "__builtins__": program_builtins, **prelude}
+            exec(compiled, ns)
+            fn = the_function(ns, job["fn_name"])
+            for kind, args in job["inputs"]:
+                try:
+                    send(["ok", json.loads(json.dumps(fn(**args) if kind == "kwargs" else fn(*args)))])
+                except BaseException as e:
+                    send(failure(e))
+        elif job["mode"] == "code":   # assert-style tests: the grader parsed them and sent only the calls
+            sys.stdin, sys.stdout = io.StringIO(""), Capped()
+            ns = {"__name__": "__main__", "__builtins__": program_builtins, **prelude}
+            exec(compiled, ns)
+            for calls in job["inputs"]:
+                try:
+                    send(["ok", [tagged(eval(compile(call, "<test>", "eval"), ns)) for call in calls]])
+                except BaseException as e:
+                    send(failure(e))
+        else:                # standard input / output: one run per input
+            for text in job["inputs"]:
+                sys.stdin, sys.stdout = io.StringIO(text), Capped()
+                try:
+                    exec(compiled, {"__name__": "__main__", "__builtins__": program_builtins, **prelude})
+                    send(["ok", sys.stdout.getvalue()])
+                except BaseException as e:
+                    send(failure(e))
+    except BaseException as e:   # it failed to compile, or raised at the top level: the outputs so far
+        send(failure(e))
+
+def relay(data):
+    while data:
+        data = data[os.write(1, data):]
+
+pending, running = [(job["i"], job) for job in batch["jobs"]], {}   # read end -> [i, pid, deadline, bytes, cap]
+
+def ended(r, timed_out):
+    i, pid = running.pop(r)[:2]
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    status = os.waitpid(pid, 0)[1]
+    os.close(r)
+    # out of CPU seconds (RLIMIT_CPU: SIGXCPU) is out of time too
+    timed_out = timed_out or (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU)
+    relay(b"%d end %d\n" % (i, timed_out))
+
+while pending or running:
+    while pending and len(running) < batch["parallel"]:
+        i, job = pending.pop(0)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:   # the child: never returns
             try:
-                send(["ok", json.loads(json.dumps(fn(**args) if kind == "kwargs" else fn(*args)))])
-            except BaseException as e:
-                send(failure(e))
-    elif job["mode"] == "code":   # assert-style tests: the grader parsed them and sent only the calls
-        sys.stdin, sys.stdout = io.StringIO(""), Capped()
-        ns = {"__name__": "__main__", "__builtins__": program_builtins, **prelude}
-        exec(compiled, ns)
-        for calls in job["inputs"]:
-            try:
-                send(["ok", [tagged(eval(compile(call, "<test>", "eval"), ns)) for call in calls]])
-            except BaseException as e:
-                send(failure(e))
-    else:                # standard input / output: one run per input
-        for text in job["inputs"]:
-            sys.stdin, sys.stdout = io.StringIO(text), Capped()
-            try:
-                exec(compiled, {"__name__": "__main__", "__builtins__": program_builtins, **prelude})
-                send(["ok", sys.stdout.getvalue()])
-            except BaseException as e:
-                send(failure(e))
-except BaseException as e:   # it failed to compile, or raised at the top level: the outputs so far
-    send(failure(e))
+                isolate(job, w)
+                run_program(job)
+            finally:
+                os._exit(0)
+        os.close(w)
+        running[r] = [i, pid, time.monotonic() + job["wall"], 0, job["result"]]
+    wait = max(0.0, min(v[2] for v in running.values()) - time.monotonic())
+    for r in select.select(list(running), [], [], wait)[0]:
+        data = os.read(r, 65536)
+        entry = running[r]
+        if data:
+            relay(b"%d %d\n" % (entry[0], len(data)) + data)
+            entry[3] += len(data)
+        if not data or entry[3] > entry[4]:   # its end, or over the size cap (the parent sees it over)
+            ended(r, False)
+    now = time.monotonic()
+    for r in [r for r, v in running.items() if v[2] <= now]:   # out of time
+        ended(r, True)
 """
 
 
@@ -570,25 +669,36 @@ def program_inputs(tests):
     return [str(x) for x in tests["inputs"]]
 
 
-def start(code, tests, workdir, uid, limits, kind):
-    """Launch one program's interpreter, in a jail of this kind (None: --unsafe-code); it gets the code
-    and the inputs, never the expected outputs."""
-    job = {"code": code, "fn_name": tests.get("fn_name"), "inputs": program_inputs(tests), "uid": uid,
-           "mode": tests.get("testtype"), "cwd": "/tmp" if kind else None,
-           "allowed": ALLOWED_MODULES, "typing": TYPING_PRELUDE, "preload": [m for m in ALLOWED_MODULES if m in code],
-           "limits": {k: limits[k] for k in ("cpu", "mem", "files", "print")}}
-    jail_part = jail_argv(kind, workdir) if kind else []
-    proc = subprocess.Popen(jail_part + [interpreter(), "-I", "-S", "-c", HARNESS], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir,
+def batch_of(jobs, kind, shared):
+    """What the jail's interpreter reads: the programs (code and test *inputs*, never an expected value),
+    the limits, and the seccomp filter where several programs share the jail."""
+    as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    batch = {"jobs": [], "parallel": PARALLEL, "cwd": "/tmp" if kind else None, "allowed": ALLOWED_MODULES,
+             "typing": TYPING_PRELUDE, "filter": seccomp_filter() if shared else None,
+             # the allowed modules the programs name, loaded before any program runs
+             "preload": [m for m in ALLOWED_MODULES if any(m in code for _, code, _, _ in jobs)]}
+    for i, code, tests, lim in jobs:
+        batch["jobs"].append({"i": i, "code": code, "fn_name": tests.get("fn_name"), "inputs": program_inputs(tests),
+                              "mode": tests.get("testtype"), "wall": lim["wall"], "result": lim["result"],
+                              # (3) as root without a jail: uid 61000 + k (in a jail: the jail's user)
+                              "uid": UID_BASE + i % 1000 if as_root and not kind else None,
+                              "limits": {k: lim[k] for k in ("cpu", "mem", "files", "print")}})
+    return batch
+
+
+def start(jobs, workdir, kind, shared):
+    """Launch one jail (None: --unsafe-code) whose interpreter runs these jobs [(i, code, tests, limits)]."""
+    proc = subprocess.Popen((jail_argv(kind, workdir) if kind else []) + [interpreter(), "-I", "-S", "-c", HARNESS],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir,
                             env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
-    with contextlib.suppress(OSError):   # it died at once (a limit): it scores 0 below
-        proc.stdin.write(json.dumps(job).encode())
+    with contextlib.suppress(OSError):   # it died at once: its programs score 0 below
+        proc.stdin.write(json.dumps(batch_of(jobs, kind, shared)).encode())
         proc.stdin.close()
     return proc
 
 
 def stop(proc):
-    """Kill the program's whole session, reap it."""
+    """Kill the jail's whole session, reap it."""
     with contextlib.suppress(OSError):   # already gone
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -626,6 +736,98 @@ def outcomes_of(buf, n_tests, timed_out):
     return outcomes + [["not run"]] * (n_tests - len(outcomes))
 
 
+def graded(buf, tests, timed_out, limits):
+    """(score, outcomes) of one program from the bytes it sent: its claims compared here with the tests."""
+    n = len(tests["outputs"])
+    if len(buf) > limits["result"]:   # over the cap: nothing it claimed is read
+        return 0.0, [["error", "output over the size limit"]] + [["not run"]] * (n - 1)
+    try:
+        outcomes = outcomes_of(buf, n, timed_out)
+        return (1.0 if passes(outcomes, tests) else 0.0), outcomes
+    except Exception:   # whatever it sent, it can only ever zero itself
+        return 0.0, [["error", "unreadable output"]] + [["not run"]] * (n - 1)
+
+
+def unframe(stream, bufs, ends, cap):
+    """Move the complete frames at the head of a jail's output into bufs {i: program i's bytes, kept up to
+    cap + 1} and ends {i: out of time?}; what is left is an incomplete frame."""
+    while True:
+        nl = stream.find(b"\n", 0, 64)
+        if nl < 0:
+            if len(stream) >= 64:   # not a frame (the harness never writes one): nothing more is read
+                stream.clear()
+            return
+        head = stream[:nl].split()
+        if len(head) == 3 and head[1] == b"end":
+            ends[int(head[0])] = head[2] == b"1"
+            del stream[:nl + 1]
+            continue
+        i, n = int(head[0]), int(head[1])
+        if len(stream) < nl + 1 + n:
+            return
+        if len(bufs[i]) <= cap:
+            bufs[i] += stream[nl + 1:nl + 1 + min(n, cap + 1 - len(bufs[i]))]
+        del stream[:nl + 1 + n]
+
+
+def run_jails(groups, tmp, kind, shared, limits):
+    """Each group of jobs [(i, code, tests, limits)] in a jail of its own, PARALLEL jails at a time (a
+    group of one program each, or one group when the programs share a jail): {i: (its bytes, out of time?)}.
+    A jail is stopped when its programs' wall limits (PARALLEL at a time) and 5 s more have passed."""
+    out, running, sel = {}, {}, selectors.DefaultSelector()
+    groups = list(groups)
+
+    def finish(fd, timed_out):
+        proc, _, _, bufs, ends = running.pop(fd)
+        sel.unregister(proc.stdout)
+        stop(proc)
+        for i, buf in bufs.items():   # a program the jail did not see end (it was stopped) ran out of time with it
+            out[i] = (buf, ends.get(i, timed_out))
+
+    while groups or running:
+        while groups and len(running) < PARALLEL:
+            group = groups.pop(0)
+            proc = start(group, tempfile.mkdtemp(dir=tmp), kind, shared)
+            budget = sum(lim["wall"] for *_, lim in group) / min(PARALLEL, len(group)) + max(lim["wall"] for *_, lim in group) + 5
+            running[proc.stdout.fileno()] = (proc, time.monotonic() + budget, bytearray(),
+                                             {i: bytearray() for i, *_ in group}, {})
+            sel.register(proc.stdout, selectors.EVENT_READ)
+        deadline = min(r[1] for r in running.values())
+        for key, _ in sel.select(timeout=max(0.0, deadline - time.monotonic())):
+            chunk = os.read(key.fd, 1 << 16)
+            _, _, stream, bufs, ends = running[key.fd]
+            stream += chunk
+            try:
+                unframe(stream, bufs, ends, limits["result"])
+            except (ValueError, KeyError, IndexError):   # (the harness never writes such a frame)
+                stream.clear()
+            if not chunk:   # the jail has ended
+                finish(key.fd, timed_out=False)
+        now = time.monotonic()
+        for fd in [fd for fd, r in running.items() if r[1] <= now]:   # out of time
+            finish(fd, timed_out=True)
+    sel.close()
+    return out
+
+
+def seccomp_filter():
+    """[AUDIT_ARCH, [the refused system calls' numbers]] for this machine (SYSCALLS), or None."""
+    arch = SYSCALLS.get(os.uname().machine) if hasattr(os, "uname") else None
+    return None if arch is None else [arch[0], sorted(arch[1].values())]
+
+
+@functools.lru_cache(maxsize=None)
+def shares_jail(kind):
+    """Whether programs may share a jail of this kind here: there is a seccomp filter for this machine, and
+    a probe program runs under it (else each program gets a jail of its own)."""
+    if seccomp_filter() is None:
+        return False
+    tests = parse_tests(json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [11]}))
+    with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as tmp:
+        buf, _ = run_jails([[(0, "f = lambda x: x + 10", tests, LIMITS)]], tmp, kind, True, LIMITS)[0]
+    return graded(buf, tests, False, LIMITS)[0] == 1.0
+
+
 def run_programs_detailed(jobs, limits=None):
     """Run (code, tests) pairs in the sandbox: per job (score 1.0 / 0.0, outcomes), in order, where
     outcomes has one entry per test: ["ok", claimed output], ["error", "Type: message"], ["timeout"]
@@ -638,53 +840,15 @@ def run_programs_detailed(jobs, limits=None):
         slot.append(unique.setdefault(key, len(unique)))
     results = [(0.0, None)] * len(unique)
     todo = [(i, code, parse_tests(tests)) for (code, tests), i in unique.items()]
-    todo = [(i, code, t) for i, code, t in todo if t is not None and isinstance(code, str)]
+    todo = [(i, code, t, limits_for(t, limits)) for i, code, t in todo if t is not None and isinstance(code, str)]
     if todo:
         check_jail()
     kind = jail()
-    as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    shared = bool(todo) and SHARED_JAIL and shares_jail(kind)
     with tempfile.TemporaryDirectory(prefix="sandbox-") as tmp:
-        running, sel = {}, selectors.DefaultSelector()
-
-        def finish(fd, timed_out):
-            i, tests, proc, _, buf = running.pop(fd)
-            sel.unregister(proc.stdout)
-            stop(proc)
-            # out of CPU seconds (RLIMIT_CPU: SIGXCPU; through unshare's shell 128 + SIGXCPU) is out of time too
-            timed_out = timed_out or proc.returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
-            n = len(tests["outputs"])
-            if len(buf) > limits["result"]:   # over the cap: nothing it claimed is read
-                results[i] = (0.0, [["error", "output over the size limit"]] + [["not run"]] * (n - 1))
-                return
-            try:
-                outcomes = outcomes_of(buf, n, timed_out)
-                results[i] = (1.0 if passes(outcomes, tests) else 0.0, outcomes)
-            except Exception:   # whatever it sent, it can only ever zero itself
-                results[i] = (0.0, [["error", "unreadable output"]] + [["not run"]] * (n - 1))
-
-        while todo or running:
-            while todo and len(running) < PARALLEL:    # start up to PARALLEL programs
-                i, code, tests = todo.pop(0)
-                uid = UID_BASE + i % 1000 if as_root and not kind else None   # (in a jail: the jail's user)
-                workdir = os.path.join(tmp, str(i))
-                os.mkdir(workdir, 0o700)
-                if uid is not None:
-                    os.chown(workdir, uid, uid)
-                lim = limits_for(tests, limits)
-                proc = start(code, tests, workdir, uid, lim, kind)
-                running[proc.stdout.fileno()] = (i, tests, proc, time.monotonic() + lim["wall"], bytearray())
-                sel.register(proc.stdout, selectors.EVENT_READ)
-            deadline = min(r[3] for r in running.values())
-            for key, _ in sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                buf = running[key.fd][4]
-                chunk = os.read(key.fd, 65536)
-                buf += chunk
-                if not chunk or len(buf) > limits["result"]:   # end of its output, or over the cap
-                    finish(key.fd, timed_out=False)
-            now = time.monotonic()
-            for fd in [fd for fd, r in running.items() if r[3] <= now]:   # out of time
-                finish(fd, timed_out=True)
-        sel.close()
+        sent = run_jails([todo] if shared else [[job] for job in todo], tmp, kind, shared, limits)
+    for i, code, tests, _ in todo:
+        results[i] = graded(sent[i][0], tests, sent[i][1], limits)
     return [results[i] for i in slot]
 
 

@@ -36,7 +36,7 @@ LISTENER = socket.socket()                  # no program may connect to it
 LISTENER.bind(("127.0.0.1", 0))
 LISTENER.listen(8)
 PORT = LISTENER.getsockname()[1]
-HARNESS_MARK = "job = json.loads(sys.stdin.read())"   # in the command line of every harness process
+HARNESS_MARK = "batch = json.loads(sys.stdin.read())"   # in the command line of every harness process
 
 
 def write_secret():
@@ -397,6 +397,37 @@ def test_without_a_jail_coding_is_refused_unless_unsafe(monkeypatch):
     assert out.returncode == 2 and "error: no OS jail" in out.stderr and "Traceback" not in out.stderr
 
 
+KILL_ALL = ("import sys\nos = sys.modules['os']\nfor pid in [os.getppid()] + list(range(1, 300)):\n    if pid != os.getpid():\n"
+            "        try:\n            os.kill(pid, 9)\n        except OSError:\n            pass\nf = lambda x: 0")
+REFUSED = ("import sys\nos = sys.modules['os']\nrefused = 0\nfor call in (os.fork, lambda: os.execv('/bin/true', ['true']), lambda: os.kill(os.getppid(), 0)):\n"
+           "    try:\n        call()\n    except PermissionError:\n        refused += 1\nf = lambda x: x + 10 if refused == 3 else 0")
+
+
+def test_programs_sharing_a_jail_cannot_reach_each_other(monkeypatch):
+    """Layer 0b alone: with the audit hook removed, a program that shares the jail can neither signal the
+    jail's interpreter or another program nor start a process or a program. Without the filter as well,
+    the same killer does take its neighbour's grade: the test can fail."""
+    if not sandbox.jail() or not sandbox.shares_jail(sandbox.jail()):
+        pytest.skip("programs do not share a jail here")
+    monkeypatch.setattr(sandbox, "HARNESS", sandbox.HARNESS.replace("sys.addaudithook(hook)", "pass"))
+    assert sandbox.run_programs([(KILL_ALL, TESTS), (SLOW_RIGHT, TESTS), (REFUSED, TESTS)]) == [0.0, 1.0, 1.0]
+    monkeypatch.setattr(sandbox, "seccomp_filter", lambda: None)
+    assert sandbox.run_programs([(KILL_ALL, TESTS), (SLOW_RIGHT, TESTS)]) == [0.0, 0.0]
+
+
+def test_frames_are_read_whole_however_the_pipe_splits_them():
+    """A jail's output (`i n` + n bytes, `i end t`) read one byte at a time: the same bytes and ends."""
+    data = b"0 3\nabc1 2\n\n\n0 2\nde0 end 0\n1 end 1\n"
+    bufs, ends, stream = {0: bytearray(), 1: bytearray()}, {}, bytearray()
+    for b in data:
+        stream.append(b)
+        sandbox.unframe(stream, bufs, ends, cap=100)
+    assert (bufs, ends, stream) == ({0: bytearray(b"abcde"), 1: bytearray(b"\n\n")}, {0: False, 1: True}, bytearray())
+    bufs = {0: bytearray()}
+    sandbox.unframe(bytearray(b"0 5\nabcde"), bufs, {}, cap=2)
+    assert bufs[0] == b"abc"   # kept up to the cap and one byte over: over the cap is seen as over
+
+
 NORMAL_USER = "sdposandbox"
 
 
@@ -447,3 +478,14 @@ def test_as_a_normal_user_every_attack_holds():
         a, b = two_graders_at_once((kind,), python=python, root=str(tmp_path), user=user)
         assert (a, b) == ("[0.0]", "[1.0]"), kind
     shutil.rmtree(tmp_path)
+
+
+def test_bench_grading_grades_every_reference_answer_in_every_jail_here():
+    """python bench.py --grading: each jail this machine has, shared and one per program, and no jail."""
+    import bench
+    rows = bench.main(["--grading", "--repeat", "1"])
+    kinds = [k for k in sandbox.JAILS if sandbox.first_working_jail((k,))]
+    assert [(r["jail"], r["shared"]) for r in rows if not r["jail"].startswith("none")] == \
+        [(k, s) for k in kinds for s in (True, False) if not s or sandbox.shares_jail(k)]
+    assert all(r["seconds"] > 0 and r["programs"] == 64 for r in rows)
+    assert (sandbox.JAILS, sandbox.ALLOW_UNJAILED, sandbox.SHARED_JAIL) == (("bwrap", "unshare"), False, True)
