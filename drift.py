@@ -250,22 +250,23 @@ def kl_stats(terms):
 @torch.no_grad()
 def kl_terms(model, base, tok, records, samples, max_new_tokens, seed, batch_size):
     """Σ_t [log π_θ(y_t | h_t) − log π_0(y_t | h_t)] for each of `samples` responses y ~ π_θ per record
-    (record by record): the terms whose mean is the sequence KL (kl_to_base)."""
+    (record by record): the terms whose mean is the sequence KL (kl_to_base). log π_θ is recorded as each
+    token is drawn (rollout.sample's with_logprobs), log π_0 is one forward of the base."""
     prompts = [encode_chat(tok, chat_messages(r)) for r in records]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        responses = sample(model, tok, prompts, samples, max_new_tokens, temperature=1.0, top_p=1.0,
-                           batch_size=batch_size)
+        responses, logp = sample(model, tok, prompts, samples, max_new_tokens, temperature=1.0, top_p=1.0,
+                                 batch_size=batch_size, with_logprobs=True)
     expanded = [p for p in prompts for _ in range(samples)]
     terms = []
     for s in range(0, len(expanded), batch_size):
         p, r = expanded[s:s + batch_size], responses[s:s + batch_size]
-        lg, mask, targets = response_logits(model, p, r, tok.pad_token_id, as_float=False)   # [b, T, V]
-        lp = sampled_logprobs(lg, targets)                                                   # [b, T]
-        del lg
-        lg0, _, _ = response_logits(base, p, r, tok.pad_token_id, as_float=False)
-        lp0 = sampled_logprobs(lg0, targets)
+        lg0, mask, targets = response_logits(base, p, r, tok.pad_token_id, as_float=False)   # [b, T, V]
+        lp0 = sampled_logprobs(lg0, targets)                                                 # [b, T]
         del lg0
+        lp = torch.zeros_like(lp0)                                                           # [b, T]
+        for j, row in enumerate(logp[s:s + batch_size]):
+            lp[j, :len(row)] = torch.tensor(row)
         # log π_θ(y) − log π_0(y), summed over the response tokens (EOS included)
         terms += ((lp - lp0) * mask).sum(-1).tolist()
     return terms

@@ -20,7 +20,7 @@ import types
 
 import torch
 from tqdm import tqdm
-from transformers import StaticCache
+from transformers import LogitsProcessor, LogitsProcessorList, StaticCache
 
 import tasks
 from infra import gathered, is_main, is_sharded, shard, under_torchrun
@@ -228,7 +228,7 @@ def eos_ids_of(model, tok):
 
 
 def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=1.0, top_p=1.0, batch_size=SAMPLE_BATCH,
-           share_prefill=True, progress=False):
+           share_prefill=True, progress=False, with_logprobs=False):
     """Sample `group_size` responses for every prompt with plain HF generate.
 
     prompt_ids: list of N id lists. Returns a list of N*group_size response id lists, grouped
@@ -236,21 +236,26 @@ def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=
     share_prefill: run each prompt once through the model before generating (`shared_prefill`): the same
     samples (bit for bit here), without computing every prompt G times.
     progress: a progress bar over the `generate` calls (evaluation).
+    with_logprobs: also return log π(y_t | h_t) of every response token, recorded as it was drawn
+    (`TokenLogprobs`; drift's KL): (responses, [[log-prob per token] per response]).
     """
+    if with_logprobs and (temperature not in (0, 1) or top_p < 1):
+        raise ValueError("with_logprobs records the model's own distribution: temperature 1 (or 0) and top-p 1 only")
     with gathered(model):   # sharded (torchrun): each rank samples with the whole weights, no collective
-        return _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, batch_size,
-                       share_prefill, progress)
+        out, logprobs = _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, batch_size,
+                                share_prefill, progress, with_logprobs)
+    return (out, logprobs) if with_logprobs else out
 
 
 @torch.inference_mode()   # no autograd bookkeeping at all (the ids leave as Python lists)
 def _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, batch_size, share_prefill,
-            progress):
+            progress, with_logprobs):
     device = next(model.parameters()).device
     eos = eos_ids_of(model, tok)
     expanded = [p for p in prompt_ids for _ in range(group_size)]
     was_training = model.training
     model.eval()
-    out = []
+    out, logprobs = [], []
     step = max(group_size, batch_size // group_size * group_size)   # chunks of whole groups
     chunks = range(0, len(expanded), step)
     for start in tqdm(chunks, desc="sample", leave=False, disable=not progress or len(chunks) < 2 or not is_main()):
@@ -259,19 +264,51 @@ def _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top
         gen_kw = dict(do_sample=True, temperature=temperature, top_k=0, top_p=top_p) if temperature > 0 \
             else dict(do_sample=False)
         shared = group_size if share_prefill and group_size > 1 and min(len(p) for p in chunk) >= 2 else 0
+        recorder = TokenLogprobs() if with_logprobs else None
         # (synced_gpus off: under FSDP transformers would keep every rank stepping until all are done;
         # here each rank holds the whole weights (infra.gathered) and samples on its own. disable_compile:
         # transformers would otherwise torch.compile the forward on a GPU when given a static cache.)
         seqs = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                               pad_token_id=tok.pad_token_id, eos_token_id=sorted(eos), synced_gpus=False,
                               cache=generation_cache(model, ids, mask, max_new_tokens, shared),
-                              disable_compile=True, **gen_kw)  # [b, P+T]; stops once every row has ended
+                              disable_compile=True, logits_processor=LogitsProcessorList([recorder] if recorder else []),
+                              **gen_kw)  # [b, P+T]; stops once every row has ended
         for row in seqs[:, ids.shape[1]:].tolist():
             out.append(cut_at_eos(row, eos))
+        if recorder:
+            lp = recorder.finish(seqs[:, ids.shape[1]:])                                 # [b, T]
+            logprobs += [row[:len(ids_)] for row, ids_ in zip(lp.tolist(), out[-len(chunk):])]
         del seqs, gen_kw                          # the generation cache goes before the next chunk's
     free_device_cache(device)
     model.train(was_training)
-    return out
+    return out, logprobs
+
+
+class TokenLogprobs(LogitsProcessor):
+    """A logits processor that records log π(y_t | h_t) of every token `generate` draws, with the memory
+    of one step: each call keeps that step's log-softmax [b, V], and the next call's input_ids end with
+    the token drawn from it; `finish` takes the last step's. It sees the model's own logits when nothing
+    else changes them (temperature 1 or greedy, top-p 1): the log-probs a fresh forward would give, up
+    to float summation order (tests/test_rollout.py)."""
+
+    def __init__(self):
+        self.last, self.columns = None, []
+
+    def take(self, drawn):   # drawn: [b], the tokens drawn from self.last
+        if self.last is not None:
+            self.columns.append(self.last.gather(-1, drawn[:, None]).squeeze(-1))     # [b]
+            self.last = None
+
+    def __call__(self, input_ids, scores):                                             # scores [b, V]
+        self.take(input_ids[:, -1])
+        self.last = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, new_ids):
+        """new_ids [b, T], the generated columns -> their log-probs [b, T]."""
+        self.take(new_ids[:, -1])
+        assert len(self.columns) == new_ids.shape[1], "one recorded step per generated column"
+        return torch.stack(self.columns, dim=1)
 
 
 def free_device_cache(device):

@@ -169,7 +169,8 @@ def test_kl_to_base_zero_for_same_model_and_positive_after_a_change(tiny):
     torch.manual_seed(123)
     same = drift.kl_to_base(model, model, tok, recs, samples=2, max_new_tokens=24)
     assert torch.equal(torch.rand(3), want_next)       # the caller's RNG is untouched
-    assert same["kl"] == 0.0 and same["n"] == 12
+    # log π_θ is recorded while sampling and log π_0 comes from a forward: equal up to float summation order
+    assert abs(same["kl"]) < 1e-4 and same["n"] == 12
     moved = copy.deepcopy(model)
     with torch.no_grad():
         moved.lm_head.weight.add_(0.05 * torch.randn_like(moved.lm_head.weight))

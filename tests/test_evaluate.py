@@ -93,7 +93,8 @@ def test_kl_of_every_benchmark_together_equals_each_alone_when_the_samples_are_t
     model, tok = tiny
     recs = {b: tasks.builtin_split(b, "test", 3) for b in ("math", "logic")}
     greedy = functools.partial(rollout.sample, temperature=0.0)
-    monkeypatch.setattr(drift, "sample", lambda m, t, p, g, n, temperature, top_p, batch_size: greedy(m, t, p, g, n))
+    monkeypatch.setattr(drift, "sample", lambda m, t, p, g, n, temperature, top_p, batch_size, with_logprobs:
+                        greedy(m, t, p, g, n, with_logprobs=with_logprobs))
     moved, g = copy.deepcopy(model), torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in moved.parameters():

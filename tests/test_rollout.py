@@ -108,6 +108,32 @@ def test_shared_prefix_gives_the_packed_log_probs_and_gradients(tiny):
     assert g0.abs().max().item() > 0
 
 
+def test_log_probs_recorded_while_sampling_are_a_fresh_forwards(tiny):
+    """sample(with_logprobs=True): the same samples as without, and for every response token the log-prob
+    one forward of the model gives it afterwards (brute force: response_logits), sampled or greedy, with
+    the batch split into chunks; over-long rows stop at max_new_tokens, short ones at their EOS."""
+    model, tok = tiny
+    prompts = [encode_chat(tok, chat_messages({"prompt": p})) for p in ("What is 2+2?", "Name a tool.", "Hi")]
+    for temperature in (1.0, 0.0):
+        torch.manual_seed(0)
+        responses, logp = sample(model, tok, prompts, 3, 20, temperature=temperature, batch_size=4, with_logprobs=True)
+        torch.manual_seed(0)
+        assert sample(model, tok, prompts, 3, 20, temperature=temperature, batch_size=4) == responses
+        assert [len(lp) for lp in logp] == [len(r) for r in responses]
+        with torch.no_grad():
+            logits, _, targets = response_logits(model, [p for p in prompts for _ in range(3)], responses, tok.pad_token_id)
+            fresh = token_logprobs(logits, targets)                                       # [9, T]
+        worst = max(abs(fresh[i, t].item() - lp) for i, row in enumerate(logp) for t, lp in enumerate(row))
+        assert worst < 2e-5
+    with torch.no_grad():   # a wrong recording (the token before) would be far off
+        assert max(abs(fresh[i, t + 1].item() - row[t]) for i, row in enumerate(logp) for t in range(len(row) - 1)) > 0.1
+    try:
+        sample(model, tok, prompts, 1, 4, temperature=0.6, with_logprobs=True)
+        raise AssertionError("a tempered distribution is not the model's own")
+    except ValueError:
+        pass
+
+
 def test_shared_prefix_is_used_only_when_prompts_repeat(tiny, monkeypatch):
     import rollout
     model, tok = tiny
