@@ -39,7 +39,7 @@ import tasks
 import train
 from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states, full_state_dict,
                    gathered, init_distributed, is_main, load_optimizer, load_teacher, read_jsonl, save_checkpoint, shard,
-                   under_torchrun)
+                   stage_checkpoint, under_torchrun, with_stage_checkpoints)
 from flags import per_seed
 from rollout import drop_long_prompts, load_model, load_policy
 
@@ -354,8 +354,8 @@ def load_progress(path):
         progress = json.load(open(path))
         assert isinstance(progress, dict) and all(
             isinstance(v, dict) and ("stages" in v or k == "base") for k, v in progress.items()), "unexpected content"
-        return progress
-    except (ValueError, AssertionError) as e:
+        return with_stage_checkpoints(progress, os.path.dirname(path))
+    except (ValueError, TypeError, KeyError, AssertionError) as e:
         fail(f"{path} is damaged ({tasks.one_line(e)}). It records the completed stages: restore it from a copy and "
              f"rerun the same command, or use --name for a new run (--overwrite would delete the completed stages)")
 
@@ -585,7 +585,7 @@ def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name,
 def save_stage(model, tok, run_dir, run_name, k, domain, teacher=None):
     """Stage k's Hugging Face checkpoint, with the stage's final teacher when it is carried (torchrun:
     every rank takes part); returns its directory."""
-    ckpt = os.path.join(run_dir, "checkpoints", run_name, f"stage{k + 1}-{os.path.basename(domain)}")
+    ckpt = stage_checkpoint(run_dir, run_name, k, domain)
     save_checkpoint(model, tok, ckpt, teacher=teacher)
     return ckpt
 

@@ -30,7 +30,7 @@ import flags
 import tasks
 from evaluate import collapse
 from flags import MASK_Q, RANK_FRAC, check_device_flag
-from infra import setup_torch
+from infra import setup_torch, with_stage_checkpoints
 from rollout import SAMPLE_BATCH, chat_messages, encode_chat, load_model, response_logits, sample, sampled_logprobs
 
 
@@ -383,7 +383,8 @@ def main(argv=None):
         config, progress = json.load(open(cfg_path)), json.load(open(prog_path))
         missing = [k for k in ("model", "benchmarks", "eval_n", "max_new_tokens", "seed") if k not in config]
         assert not missing and isinstance(progress, dict) and "base" in progress, f"missing {missing or 'base'}"
-    except (ValueError, TypeError, AssertionError) as e:
+        progress = with_stage_checkpoints(progress, args.run_dir)
+    except (ValueError, TypeError, KeyError, AssertionError) as e:
         ap.error(f"{args.run_dir}: config.json or progress.json is damaged ({tasks.one_line(e) or 'incomplete'}); "
                  f"rerun the continual.py command that made it to rebuild them")
     device = setup_torch(args.device)

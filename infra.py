@@ -511,6 +511,21 @@ def save_checkpoint(model, tok, out_dir, extra=None, opt=None, teacher=None):
     barrier()
 
 
+def stage_checkpoint(run_dir, run_name, k, domain):
+    """Stage k's (0-based) checkpoint directory in a continual.py run directory. Readers take it from the
+    run directory they were given, not from the path progress.json recorded (which is relative to where
+    the run was started): a run resumes, and drift.py measures it, from any working directory."""
+    return os.path.join(run_dir, "checkpoints", run_name, f"stage{k + 1}-{os.path.basename(domain)}")
+
+
+def with_stage_checkpoints(progress, run_dir):
+    """progress.json's content with every stage's "checkpoint" found in run_dir (stage_checkpoint)."""
+    for run_name, run in progress.items():
+        for k, st in enumerate(run.get("stages", []) if run_name != "base" else []):
+            st["checkpoint"] = stage_checkpoint(run_dir, run_name, k, st["domain"])
+    return progress
+
+
 def append_jsonl(path, row):
     """One JSON line per step (flushed, so a killed run keeps every finished step)."""
     with open(path, "a") as f:

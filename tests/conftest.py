@@ -46,9 +46,8 @@ def interrupted_copy(run, run_name, keep):
     part = run.parent / "part"
     shutil.copytree(run, part)
     progress = json.loads((part / "progress.json").read_text())
-    progress[run_name]["stages"] = progress[run_name]["stages"][:keep]
-    for s in progress[run_name]["stages"]:
-        s["checkpoint"] = s["checkpoint"].replace("runs/full", "runs/part")
+    progress[run_name]["stages"] = progress[run_name]["stages"][:keep]   # (its checkpoint paths still say runs/full:
+    # a run directory is read from where it is, whatever the paths it recorded, infra.stage_checkpoint)
     (part / "progress.json").write_text(json.dumps(progress))
     (part / "results.json").unlink()
     return part

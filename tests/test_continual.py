@@ -82,6 +82,12 @@ def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     recomputed = json.loads((run / "drift.json").read_text())
     assert recomputed == {r: results["runs"][r]["drift"] for r in ["grpo", "sdpo_a0.05"]}
+    # ... from any working directory (progress.json's checkpoint paths are relative to where the run started)
+    (run / "drift.json").unlink()
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "drift.py"), "full"], cwd=tmp_path / "runs",
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads((run / "drift.json").read_text()) == recomputed
 
     # an interruption after the first completed stage of the second run: drop later progress and rerun
     part = interrupted_copy(run, "sdpo_a0.05", keep=1)
