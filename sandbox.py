@@ -250,10 +250,7 @@ pending, running = [(job["i"], job) for job in batch["jobs"]], {}   # read end -
 
 def ended(r, timed_out):
     i, pid = running.pop(r)[:2]
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    os.kill(pid, signal.SIGKILL)   # (an ended child is a zombie until reaped below: the kill cannot miss)
     status = os.waitpid(pid, 0)[1]
     os.close(r)
     # out of CPU seconds (RLIMIT_CPU: SIGXCPU) is out of time too
