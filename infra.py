@@ -41,10 +41,11 @@ _THREADS_SET = False
 def setup_torch(device="auto", threads=0):
     """Pick the device (CUDA when present for 'auto') and set torch's CPU threads.
 
-    threads 0 (the default): every core this process may use, divided among the torchrun ranks of the
-    machine: the fastest choice on an otherwise idle machine. On cores that something else is using,
-    torch's threads wait for each other at every operation and a step can take 10-20× longer
-    (docs/RESULTS.md): pass --threads 1 there, or run one job at a time.
+    threads 0 (the default): OMP_NUM_THREADS when it is set (outside torchrun, which sets it itself),
+    else every core this process may use, divided among the torchrun ranks of the machine: the fastest
+    choice on an otherwise idle machine. On cores that something else is using, torch's threads wait for
+    each other at every operation and a step can take 10-20× longer (docs/RESULTS.md): pass --threads 1
+    (or set OMP_NUM_THREADS=1) there, or run one job at a time.
     """
     global _THREADS_SET
     # CUDA: let freed blocks of one shape (generation's cache) serve another (the update's activations)
@@ -53,6 +54,8 @@ def setup_torch(device="auto", threads=0):
     if threads > 0:
         torch.set_num_threads(threads)
         _THREADS_SET = True
+    if not _THREADS_SET and os.environ.get("OMP_NUM_THREADS") and not under_torchrun():
+        _THREADS_SET = True   # torch took its thread count from OMP_NUM_THREADS when it started: it stands
     if not _THREADS_SET:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         # torchrun on CPU: the cores are shared by the ranks of this machine

@@ -9,6 +9,16 @@ sys.path.insert(0, ROOT)
 import sdpo  # noqa: E402
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (the README runs `-n 2`) each worker computes with one torch thread, and so does every
+    process a test starts (OMP_NUM_THREADS=1, which infra.setup_torch honours; torchrun's ranks divide the
+    cores among themselves as ever). Two workers of one thread each then never put more threads than
+    cores on a 2-core machine, where torch's threads would wait for each other at every operation."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        os.environ["OMP_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def tiny():
     """The committed tiny model and its tokenizer (fp32, CPU)."""

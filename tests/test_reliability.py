@@ -122,3 +122,22 @@ def test_ctrl_c_saves_the_stage_and_resume_matches(tmp_path):
     assert "resuming stage" in out
     assert results_of(tmp_path, "c") == results_of(tmp_path, "ref6")
     assert not (tmp_path / "runs" / "c" / "partial").exists()
+
+
+def test_threads_follow_omp_num_threads_else_every_core():
+    """infra.setup_torch: OMP_NUM_THREADS, when set, is the thread count (the suite's workers run so); else
+    every core this process may use; under torchrun the cores divided among the machine's ranks, whatever
+    OMP_NUM_THREADS torchrun put there itself."""
+    code = "import infra, torch; infra.setup_torch('cpu'); print(torch.get_num_threads())"
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "LOCAL_RANK", "WORLD_SIZE")}
+
+    def threads(**extra):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                             env=dict(env, PYTHONPATH=ROOT, **extra))
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout.split()[-1])
+
+    cores = len(os.sched_getaffinity(0))
+    assert threads() == cores
+    assert threads(OMP_NUM_THREADS="1") == 1   # (on one core this cannot tell the two apart; CI has two)
+    assert threads(OMP_NUM_THREADS="1", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1") == cores
