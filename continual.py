@@ -127,10 +127,13 @@ def run_configs(args):
 
 
 def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path, run_name, partial_dir, resume=None,
-                prev_teacher=None):
-    """One stage: fresh optimizer, (T3) the stage's teacher, `args.steps` steps. Returns (curve, rows, teacher).
+                prev_teacher=None, prev_optimizer=None):
+    """One stage: a fresh optimizer (the release's), (T3) the stage's teacher, `args.steps` steps.
+    Returns (curve, rows, teacher, optimizer).
 
     prev_teacher: the previous stage's final teacher (SDPO with --teacher-init carry), else None.
+    prev_optimizer: a checkpoint directory holding the previous stage's final AdamW state, to carry it
+    over (--stage-optimizer carry); None: a fresh AdamW, as each of the release's stage jobs builds.
     resume: the state a Ctrl-C saved in `partial_dir` (optimizer, teacher, step, rows so far); the
     stage then continues from that step boundary and ends exactly as an uninterrupted stage would.
     """
@@ -140,6 +143,8 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
     records = drop_long_prompts(tok, train.train_records(domain, seed=args.seed), args.max_prompt_len,
                                 f"{domain} training prompts")
     opt = torch.optim.AdamW(model.parameters(), lr=stage_args.lr, weight_decay=args.weight_decay)
+    if prev_optimizer and not resume:   # --stage-optimizer carry: the moments and step count go on
+        load_optimizer(prev_optimizer, model, opt)
     if method == "sdpo":   # (T3) restart from θ_{k−1}, or carry (a mix of) the previous stage's teacher
         teacher = sdpo.stage_teacher(model, prev_teacher if settings["teacher_init"] == "carry" else None,
                                      settings["teacher_mix"])
@@ -173,7 +178,7 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
         # (sharded: every rank takes part, each writing its own shard of the optimizer and teacher)
         save_checkpoint(model, tok, partial_dir, extra, opt=opt, teacher=algorithm["teacher"])
         raise
-    return curve, rows, algorithm["teacher"]
+    return curve, rows, algorithm["teacher"], opt
 
 
 def parse_args(argv=None):
@@ -424,8 +429,10 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
             t0 = time.time()
             prev_teacher = teacher_to_carry(method, settings, prev_teacher, model, done, k)
             # (C1) θ_k = train(method, θ_{k−1}, D_k): a fresh AdamW, the stage's teacher (T3), args.steps steps
-            curve, rows, teacher = train_stage(model, tok, domain, k, method, settings, args, log_path, run_name,
-                                               partial_dir, resume, prev_teacher)
+            carried_opt = stage_checkpoint(run_dir, run_name, k - 1, stages[k - 1]) \
+                if k > 0 and args.stage_optimizer == "carry" else None
+            curve, rows, teacher, opt = train_stage(model, tok, domain, k, method, settings, args, log_path, run_name,
+                                                    partial_dir, resume, prev_teacher, carried_opt)
             prev_teacher = teacher if carries_teacher(method, settings) else None
             resume, train_s = None, time.time() - t0
             # (C2) acc[stage][benchmark]: every training domain's test set and every OOD benchmark
@@ -434,7 +441,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
             # (A4–A8) drift of θ_k vs θ_0 and vs θ_{k−1} (drift.stage_drift)
             stage_drift = measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name, k, tok, args)
             ckpt = save_stage(model, tok, run_dir, run_name, k, domain, teacher if carries_teacher(method, settings)
-                              else None)
+                              else None, opt if args.stage_optimizer == "carry" or args.keep_optimizer else None)
             done.append({"domain": domain, "acc": acc, "degenerate": deg, "drift": stage_drift, "curve": curve,
                          "checkpoint": ckpt, "train_seconds": round(train_s, 1),
                          "seconds": round(time.time() - t0, 1),   # training, evaluation and drift
@@ -582,11 +589,11 @@ def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name,
     return stage_drift
 
 
-def save_stage(model, tok, run_dir, run_name, k, domain, teacher=None):
-    """Stage k's Hugging Face checkpoint, with the stage's final teacher when it is carried (torchrun:
-    every rank takes part); returns its directory."""
+def save_stage(model, tok, run_dir, run_name, k, domain, teacher=None, opt=None):
+    """Stage k's Hugging Face checkpoint, with the stage's final teacher when it is carried and its
+    final AdamW state when that is carried or kept (torchrun: every rank takes part); returns its directory."""
     ckpt = stage_checkpoint(run_dir, run_name, k, domain)
-    save_checkpoint(model, tok, ckpt, teacher=teacher)
+    save_checkpoint(model, tok, ckpt, opt=opt, teacher=teacher)
     return ckpt
 
 

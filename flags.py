@@ -107,6 +107,9 @@ def add_protocol(ap, script):
                             "(the release's continual script), or carry the previous stage's teacher")
         g.add_argument("--teacher-mix", type=float, default=1.0,
                        help="a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry")
+        g.add_argument("--stage-optimizer", default="fresh", choices=["fresh", "carry"],
+                       help="AdamW at a stage start: 'fresh' (the release: every stage is a job of its own, which "
+                            "builds a new optimizer) or 'carry' the previous stage's moments and step count")
     g.add_argument("--loss-agg", default="seq-mean-token-mean", choices=["seq-mean-token-mean", "token-mean"],
                    help="(G5, S5) seq-mean-token-mean: the mean over responses of each response's token-mean, what "
                         "the release computes (one response per micro-batch); token-mean: over all tokens")
@@ -189,6 +192,8 @@ def add_run(ap, script):
         g.add_argument("--name", default=None, help="run directory name under runs/ (default from the flags)")
         g.add_argument("--runs-dir", default="runs")
         g.add_argument("--overwrite", action="store_true", help="replace a run directory that holds a different run")
+        g.add_argument("--keep-optimizer", action="store_true", help="save each stage's final AdamW state in its "
+                       "checkpoint (as --stage-optimizer carry does), for a later run to carry it over")
     else:
         g.add_argument("--out", default=None, help=f"output directory (default runs/{script}-<task>-s<seed>)")
     g.add_argument("--unsafe-code", action="store_true", help="run CODING programs even where no OS jail (bubblewrap, "
