@@ -104,7 +104,8 @@ PRESETS = {"sdpo_0": {"alpha": 0.0},                                      # SDPO
            "s_sdpo_0": {"refresh_every": S_SDPO_REFRESH, "gamma": 1.0},   # S-SDPO_0: restart-and-freeze (T2, γ = 1)
            "stable_sdpo": {"refresh_every": S_SDPO_REFRESH, "gamma": 0.5}}  # StableSDPO: refresh-and-freeze, γ = 0.5
 GRPO_KEYS = ("mini_batches", "epochs", "clip_ratio_c")
-SDPO_KEYS = ("alpha", "cot", "refresh_every", "gamma", "mask_ratio", "feedback", "teacher_init", "teacher_mix")
+SDPO_KEYS = ("alpha", "cot", "refresh_every", "gamma", "mask_ratio", "feedback", "skip_empty_steps", "teacher_init",
+             "teacher_mix")
 
 
 def run_configs(args):
@@ -127,13 +128,14 @@ def run_configs(args):
 
 
 def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path, run_name, partial_dir, resume=None,
-                prev_teacher=None, prev_optimizer=None):
+                prev_teacher=None, prev_optimizer=None, measure=None):
     """One stage: a fresh optimizer (the release's), (T3) the stage's teacher, `args.steps` steps.
     Returns (curve, rows, teacher, optimizer).
 
     prev_teacher: the previous stage's final teacher (SDPO with --teacher-init carry), else None.
     prev_optimizer: a checkpoint directory holding the previous stage's final AdamW state, to carry it
     over (--stage-optimizer carry); None: a fresh AdamW, as each of the release's stage jobs builds.
+    measure(step, row, model): an extra measurement after each step (scripts/coding_ablation.py's teacher check).
     resume: the state a Ctrl-C saved in `partial_dir` (optimizer, teacher, step, rows so far); the
     stage then continues from that step boundary and ends exactly as an uninterrupted stage would.
     """
@@ -165,6 +167,8 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
             torch.manual_seed(args.eval_seed)   # (training steps seed themselves: train.run_steps)
             curve.append([step, evaluate.acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens,
                                                               batch_size=args.sample_batch)[0]])
+        if measure:
+            measure(step, row, model)
         rows.append(row)
         if is_main():
             append_jsonl(log_path, row)

@@ -74,7 +74,7 @@ def add_paper_knobs(ap, script):
     g.add_argument("--model", default="tiny", help="'tiny' (built in), 'tiny_think', a local HF directory, or a "
                    "hub id in the local cache")
     g.add_argument("--lr", type=float, default=None,
-                   help="AdamW learning rate (default: the method's own, LR: GRPO 1e-4, SDPO 2e-4)")
+                   help="AdamW learning rate (default: the method's own, flags.LR)")
 
 
 def add_protocol(ap, script):
@@ -99,8 +99,12 @@ def add_protocol(ap, script):
         g.add_argument("--cot", action="store_true", help="SDPO-CoT: keep <think> spans in the demonstration (S6)")
         g.add_argument("--mask-ratio", type=float, default=0.0, help="SDPO: token masking (S7): drop each distilled "
                        "token with this probability, drawn per step; 0 = off")
-        g.add_argument("--feedback", action="store_true", help="SDPO: environment feedback (S8): a response with no "
-                       "successful sibling is distilled towards the teacher shown its grader's feedback")
+        g.add_argument("--feedback", nargs="?", const="on", default="release", choices=["release", "on", "off"],
+                       help="SDPO: environment feedback (S8): a response with no successful sibling is distilled "
+                            "towards the teacher shown its grader's feedback. 'release': as the release's script for "
+                            "the domain (on for CODING and MATH, off for SCIENCE and TOOLUSE); a bare --feedback = on")
+        g.add_argument("--skip-empty-steps", action="store_true", help="SDPO: take no optimizer step on a batch with "
+                       "no distilled token (the release steps anyway: AdamW's momentum still moves the weights)")
     if script == "continual":
         g.add_argument("--teacher-init", default="restart", choices=["restart", "carry"],
                        help="SDPO's teacher at a stage boundary (T3): restart from the stage's starting student "
@@ -121,8 +125,8 @@ def add_protocol(ap, script):
     g.add_argument("--weight-decay", type=float, default=None, help="AdamW's weight decay; default 0.01 (the "
                    "release's) for a real model, 0 for the built-in tiny one (docs/PROTOCOL.md)")
     g.add_argument("--warmup-steps", type=int, default=None, help="linear learning-rate warmup from 0 over this "
-                   "many steps, as the release (its first step moves nothing); default 10 for a real model, 0 "
-                   "for the built-in tiny one")
+                   "many batches (the first batch moves nothing); default: the release's for the domain, 10 for "
+                   "SCIENCE and TOOLUSE, 0 for MATH and CODING (train.RELEASE_WARMUP)")
     g.add_argument("--max-new-tokens", type=int, default=64)
     g.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
     g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus sampling")
@@ -475,12 +479,12 @@ def method_lr(args, method):
 
 
 def model_defaults(model):
-    """The optimizer settings a model gets when its flags are not given: the release's on a real model
-    (AdamW weight decay 0.01, a 10-step warmup), the tiny world's own on the built-in ones (0 and 0:
-    docs/PROTOCOL.md says why)."""
+    """The optimizer settings a model gets when its flags are not given: the release's AdamW weight decay
+    0.01 on a real model, 0 on the built-in ones (docs/PROTOCOL.md says why). The warmup is the
+    release's for each domain on every model (train.stage_warmup)."""
     if model in BUILT_IN_MODELS:
-        return {"weight_decay": 0.0, "warmup_steps": 0}
-    return {"weight_decay": 0.01, "warmup_steps": 10}
+        return {"weight_decay": 0.0}
+    return {"weight_decay": 0.01}
 
 
 def default_topk(model):

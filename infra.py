@@ -196,6 +196,27 @@ def weights_digest(model):
 # ----------------------------------------------------------------------------------------------
 # Sharding (FSDP2) under torchrun
 # ----------------------------------------------------------------------------------------------
+@torch.no_grad()
+def weights_snapshot(model):
+    """A copy of this process's part of the weights (its shards under FSDP2), for update_size."""
+    return [getattr(p, "to_local", lambda: p)().detach().clone() for p in model.parameters()]
+
+
+@torch.no_grad()
+def update_size(model, before):
+    """The size of one batch's update, over every process's shards: ‖Δθ‖/‖θ‖ (θ before the update) and
+    the largest per-coordinate move max |Δθ|. A fresh AdamW's first step moves every coordinate with a
+    gradient by about the learning rate, whatever the gradient's size."""
+    sq_delta, sq_theta, largest = 0.0, 0.0, 0.0
+    for p, old in zip(model.parameters(), before):
+        delta = (getattr(p, "to_local", lambda: p)().float() - old.float())
+        sq_delta += delta.pow(2).sum().item()
+        sq_theta += old.float().pow(2).sum().item()
+        largest = max(largest, delta.abs().max().item() if delta.numel() else 0.0)
+    sq_delta, sq_theta = global_sum(sq_delta), global_sum(sq_theta)
+    return {"update_rel": (sq_delta ** 0.5) / max(sq_theta ** 0.5, 1e-30), "update_max": global_max(largest)}
+
+
 def decoder_layers(model):
     """The model's list of decoder blocks (Qwen3, Olmo 3, Llama and the tiny model: model.model.layers)."""
     return model.get_decoder().layers

@@ -522,15 +522,18 @@ def collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, to
     """Rollouts for one step: G responses per record, graded. Everything is grouped contiguously.
 
     Returns a dict: records [N*G], prompt_ids [N*G] (id lists), response_ids [N*G] (id lists, EOS
-    included), texts [N*G], rewards tensor [N*G] (1.0 right, 0.0 wrong), group_size.
+    included), texts [N*G], rewards tensor [N*G] (1.0 right, 0.0 wrong), feedback [N*G] (what each
+    response's grader says about it, "" for nothing: SDPO's environment feedback, S8), group_size.
     """
     prompt_ids = [encode_chat(tok, chat_messages(r), enable_thinking) for r in records]
     response_ids = sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, sample_batch)
     texts = decode(tok, response_ids)
     expanded = [r for r in records for _ in range(group_size)]
-    rewards = torch.tensor(tasks.grade_many(expanded, texts), dtype=torch.float32)
+    graded = tasks.check_many(expanded, texts)
+    rewards = torch.tensor([score for score, _ in graded], dtype=torch.float32)
     return {"records": expanded, "prompt_ids": [p for p in prompt_ids for _ in range(group_size)],
-            "response_ids": response_ids, "texts": texts, "rewards": rewards, "group_size": group_size}
+            "response_ids": response_ids, "texts": texts, "rewards": rewards,
+            "feedback": [note for _, note in graded], "group_size": group_size}
 
 
 def balanced_order(seq_lengths):

@@ -205,6 +205,11 @@ def run_program(job):
         # the test's function: by name; else a LeetCode-style Solution().name; else the first function defined
         if callable(ns.get(name)):
             return ns[name]
+        if job["fallbacks"] is not None:   # the release's lookup: the first top-level def, then its text rule
+            found = [ns[n] for n in job["fallbacks"] if callable(ns.get(n))]
+            if not found:
+                raise NameError(f"name '{name}' is not defined")
+            return found[0]
         if isinstance(ns.get("Solution"), type) and callable(getattr(ns["Solution"], name, None)):
             return getattr(ns["Solution"](), name)
         return next(v for v in ns.values() if isinstance(v, types.FunctionType) and v.__code__.co_filename == "<program>")
@@ -666,6 +671,19 @@ def program_inputs(tests):
     return [str(x) for x in tests["inputs"]]
 
 
+def release_fallbacks(code):
+    """The names the release's grader tries when the test's function is not defined by its name
+    (feedback/code.py, `run_test_func`): the first top-level `def`, then the last word before the first
+    '('. A `class Solution` method is never found there (LiveCodeBench's starter code scores 0)."""
+    names = []
+    try:
+        names += [node.name for node in ast.parse(code).body if isinstance(node, ast.FunctionDef)][:1]
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    words = code.split("(")[0].split()
+    return names + words[-1:]
+
+
 def batch_of(jobs, kind, shared):
     """What the jail's interpreter reads: the programs (code and test *inputs*, never an expected value),
     the limits, and the seccomp filter where several programs share the jail."""
@@ -676,6 +694,7 @@ def batch_of(jobs, kind, shared):
              "preload": [m for m in ALLOWED_MODULES if any(m in code for _, code, _, _ in jobs)]}
     for i, code, tests, lim in jobs:
         batch["jobs"].append({"i": i, "code": code, "fn_name": tests.get("fn_name"), "inputs": program_inputs(tests),
+                              "fallbacks": release_fallbacks(code) if tests.get("lookup") == "release" else None,
                               "mode": tests.get("testtype"), "wall": lim["wall"], "result": lim["result"],
                               # (3) as root without a jail: uid 61000 + k (in a jail: the jail's user)
                               "uid": UID_BASE + i % 1000 if as_root and not kind else None,

@@ -34,7 +34,22 @@ from rollout import (batch_positions, chat_messages, chunked_logsumexp, encode_c
                      response_logits, strip_think, token_entropy)
 
 
-def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedback=False, position=None):
+# (S8) Environment feedback, per data kind, as the release's scripts run it (docs/PROTOCOL.md, rule 5):
+# on where the script leaves `include_environment_feedback` at its default True (actor.yaml:121): CODING
+# (experiments/rich_feedback/run_sdpo.sh) and MATH (no script: the yaml's default); off for SciKnowEval
+# and ToolAlpaca (experiments/generalization/run_sdpo_all.sh:125: include_environment_feedback=False).
+RELEASE_FEEDBACK_OFF = ("mcq", "tooluse")
+
+
+def feedback_on(mode, kind):
+    """Is (S8) on for a response to a record of this kind? mode: "release" (the table above), "on",
+    "off", or a bool."""
+    if mode == "release":
+        return kind not in RELEASE_FEEDBACK_OFF
+    return mode is True or mode == "on"
+
+
+def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedback=False, position=None, notes=None):
     """(S1) The teacher's user turn for every response, and the signal mask m; (S8) with feedback.
 
     records, texts: [N*G] (grouped contiguously); rewards: [N*G] (1.0 = success).
@@ -42,10 +57,13 @@ def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedba
     length-balanced); default: sampling order.
     For response i: j* = the first j ≠ i in i's group with r_j = 1, first in that order. If there is none, m_i = 0 and the
     teacher text is None. The demonstration is y_{j*} with <think> spans stripped unless `cot` (S6).
-    feedback=True (S8, the release's environment feedback, only where no sibling succeeded): a response
-    without j* whose grader has something to say about it (tasks.feedback) gets a teacher prompt with
-    that feedback instead of a demonstration, and m_i = 1.
-    Returns (teacher user texts [N*G], m [N*G] float tensor, j* per response or None).
+    feedback (S8, the release's environment feedback, only where no sibling succeeded; a bool or a mode of
+    `feedback_on`): a response without j* whose grader has something to say about it gets a teacher
+    prompt with that feedback instead of a demonstration, and m_i = 1.
+    notes: what the grader said about each response [N*G] ("" = nothing), as rollout.collect records it;
+    None: asked of the grader here (tasks.feedback).
+    Returns (teacher user texts [N*G], m [N*G] float tensor, j* per response or None; a j* of None with
+    m_i = 1 is a response distilled by feedback).
 
     Example, G = 3, rewards [0, 1, 1]: response 0 -> j*=1; response 1 -> j*=2 (itself excluded);
     response 2 -> j*=1. Rewards [1, 0, 0]: response 0 has no other success -> m_0 = 0.
@@ -64,7 +82,9 @@ def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedba
             mask.append(1.0)
             continue
         # (S8) no successful sibling: the grader's feedback on this response's own failed attempt
-        note = tasks.feedback(rec, texts[i]) if feedback and float(rewards[i]) != 1.0 else None
+        note = None
+        if feedback_on(feedback, rec.get("kind")) and float(rewards[i]) != 1.0:
+            note = tasks.feedback(rec, texts[i]) if notes is None else (notes[i] or None)
         user_texts.append(None if note is None else fill_reprompt(rec["prompt"], feedback=note))
         mask.append(0.0 if note is None else 1.0)  # (S1) nothing to show -> no distillation signal
     return user_texts, torch.tensor(mask), demo_of
@@ -275,8 +295,9 @@ def sdpo_plan(model, teacher, batch, args, tok, step):
     # the batch's order (the release's length-balanced one by default): it decides which success is "first"
     position = batch_positions(batch, local_blocks(args.sample_blocks), args.mini_batch_order)
     # (S1, S8) the teacher's user turn for each response; has_demo[i] = m_i = 1 where it has something to show
-    user_texts, has_demo, _ = build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
-                                                    batch["group_size"], args.cot, args.feedback, position)
+    user_texts, has_demo, demo_of = build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
+                                                          batch["group_size"], args.cot, args.feedback, position,
+                                                          batch.get("feedback"))
     lengths = [len(r) for r in batch["response_ids"]]
     # (S7) the tokens distilled this step (every token unless --mask-ratio); response i's draw is seeded
     # by its index in the whole batch (all processes), so the masks do not depend on how it is split
@@ -285,13 +306,17 @@ def sdpo_plan(model, teacher, batch, args, tok, step):
     n_kept = [int(k.sum()) for k in token_keep]                                     # tokens kept, per response
     distilled = [i for i in range(B) if has_demo[i] > 0 and n_kept[i] > 0]          # the responses in the loss
     n_distilled = sum(n_kept[i] for i in distilled)
+    by_demo = [j is not None for j in demo_of]                       # distilled towards a demonstration (S1)
     stats = {"reprompt_frac": float((has_demo > 0).float().mean()),
+             "demo_frac": sum(by_demo) / max(1, B),                                 # ... by a successful sibling
+             "feedback_frac": sum(float(m) > 0 and not d for m, d in zip(has_demo, by_demo)) / max(1, B),  # (S8)
              "distilled_token_frac": n_distilled / max(1, sum(lengths))}
     # (S5) the whole batch's counts (all processes): distilled tokens (token-mean), responses (seq-mean)
     n_tok, n_seq = global_sum(n_distilled), global_sum(B)
     if n_tok == 0 and is_main():
-        print(f"warning: step {step}: no response had a successful sibling, so no teacher signal; zero "
-              f"gradient (AdamW still takes its step, as the release does)", file=sys.stderr)
+        print(f"warning: step {step}: no response had a successful sibling or feedback, so no teacher signal; "
+              f"zero gradient (AdamW still takes its step, as the release does, unless --skip-empty-steps)",
+              file=sys.stderr)
     # only the distilled responses are run (none in a process without signal: zero gradient there)
     micro = [[distilled[j] for j in idx] for idx in micro_batches([lengths[i] for i in distilled], args.micro_batch)]
     loss_of = partial(sdpo_micro_batch, model, teacher, batch, user_texts=user_texts, token_keep=token_keep, tok=tok,
@@ -369,7 +394,8 @@ def run_name(s):
     name = "sdpo" + (f"_r{s['refresh_every']}_g{s['gamma']:g}" if s["refresh_every"] else f"_a{s['alpha']:g}")
     name += "_cot" if s["cot"] else ""
     name += f"_mask{s['mask_ratio']:g}" if s["mask_ratio"] else ""
-    name += "_fb" if s["feedback"] else ""
+    name += {"on": "_fb", True: "_fb", "off": "_nofb"}.get(s["feedback"], "")   # "release" (the default): none
+    name += "_skip0" if s.get("skip_empty_steps") else ""
     if s.get("teacher_init") == "carry":
         name += "_carry" + ("" if s["teacher_mix"] == 1 else f"{s['teacher_mix']:g}")
     return name

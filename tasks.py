@@ -206,7 +206,7 @@ def gen_coding(rng, noisy=False):
         wrong = f"(x{op1}{n1}){op2}{n2 + rng.choice([-1, 1])}"
     tests = {"fn_name": "f", "inputs": [[x] for x in CODE_POINTS], "outputs": [fn(x) for x in CODE_POINTS]}
     return {"prompt": f"Write a Python lambda that {words}.", "answer": f"lambda x: {body}",
-            "system": None, "kind": "code", "tests": json.dumps(tests),
+            "system": None, "kind": "code", "code_format": "lambda", "tests": json.dumps(tests),
             "solution": f"lambda x: {wrong if noisy else body}", "thought": thought}
 
 
@@ -786,12 +786,31 @@ def check_tooluse(record, response):
     return float(names_ok and inputs_ok), "; ".join(notes)
 
 
-def extract_code(response):
-    """The program in a response: the longest fenced block of any language (the release's rule), else
-    the whole text (the built-in world answers with a bare lambda); a thinking model's trace
-    (everything up to the last `</think>`) is never part of it."""
+# Where the program is in a response depends on the data's format (a record's "code_format"):
+#   "fenced" (the release's data, and any record that does not say): the longest ```-fenced block of any
+#            language, as the release's feedback/code.py `extract_code`; none is "Incorrect Format", score 0.
+#   "lambda" (the built-in world's own answer format): the bare text after any thinking trace, which the
+#            world's answers are (`lambda x: (x+3)*2`); a text that is no lambda is its "Incorrect Format".
+INCORRECT_FORMAT = {"fenced": "Incorrect Format: Put your code inside a ```python ... ``` block.",
+                    "lambda": "Incorrect Format: Answer with a Python lambda of x, like `lambda x: x + 1`."}
+
+
+def code_format(record):
+    return record.get("code_format") or "fenced"
+
+
+def extract_code(response, fmt="fenced"):
+    """The program in a response under the data's format (code_format above), or None when it has
+    none; a thinking model's trace (everything up to the last `</think>`) is never part of it."""
+    if fmt == "lambda":
+        return response.rsplit("</think>", 1)[-1].strip()
     blocks = fenced_blocks(response)
-    return (max(blocks, key=len) if blocks else response.rsplit("</think>", 1)[-1]).strip()
+    return max(blocks, key=len).strip() if blocks else None
+
+
+def has_program(program, fmt):
+    """Is there a program in the data's format? Fenced: a block was found; lambda: the text is one."""
+    return program is not None and (fmt != "lambda" or program.startswith("lambda"))
 
 
 def fenced_blocks(response):
@@ -799,13 +818,19 @@ def fenced_blocks(response):
     return re.findall(r"```\w*\n(.*?)```", response.rsplit("</think>", 1)[-1], flags=re.S)
 
 
-def code_feedback(response, tests, outcomes):
-    """The release's LeetCode-style report on a failed program: the first runtime error or time-out
-    with its input, else the two shortest wrong answers with input, output and expected output."""
+def code_feedback(program, fmt, tests, outcomes):
+    """(S8) The release's LeetCode-style report on a failed program: the first runtime error or time-out
+    with its input, else the two shortest wrong answers with input, output and expected output; a
+    response with no program in the data's format gets that format's "Incorrect Format" line.
+
+    Example (the built-in world, f = x + 3 on the points -3, -1, …): `lambda x: x+4` ->
+    "Test Case 1: Wrong Answer\n\nInput\n[-3]\n\nOutput\n1\n\nExpected\n0\n\nTest Case 2: …"."""
+    if tests is None:
+        return "Failed to parse ground truth test cases."
+    if not has_program(program, fmt):
+        return INCORRECT_FORMAT[fmt]
     if outcomes is None:
         return "Failed to parse ground truth test cases."
-    if not fenced_blocks(response):
-        return "Incorrect Format: Put your code inside a ```python ... ``` block."
     inputs, expected = tests["inputs"], tests["outputs"]
     shown = lambda x: "\n".join(str(x).splitlines()[:8])[:250]   # noqa: E731 (the release's limits)
     for k, out in enumerate(outcomes):
@@ -821,11 +846,26 @@ def code_feedback(response, tests, outcomes):
 
 
 def check_code_many(records, responses):
-    """CODING, a batch: each program runs in the sandbox against its record's tests (two at a time)."""
-    jobs = [(extract_code(resp), rec.get("tests") or "{}") for rec, resp in zip(records, responses)]
+    """CODING, a batch: each program runs in the sandbox against its record's tests (two at a time);
+    (score, feedback) per response. The release's data is graded by the release's rules: a fenced block,
+    and the test's function looked up at the top level only (no `Solution().name`)."""
+    fmts = [code_format(rec) for rec in records]
+    programs = [extract_code(resp, fmt) for resp, fmt in zip(responses, fmts)]
+    jobs = [(program if has_program(program, fmt) else None, code_tests(rec, fmt))
+            for program, fmt, rec in zip(programs, fmts, records)]
     results = run_programs_detailed(jobs)
-    return [(score, "" if score == 1.0 else code_feedback(resp, parse_tests(rec.get("tests") or "{}"), outcomes))
-            for (score, outcomes), rec, resp in zip(results, records, responses)]
+    return [(score, "" if score == 1.0 else code_feedback(program, fmt, parse_tests(rec.get("tests") or "{}"), outcomes))
+            for (score, outcomes), rec, program, fmt in zip(results, records, programs, fmts)]
+
+
+def code_tests(record, fmt):
+    """A record's tests as the sandbox takes them: under the release's format, with its function lookup
+    (by name, else the first top-level `def`; never a `Solution` method)."""
+    tests = record.get("tests") or "{}"
+    if fmt != "fenced":
+        return tests
+    parsed = parse_tests(tests)
+    return tests if parsed is None else {**parsed, "lookup": "release"}
 
 
 def check_code(record, response):
@@ -942,15 +982,21 @@ def feedback(record, response):
     return check(record, response)[1] or None
 
 
-def grade_many(records, responses):
-    """Grade a batch; the programs run in the sandbox, two at a time, each in its own interpreter."""
-    scores = [None] * len(records)
+def check_many(records, responses):
+    """(score, feedback) for each response of a batch, as `check` gives them; the programs run in the
+    sandbox together (two at a time). Never raises."""
+    out = [None] * len(records)
     code = [i for i, rec in enumerate(records) if rec.get("kind") == "code"]
     if code:
         try:
             results = check_code_many([records[i] for i in code], [responses[i] for i in code])
-        except Exception:  # a malformed tests field: wrong, as grade() would say
+        except Exception:  # a malformed tests field: wrong, as check() would say
             results = [(0.0, "")] * len(code)
-        for i, (s, _) in zip(code, results):
-            scores[i] = s
-    return [s if s is not None else grade(rec, resp) for s, rec, resp in zip(scores, records, responses)]
+        for i, result in zip(code, results):
+            out[i] = result
+    return [r if r is not None else check(rec, resp) for r, rec, resp in zip(out, records, responses)]
+
+
+def grade_many(records, responses):
+    """Grade a batch: 1.0 right, 0.0 wrong per response (check_many's scores)."""
+    return [score for score, _ in check_many(records, responses)]

@@ -30,7 +30,7 @@ import tasks
 from flags import check_code_jail, check_dir_flag, per_seed
 from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, check_weights, checked_total,
                    clip_gradients, gathered, global_sum, idle_loss, idle_micro_batches, init_distributed, is_main,
-                   my_sample_blocks, process_count, save_checkpoint)
+                   my_sample_blocks, process_count, save_checkpoint, update_size, weights_snapshot)
 from rollout import collect, drop_long_prompts, load_policy
 
 
@@ -83,10 +83,25 @@ def sample_and_grade(model, tok, chosen, args, step):
                 raise
             raise NonFiniteError(f"the policy's probabilities are not finite at step {step + 1} "
                                  f"(is --lr too large?)") from None
-    batch = {k: [x for p in parts for x in p[k]] for k in ("records", "prompt_ids", "response_ids", "texts")}
+    batch = {k: [x for p in parts for x in p[k]] for k in ("records", "prompt_ids", "response_ids", "texts", "feedback")}
     batch["rewards"] = torch.cat([p["rewards"] for p in parts])    # [N*G] (this process's prompts)
     batch["group_size"] = args.group_size
     return batch
+
+
+# The release's learning-rate warmup, per data kind (docs/PROTOCOL.md): 10 batches for SciKnowEval and
+# ToolAlpaca (experiments/generalization/run_sdpo_all.sh:126 and run_baseline_grpo_all.sh:112,
+# lr_warmup_steps=10); none for CODING (experiments/rich_feedback/run_sdpo.sh:123 and run_baseline_grpo.sh:107,
+# lr_warmup_steps=0) nor for MATH, which has no script (optim/fsdp.yaml:15,24: lr_warmup_steps -1 falls
+# back to lr_warmup_steps_ratio 0.0, fsdp_workers.py:574–580).
+RELEASE_WARMUP = {"mcq": 10, "tooluse": 10}
+
+
+def stage_warmup(warmup_steps, records):
+    """The warmup of a task or stage: --warmup-steps when given, else the release's for its data kind."""
+    if warmup_steps is not None:
+        return warmup_steps
+    return RELEASE_WARMUP.get(records[0].get("kind"), 0) if records else 0
 
 
 def warmup_lr(lr, step, warmup_steps):
@@ -102,6 +117,7 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
     on_step(step, row) runs after each logged step (continual.py: in-stage curve, its own log).
     """
     order, opt = prompt_order(len(records), args), method["optimizer"]
+    warmup = stage_warmup(args.warmup_steps, records)
     bar = tqdm(range(start_step, args.steps), desc=desc, dynamic_ncols=True, leave=False, disable=not is_main())
     with StepBoundarySigint() as sigint:          # Ctrl-C stops at the end of a step (infra.py)
         for step in bar:
@@ -113,14 +129,20 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
             t1 = time.time()
             # ---- 2. the method's losses on this batch: GRPO (G1–G5) or SDPO (S1–S8) ----
             torch.manual_seed(update_seed(args.seed, step))
+            lr = warmup_lr(args.lr, step, warmup)
             for group in opt.param_groups:     # this batch's rate (the release's warmup)
-                group["lr"] = warmup_lr(args.lr, step, args.warmup_steps)
+                group["lr"] = lr
             plan = method["plan"](batch, step + 1)
             # ---- 3. its optimizer steps (GRPO: 4 per batch; SDPO: 1): backward over micro-batches, clip, step ----
-            with gathered(plan["frozen"]):   # (torchrun: the frozen model's forwards need no collective)
-                results = [gradient_step(model, opt, s["micro_batches"], s["loss_of"], args.max_grad_norm)
-                           for s in plan["steps"]]
-            stats = method["stats"](plan, results)
+            before = weights_snapshot(model)   # θ before the batch's steps, for the update's size (logged)
+            if plan.get("skipped") and getattr(args, "skip_empty_steps", False):
+                # --skip-empty-steps: no signal, no optimizer step, so no momentum move (the release steps anyway)
+                results = [(torch.zeros(()), [], 0.0) for _ in plan["steps"]]
+            else:
+                with gathered(plan["frozen"]):   # (torchrun: the frozen model's forwards need no collective)
+                    results = [gradient_step(model, opt, s["micro_batches"], s["loss_of"], args.max_grad_norm)
+                               for s in plan["steps"]]
+            stats = {**method["stats"](plan, results), "lr": lr, **update_size(model, before)}
             model.zero_grad(set_to_none=True)   # the gradients' memory is free for the next rollout
             # ---- 4. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----
             refreshed = method["after_step"](step + 1) if method.get("after_step") else False

@@ -38,9 +38,11 @@ def test_output_lines_are_joined_by_spaces():
 
 def test_livecodebench_functional_format():
     """Inputs are one JSON value per line (not split character by character, nor at every space as the
-    release's `split()` does, which breaks `[1, 2, 3]`); outputs are JSON; a Solution class works."""
+    release's `split()` does, which breaks `[1, 2, 3]`); outputs are JSON; the function is looked up as the
+    release does: by name, else the first top-level def — a `class Solution` method is never found there."""
     cls = "class Solution:\n    def maxSum(self, nums, k):\n        return sum(sorted(nums)[-k:])"
-    assert tasks.grade(LCB, fenced(cls)) == 1.0
+    assert tasks.grade(LCB, fenced(cls)) == 0.0    # the release scores LiveCodeBench's starter class 0
+    assert tasks.feedback(LCB, fenced(cls)).startswith("Runtime Error\n")
     assert tasks.grade(LCB, fenced("def maxSum(nums, k):\n    return sum(sorted(nums)[-k:])")) == 1.0
     assert tasks.grade(LCB, fenced("def other(nums, k):\n    return sum(sorted(nums)[-k:])")) == 1.0   # first def
     assert tasks.grade(LCB, fenced("def maxSum(nums, k):\n    return 5.0")) == 1.0   # 5.0 == 5 (release: not)
@@ -50,8 +52,8 @@ def test_livecodebench_functional_format():
 def test_typing_names_need_no_import():
     """The release's typing prelude (`feedback/code.py`: "Auto-import common typing aliases"): a correct,
     annotated LiveCodeBench answer scores 1 without `from typing import List` (it scored 0 before)."""
-    typed = ("class Solution:\n    def maxSum(self, nums: List[int], k: int) -> Optional[int]:\n"
-             "        seen: Dict[int, int] = {}\n        return sum(sorted(nums)[-k:])")
+    typed = ("def maxSum(nums: List[int], k: int) -> Optional[int]:\n"
+             "    seen: Dict[int, int] = {}\n    return sum(sorted(nums)[-k:])")
     assert tasks.grade(LCB, fenced(typed)) == 1.0
     assert tasks.grade(STDIN, fenced("x: List[int] = [int(input())]\nprint(2 * x[0])\nprint(2 * x[0] + 1)")) == 1.0
     assert tasks.grade(ASSERTS, fenced("def add(a: Any, b: Any) -> Any:\n    return a + b")) == 1.0
@@ -75,6 +77,43 @@ def test_no_open_and_time_limit():
     assert tasks.grade(ASSERTS, fenced("open('x')\ndef add(a, b):\n    return a + b")) == 0.0
     slow = rec({"testtype": "code", "inputs": ["assert f()"], "outputs": [None], "time_limit": 1})
     assert tasks.grade(slow, fenced("def f():\n    while True: pass")) == 0.0
+
+
+def test_the_data_format_decides_where_the_program_is():
+    """The release's data (and any record that does not say): only a fenced block is a program, so a
+    correct bare program scores 0 with "Incorrect Format", as in the release. The built-in world's
+    format is the bare lambda: a fenced block is not its format, nor is a text that is no lambda."""
+    right = "def maxSum(nums, k):\n    return sum(sorted(nums)[-k:])"
+    assert tasks.grade(LCB, right) == 0.0
+    assert tasks.feedback(LCB, right) == tasks.INCORRECT_FORMAT["fenced"]
+    assert tasks.grade(LCB, fenced(right)) == 1.0
+    world = {**rec({"fn_name": "f", "inputs": [[-3], [0], [5]], "outputs": [0, 3, 8]}), "code_format": "lambda"}
+    assert tasks.grade(world, "lambda x: x+3") == 1.0
+    assert tasks.grade(world, "lambda x: x+3</think>lambda x: x+3") == 1.0       # after the trace
+    assert tasks.grade(world, fenced("lambda x: x+3")) == 0.0
+    assert tasks.feedback(world, "x+3") == tasks.INCORRECT_FORMAT["lambda"]
+
+
+def test_the_built_in_world_gets_a_true_report():
+    """(S8) The built-in world's typical failures, reported as the release reports a fenced program's: a
+    wrong lambda gets its two shortest wrong tests, a crashing one its error and input, a degenerate
+    loop that is no lambda "Incorrect Format" in the world's own words — never the fenced-block lie."""
+    rng = __import__("random").Random(3)
+    record = tasks.gen_coding(rng)
+    assert record["code_format"] == "lambda" and tasks.grade(record, record["answer"]) == 1.0
+    tests = json.loads(record["tests"])
+    wrong = tasks.feedback(record, "lambda x: x * 0 + 12345")
+    first, second = sorted(range(len(tests["inputs"])), key=lambda k: len(str(tests["inputs"][k])) + 5)[:2]
+    assert wrong == (f"Test Case {first + 1}: Wrong Answer\n\nInput\n{tests['inputs'][first]}\n\nOutput\n12345\n\n"
+                     f"Expected\n{tests['outputs'][first]}\n\nTest Case {second + 1}: Wrong Answer\n\nInput\n"
+                     f"{tests['inputs'][second]}\n\nOutput\n12345\n\nExpected\n{tests['outputs'][second]}")
+    crash = tasks.feedback(record, "lambda x: x // 0")
+    assert crash == f"Runtime Error\nZeroDivisionError: integer division or modulo by zero\n\nLast Executed Input\n" \
+                    f"{tests['inputs'][0]}"
+    assert tasks.feedback(record, "lambda x: (").startswith("Runtime Error\nSyntaxError: ")
+    for missing in ("", "x+3", "ambdambdambda"):
+        assert tasks.feedback(record, missing) == tasks.INCORRECT_FORMAT["lambda"]
+    assert "```" not in "".join(tasks.feedback(record, r) for r in ("", "lambda x: x // 0", "lambda x: 7"))
 
 
 def test_feedback_strings():
