@@ -37,7 +37,11 @@ plt = None
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 CURVE_METRICS = [("reward", "mean reward"), ("js", "JS per distilled token (SDPO)"),
-                 ("entropy", "student entropy (nats)"), ("teacher_entropy", "teacher entropy (nats)")]
+                 ("entropy", "student entropy (nats)"), ("teacher_entropy", "teacher entropy (nats)"),
+                 # what the step distilled and how far it moved θ: a collapse shows here as it happens
+                 ("demo_frac", "share distilled by a demonstration"), ("feedback_frac", "share distilled by feedback"),
+                 ("update_rel", "update ‖Δθ‖/‖θ‖ (log scale)"), ("lr", "learning rate in force")]
+PER_DISTILLED_TOKEN = ("js", "entropy", "teacher_entropy")   # undefined on a step without signal
 
 
 def save(fig, path):
@@ -181,16 +185,23 @@ def plot_curves(rows, path, stages=None, labels=None):
         return None
     runs = list(dict.fromkeys(r.get("run", "run") for r in rows))
     metrics = [(k, t) for k, t in CURVE_METRICS if any(r.get(k) is not None for r in rows)]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 2.8), squeeze=False)
-    axes = axes[0]
+    cols = min(4, len(metrics))
+    fig, grid = plt.subplots(-(-len(metrics) // cols), cols, figsize=(3.4 * cols, 2.8 * -(-len(metrics) // cols)),
+                             squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[len(metrics):]:
+        ax.set_visible(False)
     steps_per_stage = max(r["step"] for r in rows)
     for c, run in enumerate(runs):
         mine = [r for r in rows if r.get("run", "run") == run]
         x = [(r.get("stage", 1) - 1) * steps_per_stage + r["step"] for r in mine]
         for ax, (key, _) in zip(axes, metrics):
-            pts = [(xi, r[key]) for xi, r in zip(x, mine) if r.get(key) is not None and not r.get("skipped")]
+            pts = [(xi, r[key]) for xi, r in zip(x, mine) if r.get(key) is not None
+                   and not (r.get("skipped") and key in PER_DISTILLED_TOKEN)]
             if pts:
                 ax.plot(*zip(*pts), lw=1, color=COLORS[c % len(COLORS)], label=label_of(labels, run))
+            if key == "update_rel" and any(y > 0 for _, y in pts):
+                ax.set_yscale("symlog", linthresh=1e-5)   # (a step with rate 0 moves nothing: 0 stays on the axis)
             marks = [(xi, r[key]) for xi, r in zip(x, mine) if r.get("teacher_refresh") and r.get(key) is not None]
             if marks:   # T2: the steps after which the teacher was refreshed
                 ax.plot(*zip(*marks), ls="none", marker="v", ms=6, mec="black", mew=0.6,

@@ -11,6 +11,7 @@ import torch
 import continual
 import flags
 import grpo
+import infra
 import rollout
 import sdpo
 import tasks
@@ -111,10 +112,11 @@ def test_warmup_is_the_releases_linear_schedule_per_batch():
 
 
 def test_real_models_get_the_release_optimizer_settings_and_tiny_its_own(capsys):
-    assert flags.model_defaults("tiny") == {"weight_decay": 0.0, "warmup_steps": 0}
-    assert flags.model_defaults("Qwen/Qwen3-4B-Instruct-2507") == {"weight_decay": 0.01, "warmup_steps": 10}
+    assert flags.model_defaults("tiny") == {"weight_decay": 0.0}
+    assert flags.model_defaults("Qwen/Qwen3-4B-Instruct-2507") == {"weight_decay": 0.01}
     _, args, _, _, _, defaults = continual.parse_args(["--method", "sdpo"])
-    assert args.weight_decay == 0.0 and args.warmup_steps == 0 and args.mini_batch_order == "balanced"
+    assert args.weight_decay == 0.0 and args.warmup_steps is None and args.mini_batch_order == "balanced"
+    assert args.feedback == "release" and args.stage_optimizer == "fresh" and not args.skip_empty_steps
     assert continual.run_dir_name(args, continual.run_configs(args), defaults) == "sdpo_a0.05-s0"   # no hash
 
 
@@ -250,10 +252,155 @@ def test_built_in_graders_give_the_release_feedback():
     assert tasks.feedback(recs["science"], "a wrong answer") is None
     tool = tasks.feedback(recs["tooluse"], "Action: nope")
     assert tool.startswith("Actions mismatch: predicted ['nope'], expected [") and "Action inputs mismatch" in tool
-    assert tasks.feedback(recs["coding"], "```python\nf = lambda x: 0\n```").startswith("Test Case ")
+    assert tasks.feedback(recs["coding"], "lambda x: 0 * x + 99").startswith("Test Case 3: Wrong Answer\n\nInput\n[0]")
+    assert tasks.feedback(recs["coding"], "```python\nf = lambda x: 0\n```") == tasks.INCORRECT_FORMAT["lambda"]
     for name, rec in recs.items():
         assert tasks.feedback(rec, rec["solution"]) is None, name
     assert tasks.feedback({"kind": "tooluse", "answer": "not json"}, "x") is None
+
+
+def test_feedback_notes_from_grading_and_the_release_table_per_kind():
+    """(S8) the notes rollout.collect recorded are the ones distilled (no second grading); under
+    'release' feedback is on for MATH and CODING and off for SciKnowEval (mcq) and ToolAlpaca."""
+    recs = [{"prompt": "Q", "kind": "code", "answer": ""}] * 2 + [{"prompt": "Q", "kind": "mcq", "answer": "A"}] * 2
+    texts, rewards, notes = ["x", "y", "B", "C"], torch.zeros(4), ["note 0", "", "note 2", "note 3"]
+    users, m, demo = sdpo.build_teacher_prompts(recs, texts, rewards, 2, feedback="release", notes=notes)
+    assert m.tolist() == [1, 0, 0, 0] and users[0] == fill_reprompt("Q", feedback="note 0") and demo == [None] * 4
+    _, m_on, _ = sdpo.build_teacher_prompts(recs, texts, rewards, 2, feedback="on", notes=notes)
+    _, m_off, _ = sdpo.build_teacher_prompts(recs, texts, rewards, 2, feedback="off", notes=notes)
+    assert m_on.tolist() == [1, 0, 1, 1] and m_off.tolist() == [0, 0, 0, 0]
+    assert [sdpo.feedback_on("release", k) for k in ("code", "math", "mcq", "tooluse")] == [True, True, False, False]
+
+
+def test_the_step_logs_who_was_distilled_by_what(tiny):
+    """demo_frac: responses with a successful sibling; feedback_frac: the others distilled by a note."""
+    model, tok = tiny
+    m = copy.deepcopy(model)
+    batch = fake_batch(tok)                       # rewards [1, 0, 1, 0 | 1, 1, 0, 0]
+    batch["feedback"] = ["", "wrong", "", "wrong", "", "", "", "wrong"]
+    args = types.SimpleNamespace(cot=False, feedback="on", mask_ratio=0.0, micro_batch=0, beta=0.5, topk=None,
+                                 mini_batch_order="contiguous", sample_blocks=0, max_grad_norm=1.0,
+                                 loss_agg="seq-mean-token-mean")
+    stats = sdpo.sdpo_update(m, sdpo.stage_teacher(m), torch.optim.AdamW(m.parameters()), batch, args, tok, 1)
+    # group 1: all four have a success beside them; group 2: 0 and 1 have each other, 2 and 3 have both;
+    # so every response has a demonstration and no note is needed
+    assert stats["demo_frac"] == 1.0 and stats["feedback_frac"] == 0.0
+    batch["rewards"] = torch.tensor([1., 0, 0, 0, 0, 0, 0, 0])
+    stats = sdpo.sdpo_update(m, sdpo.stage_teacher(m), torch.optim.AdamW(m.parameters()), batch, args, tok, 2)
+    # responses 1–3 have response 0's success; 0 has none and no note; group 2: only 7 has a note
+    assert stats["demo_frac"] == 3 / 8 and stats["feedback_frac"] == 1 / 8
+
+
+def loop_run(tiny, monkeypatch, tmp_path, rewards, steps=3, **kw):
+    """train.run_steps on a fixed hand-made batch (no sampling): (model, optimizer, log rows, snapshots)."""
+    model, tok = tiny
+    m = copy.deepcopy(model)
+    batch = fake_batch(tok)
+    batch["rewards"], batch["feedback"] = rewards, [""] * 8
+    monkeypatch.setattr(train, "sample_and_grade", lambda *a: copy.deepcopy(batch))
+    args = types.SimpleNamespace(cot=False, feedback="off", mask_ratio=0.0, micro_batch=0, beta=0.5, topk=None,
+                                 mini_batch_order="balanced", sample_blocks=0, max_grad_norm=1.0,
+                                 loss_agg="seq-mean-token-mean", alpha=0.05, refresh_every=0, gamma=1.0, steps=steps,
+                                 prompts_per_step=2, seed=0, lr=1e-3, warmup_steps=None, skip_empty_steps=False)
+    vars(args).update(kw)
+    opt = torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=0.0)
+    seen = []
+    train.run_steps(m, tok, batch["records"][:2], args, sdpo.make_sdpo(m, tok, opt, args),
+                    log_path=str(tmp_path / "log.jsonl"),
+                    on_step=lambda step, row: seen.append((row, [p.detach().clone() for p in m.parameters()])))
+    return m, opt, seen
+
+
+def test_with_warmup_the_first_batch_leaves_the_weights_unchanged(tiny, monkeypatch, tmp_path):
+    """The release's warmup from 0: batch 0's rate is 0, so θ does not move, though the gradient is not 0;
+    batch 1 moves at lr/W. The rate in force is logged."""
+    start = [p.detach().clone() for p in tiny[0].parameters()]
+    _, _, seen = loop_run(tiny, monkeypatch, tmp_path, torch.tensor([1., 0, 1, 0, 1, 1, 0, 0]), steps=2, warmup_steps=10)
+    (row1, after1), (row2, after2) = seen
+    assert row1["lr"] == 0.0 and row1["grad_norm"] > 0 and row1["update_rel"] == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(start, after1))
+    assert row2["lr"] == pytest.approx(1e-4) and row2["update_rel"] > 0
+    assert row2["update_max"] == pytest.approx(1e-4, rel=0.05)   # a fresh Adam's step: about the rate itself
+
+
+def test_the_release_warmup_per_data_kind():
+    """10 batches for SciKnowEval (mcq) and ToolAlpaca, none for CODING and MATH; --warmup-steps wins."""
+    assert [train.stage_warmup(None, [{"kind": k}]) for k in ("mcq", "tooluse", "code", "math")] == [10, 10, 0, 0]
+    assert train.stage_warmup(3, [{"kind": "mcq"}]) == 3 and train.stage_warmup(None, []) == 0
+
+
+def test_the_stage_table_is_what_runs():
+    """docs/PROTOCOL.md's per-domain table (feedback, warmup, optimizer at a stage start) is what the
+    defaults do: each row against sdpo.feedback_on, train.stage_warmup and the flags' default."""
+    import os
+    text = open(os.path.join(os.path.dirname(__file__), "..", "docs", "PROTOCOL.md")).read()
+    section = text.split("## Each stage as the release's script for its domain")[1].split("\n## ")[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| domain") and not line.startswith("|---")]
+    assert [r[0] for r in rows] == ["MATH", "SCIENCE", "TOOLUSE", "CODING"]
+    _, args, _, _, _, _ = continual.parse_args([])
+    for domain, kind, _, feedback, warmup, optimizer in rows:
+        assert sdpo.feedback_on(args.feedback, kind) == (feedback == "on"), domain
+        assert train.stage_warmup(args.warmup_steps, [{"kind": kind}]) == int(warmup), domain
+        assert args.stage_optimizer == optimizer, domain
+        assert tasks.builtin_split(domain.lower(), "train", 1)[0]["kind"] == kind, domain   # the built-in world's
+
+
+def test_skip_empty_steps_leaves_weights_and_optimizer_unchanged(tiny, monkeypatch, tmp_path):
+    """(d) a batch without signal: no optimizer step, so θ, AdamW's moments and its step count stay; the
+    release's default steps anyway and the momentum moves θ."""
+    with_signal, none = torch.tensor([1., 0, 1, 0, 1, 1, 0, 0]), torch.zeros(8)
+    m, opt, seen = loop_run(tiny, monkeypatch, tmp_path, with_signal, steps=1)
+    state = copy.deepcopy(opt.state_dict())
+    monkeypatch.setattr(train, "sample_and_grade", lambda *a: {**fake_batch(tiny[1]), "rewards": none,
+                                                               "feedback": [""] * 8})
+    before = [p.detach().clone() for p in m.parameters()]
+    args = types.SimpleNamespace(cot=False, feedback="off", mask_ratio=0.0, micro_batch=0, beta=0.5, topk=None,
+                                 mini_batch_order="balanced", sample_blocks=0, max_grad_norm=1.0,
+                                 loss_agg="seq-mean-token-mean", alpha=0.0, refresh_every=0, gamma=1.0, steps=2,
+                                 prompts_per_step=2, seed=0, lr=1e-3, warmup_steps=0, skip_empty_steps=True)
+    method = sdpo.make_sdpo(m, tiny[1], opt, args)
+    rows = []
+    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, method, start_step=1,
+                    on_step=lambda step, row: rows.append(row))
+    assert rows[0]["skipped"] == 1 and rows[0]["update_rel"] == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(before, m.parameters()))
+    after = opt.state_dict()
+    for k, v in state["state"].items():
+        assert all(torch.equal(v[n], after["state"][k][n]) for n in v), k   # moments and step count unchanged
+    args.skip_empty_steps = False                                           # the release: AdamW steps anyway
+    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, method, start_step=1,
+                    on_step=lambda step, row: rows.append(row))
+    assert rows[1]["skipped"] == 1 and rows[1]["update_rel"] > 0
+
+
+def test_update_size_against_brute_force():
+    """‖Δθ‖/‖θ‖ over every parameter, θ before the step, and max |Δθ|."""
+    net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
+    before = infra.weights_snapshot(net)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(torch.linspace(-1, 1, p.numel()).reshape(p.shape) * 1e-2)
+    flat_old = torch.cat([b.flatten() for b in before])
+    flat_new = torch.cat([p.detach().flatten() for p in net.parameters()])
+    size = infra.update_size(net, before)
+    assert size["update_rel"] == pytest.approx(((flat_new - flat_old).norm() / flat_old.norm()).item(), rel=1e-6)
+    assert size["update_max"] == pytest.approx((flat_new - flat_old).abs().max().item(), rel=1e-6)
+    assert infra.update_size(net, infra.weights_snapshot(net)) == {"update_rel": 0.0, "update_max": 0.0}
+
+
+def test_carried_optimizer_continues_its_moments_and_step_count(tmp_path):
+    """--stage-optimizer carry: stage k's AdamW starts from stage k−1's saved state; fresh: from nothing."""
+    from rollout import load_model
+    model, tok = load_model("tiny", "cpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.tensor([[1, 2, 3]])).logits.sum().backward()
+    opt.step()
+    infra.save_checkpoint(model, tok, str(tmp_path / "stage1"), opt=opt)
+    fresh = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    infra.load_optimizer(str(tmp_path / "stage1"), model, fresh)
+    first = next(iter(fresh.state.values()))
+    assert first["step"].item() == 1 and first["exp_avg"].abs().sum() > 0
 
 
 # ---- (S6) thinking traces ----------------------------------------------------------------------
