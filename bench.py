@@ -773,6 +773,14 @@ def main(argv=None):
     ap.add_argument("--grading", action="store_true", help="time grading 64 CODING programs in each jail, shared "
                     "and one per program (layer 0b), and with none, and stop")
     args = ap.parse_args(argv)
+    for flag, ok, allowed in (("--threads", 0 <= args.threads <= 1024, "in [0, 1024]"),
+                              ("--micro-batch", args.micro_batch >= 0, ">= 0"),
+                              ("--memory-tokens", args.memory_tokens >= 1, ">= 1"),
+                              ("--eval-n", args.eval_n >= 1, ">= 1"),
+                              ("--eval-max-new-tokens", args.eval_max_new_tokens >= 1, ">= 1"),
+                              ("--seed", 0 <= args.seed < 2**31, "in [0, 2^31)")):
+        if not ok:   # (every mode's flags, before any mode runs)
+            ap.error(f"{flag} must be {allowed}")
     if args.grading:
         rows = bench_grading(args.repeat)
         print(grading_report(rows))

@@ -242,6 +242,8 @@ def main(argv=None):
                          ("--sample-batch", args.sample_batch, 1 << 20)):
         if not 1 <= v <= top:
             ap.error(f"{flag} must be in [1, {top}], got {v}")
+    if not 0 <= args.seed < 2**31:
+        ap.error(f"--seed must be in [0, 2^31), got {args.seed}")
     check_model_flag(ap, "--model", args.model)
     check_device_flag(ap, args.device)
     if args.out:   # checked before the evaluation runs, not after it

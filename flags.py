@@ -21,6 +21,7 @@ import argparse
 import math
 import os
 import re
+import sys
 import tempfile
 
 import torch
@@ -37,6 +38,10 @@ GRPO_DEFAULTS = {"mini_batches": 4, "epochs": 1, "clip_ratio_c": 3.0}   # the re
 # 1e-4, 2e-4, 4e-4; design 7c). The release runs 1e-5 for both on 8B models (docs/PROTOCOL.md).
 LR = {"grpo": 2e-4, "sdpo": 4e-4}
 RELEASE_TOPK = 100          # (S4) the release's distillation top-k (actor.yaml)
+# the flags only one method reads (continual.py warns when the other method alone runs and one is set)
+GRPO_ONLY = ("mini_batches", "epochs", "epsilon", "epsilon_high", "clip_ratio_c", "kl_coef", "adv_std")
+SDPO_ONLY = ("beta", "refresh_every", "gamma", "topk", "cot", "mask_ratio", "feedback", "skip_empty_steps",
+             "teacher_init", "teacher_mix")
 RANK_FRAC, MASK_Q = 0.1, 0.1   # (A5, A6) r = ceil(0.1 · min(m, n)); the principal mask's top 10% of entries
 MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096   # beyond: surely a typo
 
@@ -246,6 +251,9 @@ def continual_args(argv, presets):
                 "(--help lists all)")
     defaults = vars(ap.parse_args([]))
     args = ap.parse_args(argv)
+    for flag, value in (("--method", args.method), ("--alpha", args.alpha), ("--stages", args.stages),
+                        ("--benchmarks", args.benchmarks)):
+        check_list_flag(ap, flag, value)
     args.method = [m.strip() for m in args.method.split(",") if m.strip()]
     bad = [m for m in args.method if m not in ("grpo", "sdpo", *presets)]
     if bad or not args.method:
@@ -266,6 +274,7 @@ def continual_args(argv, presets):
     check_run_dir_flags(ap, args)
     # a flag left to the model's own default is not a change (model_defaults, default_topk)
     defaults.update(model_defaults(args.model), topk=default_topk(args.model))
+    check_unused_flags(ap, args, defaults)
     return ap, args, stages, benchmarks, defaults
 
 
@@ -313,10 +322,13 @@ def check_common(ap, args):
 
 def check_grpo(ap, args, used=True):
     """used: GRPO is among the methods that will run (continual.py); else only the values are checked."""
+    finite = math.isfinite
     for flag, ok, allowed in [("--epsilon", 0 <= args.epsilon < 1, "in [0, 1)"),
-                              ("--epsilon-high", args.epsilon_high >= 0, ">= 0"),
-                              ("--clip-ratio-c", args.clip_ratio_c == 0 or args.clip_ratio_c > 1, "0 (off) or > 1"),
-                              ("--kl-coef", args.kl_coef >= 0, ">= 0"), ("--epochs", args.epochs >= 1, ">= 1"),
+                              ("--epsilon-high", finite(args.epsilon_high) and args.epsilon_high >= 0, "finite and >= 0"),
+                              ("--clip-ratio-c", args.clip_ratio_c == 0 or (finite(args.clip_ratio_c) and
+                                                                           args.clip_ratio_c > 1), "0 (off) or finite > 1"),
+                              ("--kl-coef", finite(args.kl_coef) and args.kl_coef >= 0, "finite and >= 0"),
+                              ("--epochs", args.epochs >= 1, ">= 1"),
                               ("--mini-batches", args.mini_batches >= 1, ">= 1")]:
         if not ok:
             ap.error(f"{flag} must be {allowed}")
@@ -392,9 +404,31 @@ def check_stages_and_benchmarks(ap, args):
 def check_run_dir_flags(ap, args):
     check_dir_flag(ap, "--runs-dir", args.runs_dir)
     if args.name is not None and (not args.name.strip() or args.name in (".", "..") or os.sep in args.name
-                                  or (os.altsep and os.altsep in args.name)):
-        ap.error(f"--name must be a plain directory name inside --runs-dir (no '/', not '.' or '..'), "
-                 f"got '{args.name}'")
+                                  or (os.altsep and os.altsep in args.name) or has_control(args.name)):
+        ap.error(f"--name must be a plain directory name inside --runs-dir (no '/', no control character, not "
+                 f"'.' or '..'), got {args.name!r}")
+
+
+def check_unused_flags(ap, args, defaults):
+    """continual.py: a flag that only the method(s) not chosen read is named in a warning (it changes nothing)."""
+    sdpo_used = any(m != "grpo" for m in args.method)
+    unused = [GRPO_ONLY if "grpo" not in args.method else (), SDPO_ONLY if not sdpo_used else ()]
+    for names in unused:
+        for name in names:
+            if getattr(args, name) != defaults.get(name):
+                print(f"warning: --{name.replace('_', '-')} is read only by "
+                      f"{'GRPO' if names is GRPO_ONLY else 'SDPO'}, which --method {','.join(args.method)} does not "
+                      f"run: it changes nothing", file=sys.stderr)
+
+
+def has_control(text):
+    return any(ord(ch) < 32 or ord(ch) == 127 for ch in text)
+
+
+def check_list_flag(ap, flag, value):
+    """A comma list: every entry named (`a,,b`, a trailing comma and an empty value are refused)."""
+    if isinstance(value, str) and any(not item.strip() for item in value.split(",")):
+        ap.error(f"{flag}: an empty entry in '{value}' (give a comma list like a,b)")
 
 
 def check_model_flag(ap, flag, name):
@@ -416,7 +450,10 @@ def check_model_flag(ap, flag, name):
 
 
 def check_dir_flag(ap, flag, path):
-    """An output directory flag: it may not exist yet, but it (and every folder above it) must not be a file."""
+    """An output directory flag: not empty, no control character; it may not exist yet, but it (and every
+    folder above it) must not be a file."""
+    if not path.strip() or has_control(path):
+        ap.error(f"{flag}: {path!r} is not a directory name (empty, or a control character in it)")
     p = os.path.abspath(path)
     while True:
         if os.path.exists(p):

@@ -1,8 +1,9 @@
 """tiny.py — the built-in tiny base model: a character tokenizer and a ~1.3M-parameter Llama,
 supervised-pretrained on the built-in world, committed in Hugging Face format under tiny_model/.
 
-    python tiny.py            # rebuilds tiny_model/ deterministically (seed 0), ~13 min on 2 CPU cores
-    python tiny.py --think    # the thinking variant tiny_model_think/, fine-tuned from tiny_model/ (~3 min)
+    python tiny.py --overwrite-committed           # rebuilds tiny_model/ deterministically (seed 0), ~13 min
+    python tiny.py --think --overwrite-committed   # the thinking variant tiny_model_think/, from tiny_model/ (~3 min)
+    python tiny.py --out /tmp/model                # a build anywhere else needs no flag
 
 Why it is built this way
 ------------------------
@@ -30,6 +31,7 @@ Its responses are longer: run it with --max-new-tokens 96.
 """
 import argparse
 import math
+import os
 import random
 import sys
 import time
@@ -178,7 +180,11 @@ def main(argv=None):
     ap.add_argument("--think", action="store_true", help="build the thinking variant from the committed tiny_model/")
     ap.add_argument("--out", default=None, help="where to write the model (default: tiny_model/, or "
                                                 "tiny_model_think/ with --think)")
+    ap.add_argument("--overwrite-committed", action="store_true", help="allow writing over the committed "
+                    "tiny_model/ or tiny_model_think/ (every committed result was measured on them)")
     args = ap.parse_args(argv)
+    if args.out is not None and (not args.out.strip() or any(ord(c) < 32 for c in args.out)):
+        ap.error(f"--out: {args.out!r} is not a directory name")
     steps = (400 if args.think else 1800) if args.steps is None else args.steps   # (--steps 0 is 0, refused)
     lr = (1e-3 if args.think else 3e-3) if args.lr is None else args.lr
     args.out = args.out or (THINK_DIR if args.think else TINY_DIR)
@@ -187,6 +193,11 @@ def main(argv=None):
     if not (math.isfinite(lr) and lr > 0):
         ap.error(f"--lr must be a finite number > 0, got {lr}")
     check_dir_flag(ap, "--out", args.out)
+    committed = [d for d in (TINY_DIR, THINK_DIR) if os.path.exists(d) and os.path.exists(args.out)
+                 and os.path.samefile(d, args.out)]
+    if committed and not args.overwrite_committed:
+        ap.error(f"--out {args.out} is the committed {os.path.basename(committed[0].rstrip('/'))}/, which every "
+                 f"committed result was measured on; give another --out, or --overwrite-committed to rebuild it")
     setup_torch("cpu")
     torch.manual_seed(args.seed)
     if args.think:   # the committed base, fine-tuned with traces

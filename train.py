@@ -227,7 +227,7 @@ def train_one_task(ap, args, method_name, make_method):
     method setting that differs from its default, e.g. sdpo_a0_cot). make_method(model, tok, opt, args)
     -> the method dict."""
     records, test = task_and_test_records(ap, args)
-    if args.out:
+    if args.out is not None:   # (an empty --out is an error, not the default)
         check_dir_flag(ap, "--out", args.out)
     out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")
     device = init_distributed(args.device, args.threads)   # torchrun: one process per GPU (infra.py)

@@ -68,6 +68,22 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (tiny, ["--lr", "nan", "--out", "m"]),
     (tiny, ["--lr", "0", "--out", "m"]),
     (tiny, ["--out", "FILE/m"]),
+    # issue 45's sweep: accepted before, or a traceback, or a rebuild over the committed model
+    (tiny, ["--out", ""]),
+    (tiny, ["--steps", "2"]),                      # the committed tiny_model/, without --overwrite-committed
+    (bench, ["--eval", "--eval-n", "0"]),
+    (bench, ["--memory", "--memory-tokens", "-1"]),
+    (bench, ["--threads", "-1"]),
+    (bench, ["--micro-batch", "-2"]),
+    (evaluate, ["--seed", "-1"]),
+    (continual, ["--kl-coef", "inf"]),
+    (continual, ["--name", "x\ny"]),
+    (continual, ["--stages", "math,,science"]),
+    (continual, ["--method", "grpo,"]),
+    (continual, ["--runs-dir", ""]),
+    (continual, ["--feedback", "sometimes"]),
+    (continual, ["--stage-optimizer", "later"]),
+    (grpo, ["--out", ""]),
     (claims, []),
     (claims, ["/nonexistent"]),
     (claims, ["GARBAGE_RUN"]),
@@ -94,6 +110,16 @@ def test_bad_command_line(script, argv, tmp_path, monkeypatch, capsys):
     assert err.strip().splitlines()[-1].split(": ", 1)[1].startswith("error: "), err
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before   # nothing written
     assert (garbage / "config.json").read_text() == "{not json"
+
+
+def test_a_flag_of_the_method_not_run_is_named(capsys):
+    """continual.py: a flag only the other method reads changes nothing, and a warning says so."""
+    continual.parse_args(["--method", "grpo", "--refresh-every", "5"])
+    assert "warning: --refresh-every is read only by SDPO" in capsys.readouterr().err
+    continual.parse_args(["--method", "sdpo_5", "--mini-batches", "2"])
+    assert "warning: --mini-batches is read only by GRPO" in capsys.readouterr().err
+    continual.parse_args(["--method", "grpo,sdpo", "--mini-batches", "2", "--refresh-every", "5"])
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_tiny_py_saves_nothing_when_its_weights_blow_up(tmp_path, capsys):

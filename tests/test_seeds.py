@@ -67,8 +67,8 @@ def fake_run(method, settings, acc, degenerate, nss, iou, reward):
             "drift": [None, None, drift], "mean_reward": reward}
 
 
-SDPO_DEFAULTS = {"alpha": 0.05, "cot": False, "refresh_every": 0, "gamma": 1.0, "mask_ratio": 0.0, "feedback": False,
-                 "teacher_init": "restart", "teacher_mix": 1.0}
+SDPO_DEFAULTS = {"alpha": 0.05, "cot": False, "refresh_every": 0, "gamma": 1.0, "mask_ratio": 0.0, "feedback": "release",
+                 "skip_empty_steps": False, "teacher_init": "restart", "teacher_mix": 1.0}
 
 
 def fake_results(shift):
@@ -91,6 +91,11 @@ def test_roles_by_settings():
     assert claims.role_of({"method": "sdpo", "settings": {**s, "refresh_every": 10, "gamma": 0.5}}) == "StableSDPO"
     assert claims.role_of({"method": "sdpo", "settings": {**s, "alpha": 0.01}}) is None
     assert claims.role_of({"method": "sdpo", "settings": {**s, "mask_ratio": 0.3}}) is None
+    # the release's per-domain feedback is SDPO; none (the reference before 2026-12-02) too; on everywhere is not
+    assert [claims.role_of({"method": "sdpo", "settings": {**s, "feedback": f}}) for f in ("release", "off", False)] \
+        == ["SDPO_5%"] * 3
+    assert claims.role_of({"method": "sdpo", "settings": {**s, "feedback": "on"}}) is None
+    assert claims.role_of({"method": "sdpo", "settings": {**s, "skip_empty_steps": True}}) is None
     presets = {name: {**s, "alpha": 0.0, **p} for name, p in continual.PRESETS.items()}
     assert [claims.role_of({"method": "sdpo", "settings": p}) for p in presets.values()] == \
         ["SDPO_0", "SDPO_5%", "SDPO-CoT_5%", "S-SDPO_0", "StableSDPO"]
