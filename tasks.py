@@ -790,7 +790,7 @@ def check_tooluse(record, response):
 #   "fenced" (the release's data, and any record that does not say): the longest ```-fenced block of any
 #            language, as the release's feedback/code.py `extract_code`; none is "Incorrect Format", score 0.
 #   "lambda" (the built-in world's own answer format): the bare text after any thinking trace, which the
-#            world's answers are (`lambda x: (x+3)*2`); a text that is no lambda is its "Incorrect Format".
+#            world's answers are (`lambda x: (x+3)*2`); a text with no lambda in it is its "Incorrect Format".
 INCORRECT_FORMAT = {"fenced": "Incorrect Format: Put your code inside a ```python ... ``` block.",
                     "lambda": "Incorrect Format: Answer with a Python lambda of x, like `lambda x: x + 1`."}
 
@@ -809,8 +809,9 @@ def extract_code(response, fmt="fenced"):
 
 
 def has_program(program, fmt):
-    """Is there a program in the data's format? Fenced: a block was found; lambda: the text is one."""
-    return program is not None and (fmt != "lambda" or program.startswith("lambda"))
+    """Is there a program in the data's format? Fenced: a block was found; lambda: the text has one
+    (`lambda x: x+3`, or a program that defines one, `f = lambda x: x+3`)."""
+    return program is not None and (fmt != "lambda" or "lambda" in program)
 
 
 def fenced_blocks(response):

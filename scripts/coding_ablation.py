@@ -39,6 +39,7 @@ import continual  # noqa: E402
 import evaluate  # noqa: E402
 import flags  # noqa: E402
 import plots  # noqa: E402
+import tokens  # noqa: E402
 from infra import atomic_json, init_distributed  # noqa: E402
 
 STAGES = ["math", "science", "tooluse", "coding"]
@@ -138,6 +139,35 @@ def teacher_history(runs, out, configs, seed):
     return history
 
 
+def per_token(runs, out, configs, seed):
+    """Where SDPO's per-token signal sits at the CODING stage's start (tokens.py on each stage-3
+    checkpoint and on the base, 16 test prompts × 8 samples): the mean GJSD per distilled token, and the
+    share of it on the answer's fixed `lambda x: ` prefix against its body."""
+    path = os.path.join(out, "per_token", f"seed{seed}.json")
+    if os.path.exists(path):
+        return json.load(open(path))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    found = {}
+    models = [("base", "tiny")] + [(c, stage_dir(runs, seed, RUN_NAMES[c], CODING_STAGE)) for c in configs]
+    for name, model in models:
+        view = os.path.join(out, "per_token", f"{name}-s{seed}")
+        tokens.main(["--model", model, "--task", "coding", "--prompts", "16", "--show", "128", "--seed", str(seed),
+                     "--out", view])
+        rows = [r for r in json.load(open(os.path.join(view, "tokens.json"))) if r["has_signal"]]
+        prefix = total = n_tok = 0.0
+        for r in rows:
+            chars = 0
+            for t in r["tokens"]:
+                total += t["gjsd"]
+                n_tok += 1
+                prefix += t["gjsd"] if chars < len("lambda x: ") else 0.0
+                chars += len(t["text"])
+        found[name] = {"distilled_responses": len(rows), "gjsd_per_token": total / max(1, n_tok),
+                       "prefix_share": prefix / total if total else None}
+    atomic_json(path, found)
+    return found
+
+
 # ----------------------------------------------------------------------------------------------
 # The summary: the table (mean and 95% interval over seeds) and the per-step picture
 # ----------------------------------------------------------------------------------------------
@@ -196,11 +226,40 @@ def write_summary(out):
                      f"| {minus} | {pm(s['mean_reward'], 1, 3)} | {pm(s['update_rel_first3'], 1000, 2)} | "
                      f"{pm(s['degenerate_after'])} | {s['skipped_steps']['mean']:.1f} | "
                      f"{'yes' if s['removes_collapse'] else 'no'} |")
+    lines += teacher_tables(out)
     with open(os.path.join(out, "report.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print("\n".join(lines))
     plot_collapse(found, os.path.join(out, "collapse.png"))
     return summary
+
+
+def teacher_tables(out):
+    """The teacher check along the stages and in the CODING stage, and where the per-token signal sits."""
+    lines = []
+    hist = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "teacher_history", "seed*.json")))]
+    if hist:
+        lines += ["", f"Self-teacher check on CODING (Acc@{CHECK_K}, {EVAL_N} test prompts), mean over {len(hist)} seeds: "
+                  "without | with the demonstration (with − without)", "",
+                  "| checkpoint | without | with | with − without |", "|---|---|---|---|"]
+        for key in hist[0]:
+            got = [h[key] for h in hist if h.get(key, {}).get("with_demo") is not None]
+            if got:
+                w0 = sum(g["without_demo"] for g in got) / len(got)
+                w1 = sum(g["with_demo"] for g in got) / len(got)
+                lines.append(f"| {key} | {100 * w0:.1f} | {100 * w1:.1f} | {100 * (w1 - w0):+.1f} |")
+    tok = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "per_token", "seed*.json")))]
+    if tok:
+        lines += ["", f"Per-token signal at the CODING stage's start (tokens.py, 16 prompts × 8), mean over {len(tok)} "
+                  "seeds", "", "| model | distilled responses | GJSD per distilled token | share on `lambda x: ` |",
+                  "|---|---|---|---|"]
+        for key in tok[0]:
+            rows = [t[key] for t in tok]
+            share = [r["prefix_share"] for r in rows if r["prefix_share"] is not None]
+            lines.append(f"| {key} | {sum(r['distilled_responses'] for r in rows) / len(rows):.1f} | "
+                         f"{sum(r['gjsd_per_token'] for r in rows) / len(rows):.4f} | "
+                         f"{100 * sum(share) / max(1, len(share)):.1f}% |")
+    return lines
 
 
 def plot_collapse(found, path):
@@ -259,6 +318,7 @@ def main(argv=None):
         if args.teacher_history:
             for s in seeds[i::n]:
                 teacher_history(args.runs, args.out, ["grpo", *args.configs.split(",")], s)
+                per_token(args.runs, args.out, ["grpo", *args.configs.split(",")], s)
     write_summary(args.out)
 
 

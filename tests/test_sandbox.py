@@ -219,7 +219,7 @@ def test_every_attack_grades_zero_and_leaves_nothing(monkeypatch):
 
 def test_one_program_cannot_decide_its_neighbours_grades():
     """grade_many, the path training uses: 1s and 0s written anywhere change no other program's grade."""
-    rec = {"kind": "code", "tests": TESTS}
+    rec = {"kind": "code", "code_format": "lambda", "tests": TESTS}   # (the built-in world's bare programs)
     writers = ["import os\nfor fd in range(0, 64):\n    try: os.write(fd, b'1\\n' * 64)\n    except OSError: pass\nf = lambda x: 0",
                "import os\nfor fd in range(0, 64):\n    try: os.write(fd, b'0\\n' * 64)\n    except OSError: pass\nf = lambda x: 0"]
     responses = [writers[0]] + ["lambda x: x"] * 7 + [writers[1]] + [f"lambda x: x + {10 + 0 * i}" for i in range(7)]

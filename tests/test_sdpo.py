@@ -297,5 +297,5 @@ def test_the_thinking_variant_thinks_and_cot_keeps_its_trace():
     plain, _, _ = sdpo.build_teacher_prompts(recs[:1] * 2, texts, rewards, 2, cot=False)
     cot, _, _ = sdpo.build_teacher_prompts(recs[:1] * 2, texts, rewards, 2, cot=True)
     assert "<think>add 3 4</think>" in cot[0] and "<think>" not in plain[0] and "3+4=7" in plain[0]
-    assert tasks.grade({"kind": "code", "tests": tasks.builtin_split("coding", "test", 1, 0)[0]["tests"]},
-                       "<think>+1</think>\n" + tasks.builtin_split("coding", "test", 1, 0)[0]["answer"]) == 1.0
+    coding = tasks.builtin_split("coding", "test", 1, 0)[0]   # (the built-in world's bare-lambda format)
+    assert tasks.grade(coding, "<think>+1</think>\n" + coding["answer"]) == 1.0

@@ -209,7 +209,7 @@ def test_graders_never_raise_on_random_strings():
               b"\xff\xfe\x80".decode("utf-8", "surrogateescape"), "\x00" * 1000]:
         for r in recs:
             assert tasks.grade(r, s) in (0.0, 1.0)
-    code = {"kind": "code", "tests": json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [1]})}
+    code = {"kind": "code", "code_format": "lambda", "tests": json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [1]})}
     assert tasks.grade_many([code] * 3, ["lambda x: x", b"\xff".decode("utf-8", "surrogateescape"), "\x00"]) == [1.0, 0.0, 0.0]
 
 
@@ -274,14 +274,15 @@ def test_fuzz_each_grader_thousands_of_strings_each_fast(kind, answer):
 
 
 def test_fuzz_the_code_grader():
-    """extract_code on 2000 random strings is fast and total; 40 random programs through the sandbox
+    """extract_code on 2000 random strings, in both formats, is fast and total; 40 random programs through the sandbox
     all grade 0, well under 0.1 s each on average (two run at once)."""
     import time
     rng = random.Random(7)
     strings = ["".join(rng.choice(FUZZ_ALPHABET) for _ in range(rng.choice([0, 10, 100, 3000]))) for _ in range(2000)]
     t0 = time.perf_counter()
-    for s in strings:
-        assert isinstance(tasks.extract_code(s), str)
+    for s in strings:   # the release's format: a block or None; the built-in world's: always its text
+        fenced, bare = tasks.extract_code(s), tasks.extract_code(s, "lambda")
+        assert (fenced is None or isinstance(fenced, str)) and isinstance(bare, str)
     assert time.perf_counter() - t0 < 2.0
     rec = tasks.builtin_split("coding", "test", 1, 0)[0]
     t0 = time.perf_counter()
