@@ -39,8 +39,10 @@ import continual  # noqa: E402
 import evaluate  # noqa: E402
 import flags  # noqa: E402
 import plots  # noqa: E402
+import tasks  # noqa: E402
 import tokens  # noqa: E402
 from infra import atomic_json, init_distributed  # noqa: E402
+from rollout import fill_reprompt  # noqa: E402
 
 STAGES = ["math", "science", "tooluse", "coding"]
 CODING_STAGE = 3                      # 0-based: the reference's fourth stage (its prompt order and seeds)
@@ -137,6 +139,44 @@ def teacher_history(runs, out, configs, seed):
         f"{k} {100 * v['without_demo']:.0f}->{100 * v['with_demo']:.0f}" for k, v in history.items()
         if v.get("with_demo") is not None), flush=True)
     return history
+
+
+def feedback_check(model, tok, records):
+    """The teacher shown feedback (S8) instead of a demonstration: for each prompt's first failed sample
+    that its grader has a report on, Acc@k of the same model with that report in S8's reprompt, against
+    Acc@k without it on the same prompts. W4 checks the demonstration; this checks the feedback."""
+    torch.manual_seed(0)
+    _, per_prompt, responses, scores, _ = evaluate.acc_at_k(model, tok, records, CHECK_K, 64)
+    shown, reprompts, before = [], [], []
+    for i, rec in enumerate(records):
+        failed = [r for r, sc in zip(responses[i * CHECK_K:(i + 1) * CHECK_K], scores[i * CHECK_K:(i + 1) * CHECK_K])
+                  if sc == 0.0]
+        note = next((n for n in (tasks.feedback(rec, r) for r in failed) if n), None)
+        if note:
+            shown.append(rec)
+            reprompts.append(fill_reprompt(rec["prompt"], feedback=note))
+            before.append(per_prompt[i])
+    if not shown:
+        return {"prompts_with_feedback": 0, "without": None, "with_feedback": None}
+    with_fb, _, _, _, _ = evaluate.acc_at_k(model, tok, shown, CHECK_K, 64, prompts=reprompts)
+    return {"prompts_with_feedback": len(shown), "without": sum(before) / len(before), "with_feedback": with_fb}
+
+
+def feedback_history(runs, out, configs, seed):
+    """feedback_check on CODING at the base and at each configuration's stage-3 checkpoint."""
+    path = os.path.join(out, "feedback_check", f"seed{seed}.json")
+    if os.path.exists(path):
+        return json.load(open(path))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    device = init_distributed("cpu", 1)
+    records = evaluate.benchmark_records("coding", EVAL_N, 0)
+    model, tok = continual.load_policy("tiny", device, "auto")
+    found = {"base": feedback_check(model, tok, records)}
+    for config in configs:
+        model, tok = continual.load_checkpoint(stage_dir(runs, seed, RUN_NAMES[config], CODING_STAGE), device, "auto")
+        found[f"{config}/stage{CODING_STAGE}"] = feedback_check(model, tok, records)
+    atomic_json(path, found)
+    return found
 
 
 def per_token(runs, out, configs, seed):
@@ -248,6 +288,18 @@ def teacher_tables(out):
                 w0 = sum(g["without_demo"] for g in got) / len(got)
                 w1 = sum(g["with_demo"] for g in got) / len(got)
                 lines.append(f"| {key} | {100 * w0:.1f} | {100 * w1:.1f} | {100 * (w1 - w0):+.1f} |")
+    fb = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "feedback_check", "seed*.json")))]
+    if fb:
+        lines += ["", f"The teacher shown feedback on its failed attempt (S8) instead of a demonstration, on CODING "
+                  f"(Acc@{CHECK_K}), mean over {len(fb)} seeds", "",
+                  "| checkpoint | prompts with a report | without | with the report | with − without |", "|---|---|---|---|---|"]
+        for key in fb[0]:
+            got = [f[key] for f in fb if f.get(key, {}).get("with_feedback") is not None]
+            if got:
+                w0 = sum(g["without"] for g in got) / len(got)
+                w1 = sum(g["with_feedback"] for g in got) / len(got)
+                n = sum(g["prompts_with_feedback"] for g in got) / len(got)
+                lines.append(f"| {key} | {n:.1f} | {100 * w0:.1f} | {100 * w1:.1f} | {100 * (w1 - w0):+.1f} |")
     tok = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "per_token", "seed*.json")))]
     if tok:
         lines += ["", f"Per-token signal at the CODING stage's start (tokens.py, 16 prompts × 8), mean over {len(tok)} "
@@ -319,6 +371,7 @@ def main(argv=None):
             for s in seeds[i::n]:
                 teacher_history(args.runs, args.out, ["grpo", *args.configs.split(",")], s)
                 per_token(args.runs, args.out, ["grpo", *args.configs.split(",")], s)
+                feedback_history(args.runs, args.out, ["grpo", *args.configs.split(",")], s)
     write_summary(args.out)
 
 
