@@ -137,7 +137,7 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
             before = weights_snapshot(model)   # θ before the batch's steps, for the update's size (logged)
             if plan.get("skipped") and getattr(args, "skip_empty_steps", False):
                 # --skip-empty-steps: no signal, no optimizer step, so no momentum move (the release steps anyway)
-                results = [(torch.zeros(()), [], 0.0) for _ in plan["steps"]]
+                results = [(0.0, [], 0.0) for _ in plan["steps"]]
             else:
                 with gathered(plan["frozen"]):   # (torchrun: the frozen model's forwards need no collective)
                     results = [gradient_step(model, opt, s["micro_batches"], s["loss_of"], args.max_grad_norm)
