@@ -712,7 +712,7 @@ def bench_grading(repeat):
     training and evaluation take) in each jail this machine has — the batch sharing one jail (layer 0b)
     and one jail per program — and with no jail (--unsafe-code). Medians of `repeat` runs after a warm-up."""
     records = tasks.builtin_split("coding", "test", 64, 0)
-    answers = [f"```python\n{r['solution']}\n```" for r in records]
+    answers = [r["solution"] for r in records]   # (the built-in world's own format: a bare lambda)
     saved, rows = (sandbox.JAILS, sandbox.ALLOW_UNJAILED, sandbox.SHARED_JAIL), []
     try:
         for kind in [k for k in sandbox.JAILS if sandbox.first_working_jail((k,))] + [None]:

@@ -17,7 +17,7 @@ CASES = [
     ("continual.py", ["--method", "ppo"], "unknown 'ppo'; known: grpo, sdpo, sdpo_0"),
     ("continual.py", ["--method", "sdpo,sdpo_5"], "the same configuration twice"),
     ("continual.py", ["--method", "grpo", "--mini-batches", "3"], "must be divisible by it"),
-    ("continual.py", ["--clip-ratio-c", "0.5"], "--clip-ratio-c must be 0 (off) or > 1"),
+    ("continual.py", ["--clip-ratio-c", "0.5"], "--clip-ratio-c must be 0 (off) or finite > 1"),
     ("continual.py", ["--mask-ratio", "1"], "--mask-ratio must be in [0, 1)"),
     ("continual.py", ["--teacher-mix", "2"], "--teacher-mix must be in [0, 1]"),
     ("grpo.py", ["--loss-agg", "sum"], "invalid choice"),

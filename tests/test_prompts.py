@@ -191,7 +191,9 @@ def test_livecodebench_prompt_tests_and_window(capsys):
         "def maxSum(self, nums: List[int], k: int) -> int:\n```")
     tests = json.loads(rec["tests"])
     assert tests["inputs"] == ["[1, 2, 3]\n2", "[4]\n1"] and tests["fn_name"] == "maxSum" and tests["time_limit"] == 6
-    right = "```python\nclass Solution:\n    def maxSum(self, nums, k):\n        return sum(sorted(nums)[-k:])\n```"
+    # the release's grader finds a top-level def, never a Solution method (docs/PROTOCOL.md, CODING)
+    assert tasks.grade(rec, "```python\nclass Solution:\n    def maxSum(self, nums, k):\n        return sum(sorted(nums)[-k:])\n```") == 0.0
+    right = "```python\ndef maxSum(nums, k):\n    return sum(sorted(nums)[-k:])\n```"
     assert tasks.grade(rec, right) == 1.0 and tasks.grade(rec, right.replace("[-k:]", "[:k]")) == 0.0
 
 

@@ -253,7 +253,7 @@ def test_built_in_graders_give_the_release_feedback():
     tool = tasks.feedback(recs["tooluse"], "Action: nope")
     assert tool.startswith("Actions mismatch: predicted ['nope'], expected [") and "Action inputs mismatch" in tool
     assert tasks.feedback(recs["coding"], "lambda x: 0 * x + 99").startswith("Test Case 3: Wrong Answer\n\nInput\n[0]")
-    assert tasks.feedback(recs["coding"], "```python\nf = lambda x: 0\n```") == tasks.INCORRECT_FORMAT["lambda"]
+    assert tasks.feedback(recs["coding"], "x + 3") == tasks.INCORRECT_FORMAT["lambda"]
     for name, rec in recs.items():
         assert tasks.feedback(rec, rec["solution"]) is None, name
     assert tasks.feedback({"kind": "tooluse", "answer": "not json"}, "x") is None

@@ -183,7 +183,8 @@ def test_tooluse_grader():
 def test_code_grader_right_wrong_malformed():
     rec = tasks.builtin_split("coding", "test", 1)[0]
     assert tasks.grade(rec, rec["answer"]) == 1.0
-    assert tasks.grade(rec, "```python\nf = " + rec["answer"] + "\n```") == 1.0
+    assert tasks.grade(rec, "f = " + rec["answer"]) == 1.0
+    assert tasks.grade(rec, "```python\nf = " + rec["answer"] + "\n```") == 0.0   # not the world's format
     assert tasks.grade(rec, "lambda x: 12345") == 0.0
     assert tasks.grade(rec, "lambda x: (") == 0.0
     assert tasks.grade(rec, "") == 0.0
