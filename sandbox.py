@@ -675,11 +675,10 @@ def release_fallbacks(code):
     """The names the release's grader tries when the test's function is not defined by its name
     (feedback/code.py, `run_test_func`): the first top-level `def`, then the last word before the first
     '('. A `class Solution` method is never found there (LiveCodeBench's starter code scores 0)."""
-    names = []
     try:
-        names += [node.name for node in ast.parse(code).body if isinstance(node, ast.FunctionDef)][:1]
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        pass
+        names = [node.name for node in ast.parse(code).body if isinstance(node, ast.FunctionDef)][:1]
+    except (SyntaxError, ValueError, RecursionError, MemoryError):   # (it fails to compile in the jail too)
+        names = []
     words = code.split("(")[0].split()
     return names + words[-1:]
 
