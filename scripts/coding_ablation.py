@@ -120,21 +120,28 @@ def run_cell(runs, out, config, factor, seed, steps):
     return result
 
 
-def teacher_history(runs, out, configs, seed):
-    """The self-teacher check on CODING at the base and after each of the first three stages."""
-    path = os.path.join(out, "teacher_history", f"seed{seed}.json")
+def along_the_stages(check, runs, out, folder, configs, seed, stages):
+    """check(model, tok, CODING's test records) at the base and at each configuration's checkpoint of
+    each stage in `stages` (1-based); saved in out/folder/seed<seed>.json, read back if it is there."""
+    path = os.path.join(out, folder, f"seed{seed}.json")
     if os.path.exists(path):
         return json.load(open(path))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     device = init_distributed("cpu", 1)
     records = evaluate.benchmark_records("coding", EVAL_N, 0)
     model, tok = continual.load_policy("tiny", device, "auto")
-    history = {"base": teacher_check(model, tok, records)}
+    found = {"base": check(model, tok, records)}
     for config in configs:
-        for k in range(1, CODING_STAGE + 1):
+        for k in stages:
             model, tok = continual.load_checkpoint(stage_dir(runs, seed, RUN_NAMES[config], k), device, "auto")
-            history[f"{config}/stage{k}"] = teacher_check(model, tok, records)
-    atomic_json(path, history)
+            found[f"{config}/stage{k}"] = check(model, tok, records)
+    atomic_json(path, found)
+    return found
+
+
+def teacher_history(runs, out, configs, seed):
+    """The self-teacher check on CODING at the base and after each of the first three stages."""
+    history = along_the_stages(teacher_check, runs, out, "teacher_history", configs, seed, range(1, CODING_STAGE + 1))
     print(f"teacher history, seed {seed}: " + ", ".join(
         f"{k} {100 * v['without_demo']:.0f}->{100 * v['with_demo']:.0f}" for k, v in history.items()
         if v.get("with_demo") is not None), flush=True)
@@ -164,19 +171,7 @@ def feedback_check(model, tok, records):
 
 def feedback_history(runs, out, configs, seed):
     """feedback_check on CODING at the base and at each configuration's stage-3 checkpoint."""
-    path = os.path.join(out, "feedback_check", f"seed{seed}.json")
-    if os.path.exists(path):
-        return json.load(open(path))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    device = init_distributed("cpu", 1)
-    records = evaluate.benchmark_records("coding", EVAL_N, 0)
-    model, tok = continual.load_policy("tiny", device, "auto")
-    found = {"base": feedback_check(model, tok, records)}
-    for config in configs:
-        model, tok = continual.load_checkpoint(stage_dir(runs, seed, RUN_NAMES[config], CODING_STAGE), device, "auto")
-        found[f"{config}/stage{CODING_STAGE}"] = feedback_check(model, tok, records)
-    atomic_json(path, found)
-    return found
+    return along_the_stages(feedback_check, runs, out, "feedback_check", configs, seed, [CODING_STAGE])
 
 
 def per_token(runs, out, configs, seed):
