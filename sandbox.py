@@ -58,19 +58,44 @@ PARALLEL = 2         # programs run at once
 JAILS = ("bwrap", "unshare")   # layer 0, in order of preference: the first that works on this machine
 ALLOW_UNJAILED = False         # --unsafe-code: run CODING programs without layer 0 (inner layers only)
 SHARED_JAIL = True   # layer 0b: a batch's programs share one jail, each in a process of its own under a seccomp filter
-# (0b) The system calls by which one process reaches another, refused (EPERM) to a program that shares a jail:
-# signals, pidfds, ptrace and reading or writing another's memory, new processes and programs, namespaces.
-# Per machine: (AUDIT_ARCH_*, {name: number}); on another machine every program gets a jail of its own.
+# (0b) The system calls a program never needs, refused (EPERM) under the filter: those by which one process
+# reaches another (signals, pidfds, ptrace, another's memory, pages or robust list, its scheduling, priority
+# or limits), new processes and programs, namespaces and mounts, sockets (no AF_VSOCK, no netlink), keyrings,
+# SysV and POSIX IPC (memory outside the address-space limit), io_uring, bpf, perf events and userfaultfd.
+# Three are checked rather than refused: execve (only the child's own start of the fresh interpreter),
+# fcntl (not F_SETOWN, F_SETSIG, F_SETOWN_EX) and prlimit64 (its own pid only).
+# Per machine: (AUDIT_ARCH_*, {name: number} refused, {name: number} checked); elsewhere no filter.
 SYSCALLS = {
-    "x86_64": (0xC000003E, {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
-                            "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "ptrace": 101,
-                            "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "fork": 57, "vfork": 58,
-                            "clone": 56, "clone3": 435, "execve": 59, "execveat": 322, "unshare": 272, "setns": 308,
-                            "mount": 165}),
-    "aarch64": (0xC00000B7, {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
-                             "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "ptrace": 117,
-                             "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272, "clone": 220, "clone3": 435,
-                             "execve": 221, "execveat": 281, "unshare": 97, "setns": 268, "mount": 40}),
+    "x86_64": (0xC000003E,
+               {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+                "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "ptrace": 101,
+                "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "process_madvise": 440,
+                "migrate_pages": 256, "move_pages": 279, "get_robust_list": 274, "sched_setparam": 142,
+                "sched_setscheduler": 144, "sched_setaffinity": 203, "sched_setattr": 314, "setpriority": 141,
+                "ioprio_set": 251, "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execveat": 322,
+                "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
+                "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+                "socket": 41, "socketpair": 53, "keyctl": 250, "add_key": 248, "request_key": 249,
+                "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
+                "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
+                "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "bpf": 321,
+                "perf_event_open": 298, "userfaultfd": 323, "personality": 135},
+               {"execve": 59, "fcntl": 72, "prlimit64": 302}),
+    "aarch64": (0xC00000B7,
+                {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+                 "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "ptrace": 117,
+                 "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272, "process_madvise": 440,
+                 "migrate_pages": 238, "move_pages": 239, "get_robust_list": 100, "sched_setparam": 118,
+                 "sched_setscheduler": 119, "sched_setaffinity": 122, "sched_setattr": 274, "setpriority": 140,
+                 "ioprio_set": 30, "clone": 220, "clone3": 435, "execveat": 281, "unshare": 97, "setns": 268,
+                 "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "open_tree": 428, "move_mount": 429,
+                 "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "socket": 198, "socketpair": 199,
+                 "keyctl": 219, "add_key": 217, "request_key": 218, "shmget": 194, "shmat": 196, "shmctl": 195,
+                 "shmdt": 197, "semget": 190, "semop": 193, "semctl": 191, "semtimedop": 192, "msgget": 186,
+                 "msgsnd": 189, "msgrcv": 188, "msgctl": 187, "mq_open": 180, "io_uring_setup": 425,
+                 "io_uring_enter": 426, "io_uring_register": 427, "bpf": 280, "perf_event_open": 241,
+                 "userfaultfd": 282, "personality": 92},
+                {"execve": 221, "fcntl": 25, "prlimit64": 261}),
 }
 # The modules a program may import: the release's allow list (its code grader,
 # `feedback/code.py`). numpy and sortedcontainers are on it too but live outside the standard
@@ -85,44 +110,163 @@ TYPING_PRELUDE = ("Any", "Optional", "Union", "List", "Dict", "Set", "Tuple", "C
                   "FrozenSet", "Type", "TypeVar", "Generic", "Literal", "TypedDict", "NoReturn", "overload")
 
 # The code that runs in the jail: one interpreter per batch of programs (trusted; it reads the batch
-# from stdin). It imports what programs may use once, then forks one child per program, at most
-# `parallel` at a time. A child closes every inherited descriptor but its own result pipe, takes the
-# OS limits, its own user (as root, no jail), and — where the batch shares a jail — a seccomp filter
-# that refuses the system calls by which one process reaches another (signals, ptrace, fork, exec:
-# layer 0b); then it installs the audit hook and runs its one program. It ends with os._exit: no
-# interpreter shutdown, so nothing runs after the hook. Everything after `sys.addaudithook` is
-# reachable by the program, so nothing there is worth having: the batch's programs and inputs (never
-# an expected value), its own results. A child writes one JSON line per test as the test ends,
-# ["ok", value] or ["error", "Type: message"]; this interpreter relays each child's bytes to its own
-# stdout framed `i n\n` + n bytes, and `i end t\n` when child i has ended (t = 1: out of time).
+# from stdin). It forks one child per program, at most `parallel` at a time. A child puts its own job
+# (code and test inputs, never an expected value) on fd 0, its result pipe on fd 3, closes every other
+# descriptor, takes the OS limits and — where there is one for this machine — a seccomp filter (0b), and
+# then replaces itself with a fresh interpreter that runs RUNNER: the program's process never holds
+# ctypes, the harness's globals or another program's code. This interpreter relays each child's bytes to
+# its own stdout framed `i n\n` + n bytes, and `i end t\n` when child i has ended (t = 1: out of time).
 HARNESS = r"""
-import io, json, os, resource, select, signal, sys, time
-import builtins, math, itertools, functools, collections, heapq, bisect, string, re, fractions, operator, typing, types
+import json, marshal, os, resource, select, signal, sys, time
 batch = json.loads(sys.stdin.read())
-for name in batch["preload"]:   # the allowed modules (the audit hook refuses any later load)
+if batch["cwd"]:   # (0) in the jail: its read-only /tmp
+    os.chdir(batch["cwd"])
+if batch["filter"]:   # (0b) the seccomp filter's parts, here (trusted); each child builds its own and installs it
+    import ctypes, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    arch, denied, checked = batch["filter"]
+
+    def filter_program(exec_path):
+        # classic BPF over struct seccomp_data {nr @0, arch @4, ip @8, args[6] @16 (lo, hi)}; jumps to labels
+        LOAD, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
+        ALLOW, KILL, EPERM = 0x7FFF0000, 0x80000000, 0x00050001
+        lo, hi = exec_path & 0xFFFFFFFF, exec_path >> 32
+        code = [(LOAD, 4), (JEQ, arch, None, "kill"), (LOAD, 0), (JGE, 0x40000000, "deny", None),
+                (JEQ, checked["execve"], "execve", None), (JEQ, checked["fcntl"], "fcntl", None),
+                (JEQ, checked["prlimit64"], "prlimit64", None)]
+        code += [(JEQ, nr, "deny", None) for nr in denied] + [(RET, ALLOW)]
+        # execve only of this child's own path buffer: the fresh interpreter cannot name that address again
+        code += ["execve", (LOAD, 16), (JEQ, lo, None, "deny"), (LOAD, 20), (JEQ, hi, "allow", "deny")]
+        # fcntl: no F_SETOWN (8), F_SETSIG (10) or F_SETOWN_EX (15): the kernel's route to signal another pid
+        code += ["fcntl", (LOAD, 24), (JEQ, 8, "deny", None), (JEQ, 10, "deny", None), (JEQ, 15, "deny", "allow")]
+        # prlimit64 on its own pid (0) only: no other process's limits are read or changed
+        code += ["prlimit64", (LOAD, 16), (JEQ, 0, None, "deny"), (LOAD, 20), (JEQ, 0, "allow", "deny")]
+        code += ["allow", (RET, ALLOW), "kill", (RET, KILL), "deny", (RET, EPERM)]   # (BPF jumps only forward)
+        where, at = {}, 0
+        for c in code:
+            if isinstance(c, str):
+                where[c] = at
+            else:
+                at += 1
+        out, at = [], 0
+        for c in code:
+            if isinstance(c, str):
+                continue
+            op, k, jt, jf = (c + (None, None))[:4]
+            jump = lambda label: 0 if label is None else where[label] - at - 1
+            out.append(struct.pack("HBBI", op, jump(jt), jump(jf), k))
+            at += 1
+        return b"".join(out)
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    def prctl(option, arg2, arg3=0):
+        return libc.prctl(ctypes.c_int(option), *[ctypes.c_ulong(a) for a in (arg2, arg3, 0, 0)])
+
+def isolate(job, result_fd):
+    # in the child: (1) fd 0 is its own job, fd 3 its result channel, 1-2 /dev/null, no other descriptor
+    # (the other programs' pipes, this interpreter's stdout); (2) OS limits; then (0b) the filter and the
+    # fresh interpreter. Never returns.
+    own = os.memfd_create("job")   # (written before the file-size limit: it is a file)
+    data = marshal.dumps(job["run"])
+    while data:
+        data = data[os.write(own, data):]
+    os.lseek(own, 0, os.SEEK_SET)
+    os.dup2(own, 0)
+    os.dup2(result_fd, 3)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (1, 2):
+        os.dup2(null, fd)
+    os.closerange(4, 1 << 20)
+    L = job["limits"]
+    resource.setrlimit(resource.RLIMIT_CPU, (L["cpu"], L["cpu"] + 1))   # SIGXCPU at the limit (a time-out), SIGKILL 1 s on
+    resource.setrlimit(resource.RLIMIT_AS, (L["mem"], L["mem"]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (L["files"], L["files"]))
+    argv = [batch["python"], "-I", "-S", "-c", batch["runner"]]
+    if not batch["filter"]:
+        os.execv(argv[0], argv)
+    path = ctypes.create_string_buffer(argv[0].encode())
+    args = (ctypes.c_char_p * (len(argv) + 1))(*[a.encode() for a in argv], None)
+    env = (ctypes.c_char_p * 1)(None)
+    prog = filter_program(ctypes.addressof(path))
+    buf = ctypes.create_string_buffer(prog)
+    fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    # not dumpable (no ptrace, no /proc of it), no new privileges, the filter: else the program does not run
+    if prctl(4, 0) or prctl(38, 1) or prctl(22, 2, ctypes.addressof(fprog)):   # PR_SET_DUMPABLE, _NO_NEW_PRIVS, _SECCOMP
+        os._exit(99)
+    libc.execve(path, args, env)
+    os._exit(99)
+
+def relay(data):
+    while data:
+        data = data[os.write(1, data):]
+
+pending, running = [(job["i"], job) for job in batch["jobs"]], {}   # read end -> [i, pid, deadline, bytes, cap]
+
+def ended(r, timed_out):
+    i, pid = running.pop(r)[:2]
+    os.kill(pid, signal.SIGKILL)   # (an ended child is a zombie until reaped below: the kill cannot miss)
+    status = os.waitpid(pid, 0)[1]
+    os.close(r)
+    # out of CPU seconds (RLIMIT_CPU: SIGXCPU) is out of time too
+    timed_out = timed_out or (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU)
+    relay(b"%d end %d\n" % (i, timed_out))
+
+while pending or running:
+    while pending and len(running) < batch["parallel"]:
+        i, job = pending.pop(0)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:   # the child: never returns
+            try:
+                isolate(job, w)
+            finally:
+                os._exit(99)
+        os.close(w)
+        running[r] = [i, pid, time.monotonic() + job["wall"], 0, job["result"]]
+    wait = max(0.0, min(v[2] for v in running.values()) - time.monotonic())
+    for r in select.select(list(running), [], [], wait)[0]:
+        data = os.read(r, 65536)
+        entry = running[r]
+        if data:
+            relay(b"%d %d\n" % (entry[0], len(data)) + data)
+            entry[3] += len(data)
+        if not data or entry[3] > entry[4]:   # its end, or over the size cap (the parent sees it over)
+            ended(r, False)
+    now = time.monotonic()
+    for r in [r for r, v in running.items() if v[2] <= now]:   # out of time
+        ended(r, True)
+"""
+
+# The program's own interpreter (`python -I -S -c RUNNER`, started under the filter): it reads its one
+# job from fd 0, imports the allowed modules the program names, takes its own user (as root without a
+# jail: layer 3), installs the audit hook and runs the program. Everything after `sys.addaudithook` is
+# reachable by the program, so nothing there is worth having: its own code and inputs. It writes one
+# JSON line per test on fd 3 as the test ends, ["ok", value] or ["error", "Type: message"], and ends
+# with os._exit: no interpreter shutdown, so nothing runs after the hook.
+RUNNER = r"""# sdpo sandbox: one program
+import builtins, io, json, marshal, os, resource, sys, types
+chunks = []
+while True:
+    chunk = os.read(0, 1 << 20)
+    if not chunk:
+        break
+    chunks.append(chunk)
+job = marshal.loads(b"".join(chunks))
+os.dup2(1, 0)   # (fd 1 is /dev/null)
+for name in job["preload"]:   # the allowed modules this program names (the audit hook refuses any later load)
     try:
         __import__(name)
     except ImportError:   # (not in this Python: the program's import of it fails, as it should)
         continue
-if batch["cwd"]:   # (0) in the jail: its private tmpfs
-    os.chdir(batch["cwd"])
-if batch["filter"]:   # (0b) the seccomp filter, built here (trusted), installed by each child
-    import ctypes, struct
-    libc = ctypes.CDLL(None, use_errno=True)
-    arch, denied = batch["filter"]
-    def insn(code, k, jt=0, jf=0):   # one classic-BPF instruction: struct sock_filter
-        return struct.pack("HBBI", code, jt, jf, k)
-    LOAD, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
-    ALLOW, KILL, EPERM = 0x7FFF0000, 0x80000000, 0x00050001
-    # another architecture's calls (i386 on x86-64) kill the process; x32 numbers and the denied ones fail with EPERM
-    prog = [insn(LOAD, 4), insn(JEQ, arch, 1, 0), insn(RET, KILL), insn(LOAD, 0), insn(JGE, 0x40000000, len(denied) + 1, 0)]
-    prog += [insn(JEQ, nr, len(denied) - j, 0) for j, nr in enumerate(denied)] + [insn(RET, ALLOW), insn(RET, EPERM)]
-    code_buf = ctypes.create_string_buffer(b"".join(prog))
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-    fprog = SockFprog(len(prog), ctypes.cast(code_buf, ctypes.c_void_p))
-    def prctl(option, arg2, arg3=0):
-        return libc.prctl(ctypes.c_int(option), *[ctypes.c_ulong(a) for a in (arg2, arg3, 0, 0)])
+if job["uid"] is not None:   # (3) a user of its own, allowed one process: this one
+    resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
+    os.setgroups([])
+    os.setgid(job["uid"])
+    os.setuid(job["uid"])
 
 def hook(event, args):
     # (4) Only these events pass. The set is a constant of this code object (replacing __code__ is
@@ -135,30 +279,6 @@ def hook(event, args):
         return
     [][0]
 
-def isolate(job, result_fd):
-    # in the child, before any untrusted code: (1) fd 3 is its result channel, 0-2 /dev/null, no other
-    # descriptor (the other programs' pipes, this interpreter's stdout); (2) OS limits; (3) its own user;
-    # (0b) the filter
-    os.dup2(result_fd, 3)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.closerange(4, 1 << 20)
-    L = job["limits"]
-    resource.setrlimit(resource.RLIMIT_CPU, (L["cpu"], L["cpu"] + 1))   # SIGXCPU at the limit (a time-out), SIGKILL 1 s on
-    resource.setrlimit(resource.RLIMIT_AS, (L["mem"], L["mem"]))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (L["files"], L["files"]))
-    if job["uid"] is not None:   # (3) a user of its own, allowed one process: this one
-        resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
-        os.setgroups([])
-        os.setgid(job["uid"])
-        os.setuid(job["uid"])
-    if batch["filter"]:   # not dumpable (no ptrace, no /proc of it), no new privileges, then the filter
-        if prctl(4, 0) or prctl(38, 1) or prctl(22, 2, ctypes.addressof(fprog)):   # PR_SET_DUMPABLE, _NO_NEW_PRIVS, _SECCOMP
-            os._exit(99)   # no filter: the program does not run (it grades 0)
-
 def run_program(job):
     L, channel = job["limits"], 3
     class Capped(io.StringIO):   # printed text, bounded
@@ -169,7 +289,7 @@ def run_program(job):
     code = job["code"]
     if code.startswith("lambda"):
         code = "f = " + code
-    allowed = frozenset(batch["allowed"])
+    allowed = frozenset(job["allowed"])
     real_import = builtins.__import__
     def release_import(name, globals=None, locals=None, fromlist=(), level=0):
         # the release's grading rule (not a security layer: that is the audit hook)
@@ -178,7 +298,8 @@ def run_program(job):
         return real_import(name, globals, locals, fromlist, level)
     program_builtins = dict(builtins.__dict__, __import__=release_import, open=None)
     # the release's typing prelude: these names are in every program's namespace, as if imported
-    prelude = {name: getattr(typing, name) for name in batch["typing"] if hasattr(typing, name)}
+    typing = sys.modules.get("typing")
+    prelude = {name: getattr(typing, name) for name in job["typing"] if hasattr(typing, name)}
 
     def send(outcome):
         os.write(channel, (json.dumps(outcome) + "\n").encode())
@@ -247,46 +368,8 @@ def run_program(job):
     except BaseException as e:   # it failed to compile, or raised at the top level: the outputs so far
         send(failure(e))
 
-def relay(data):
-    while data:
-        data = data[os.write(1, data):]
-
-pending, running = [(job["i"], job) for job in batch["jobs"]], {}   # read end -> [i, pid, deadline, bytes, cap]
-
-def ended(r, timed_out):
-    i, pid = running.pop(r)[:2]
-    os.kill(pid, signal.SIGKILL)   # (an ended child is a zombie until reaped below: the kill cannot miss)
-    status = os.waitpid(pid, 0)[1]
-    os.close(r)
-    # out of CPU seconds (RLIMIT_CPU: SIGXCPU) is out of time too
-    timed_out = timed_out or (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU)
-    relay(b"%d end %d\n" % (i, timed_out))
-
-while pending or running:
-    while pending and len(running) < batch["parallel"]:
-        i, job = pending.pop(0)
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:   # the child: never returns
-            try:
-                isolate(job, w)
-                run_program(job)
-            finally:
-                os._exit(0)
-        os.close(w)
-        running[r] = [i, pid, time.monotonic() + job["wall"], 0, job["result"]]
-    wait = max(0.0, min(v[2] for v in running.values()) - time.monotonic())
-    for r in select.select(list(running), [], [], wait)[0]:
-        data = os.read(r, 65536)
-        entry = running[r]
-        if data:
-            relay(b"%d %d\n" % (entry[0], len(data)) + data)
-            entry[3] += len(data)
-        if not data or entry[3] > entry[4]:   # its end, or over the size cap (the parent sees it over)
-            ended(r, False)
-    now = time.monotonic()
-    for r in [r for r, v in running.items() if v[2] <= now]:   # out of time
-        ended(r, True)
+run_program(job)
+os._exit(0)
 """
 
 
@@ -317,7 +400,6 @@ while [ "$1" != -- ]; do
 done
 shift
 mkdir "$root/dev" "$root/tmp"; touch "$root/dev/null"; mount --bind /dev/null "$root/dev/null"
-mount -t tmpfs -o size=16m,mode=1777 tmp "$root/tmp"
 mount -o remount,bind,ro "$root"
 if [ "$uid" = - ]; then who=""; else who="--reuid=$uid --regid=$uid --clear-groups"; fi
 chroot "$root" /usr/bin/setpriv $who --inh-caps=-all --bounding-set=-all --no-new-privs -- /usr/bin/env -i "$@"
@@ -349,14 +431,18 @@ def jail_argv(kind, root_dir):
     dirs, links = system_view()
     as_root = os.geteuid() == 0
     if kind == "bwrap":
-        argv = ["bwrap", "--unshare-all", "--unshare-user", "--uid", str(UID_BASE), "--gid", str(UID_BASE),
-                "--die-with-parent", "--new-session", "--hostname", "jail", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
-        argv += ["--cap-drop", "ALL"] if as_root else []
+        # as root, bubblewrap itself runs as uid 61000 (setpriv): run by root it would map the jail's user
+        # to root outside
+        argv = ["setpriv", f"--reuid={UID_BASE}", f"--regid={UID_BASE}", "--clear-groups", "--"] if as_root else []
+        argv += ["bwrap", "--unshare-all", "--unshare-user", "--uid", str(UID_BASE), "--gid", str(UID_BASE),
+                 "--die-with-parent", "--new-session", "--hostname", "jail", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+                 "--cap-drop", "ALL"]
         for d in dirs:
             argv += ["--ro-bind", d, d]
         for link, target in links:
             argv += ["--symlink", target, link]
-        return argv + ["--dev", "/dev", "--size", str(16 * 2**20), "--tmpfs", "/tmp", "--chdir", "/tmp", "--"]
+        # nothing writable: /dev holds /dev/null alone, /tmp is a directory of the read-only root
+        return argv + ["--dev-bind", "/dev/null", "/dev/null", "--dir", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--"]
     if kind == "unshare":
         user = [] if as_root else ["--user", "--map-root-user"]
         return ["unshare", *user, "--mount", "--propagation", "private", "--net", "--pid", "--fork", "--kill-child",
@@ -381,8 +467,12 @@ def first_working_jail(kinds):
 
 
 def jail():
-    """This machine's jail for CODING programs: 'bwrap', 'unshare' or None."""
-    return first_working_jail(JAILS)
+    """This machine's jail for CODING programs: 'bwrap', 'unshare' or None (JAILS in order; as root,
+    unshare first: its jail's user is uid 61000 outside too)."""
+    kinds = JAILS
+    if os.geteuid() == 0 and "unshare" in kinds:
+        kinds = ("unshare",) + tuple(k for k in kinds if k != "unshare")
+    return first_working_jail(kinds)
 
 
 def check_jail():
@@ -683,31 +773,35 @@ def release_fallbacks(code):
     return names + words[-1:]
 
 
-def batch_of(jobs, kind, shared):
-    """What the jail's interpreter reads: the programs (code and test *inputs*, never an expected value),
-    the limits, and the seccomp filter where several programs share the jail."""
+def batch_of(jobs, kind, filtered):
+    """What the jail's interpreter reads: per program its own job (code and test *inputs*, never an
+    expected value), the limits, the program runner and the seccomp filter's parts."""
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
-    batch = {"jobs": [], "parallel": PARALLEL, "cwd": "/tmp" if kind else None, "allowed": ALLOWED_MODULES,
-             "typing": TYPING_PRELUDE, "filter": seccomp_filter() if shared else None,
-             # the allowed modules the programs name, loaded before any program runs
-             "preload": [m for m in ALLOWED_MODULES if any(m in code for _, code, _, _ in jobs)]}
+    batch = {"jobs": [], "parallel": PARALLEL, "cwd": "/tmp" if kind else None, "python": interpreter(),
+             "runner": RUNNER, "filter": seccomp_filter() if filtered else None}
     for i, code, tests, lim in jobs:
-        batch["jobs"].append({"i": i, "code": code, "fn_name": tests.get("fn_name"), "inputs": program_inputs(tests),
-                              "fallbacks": release_fallbacks(code) if tests.get("lookup") == "release" else None,
-                              "mode": tests.get("testtype"), "wall": lim["wall"], "result": lim["result"],
-                              # (3) as root without a jail: uid 61000 + k (in a jail: the jail's user)
-                              "uid": UID_BASE + i % 1000 if as_root and not kind else None,
-                              "limits": {k: lim[k] for k in ("cpu", "mem", "files", "print")}})
+        names = [n for n in TYPING_PRELUDE if n in code]
+        run = {"code": code, "fn_name": tests.get("fn_name"), "inputs": program_inputs(tests),
+               "fallbacks": release_fallbacks(code) if tests.get("lookup") == "release" else None,
+               "mode": tests.get("testtype"), "allowed": list(ALLOWED_MODULES), "typing": names,
+               # the allowed modules the program names, loaded before it runs (typing for the prelude's names)
+               "preload": [m for m in ALLOWED_MODULES if m in code or (m == "typing" and names)],
+               # (3) as root without a jail: uid 61000 + k (in a jail: the jail's user)
+               "uid": UID_BASE + i % 1000 if as_root and not kind else None,
+               "limits": {"print": lim["print"]}}
+        batch["jobs"].append({"i": i, "run": run, "wall": lim["wall"], "result": lim["result"],
+                              "limits": {k: lim[k] for k in ("cpu", "mem", "files")}})
     return batch
 
 
-def start(jobs, workdir, kind, shared):
-    """Launch one jail (None: --unsafe-code) whose interpreter runs these jobs [(i, code, tests, limits)]."""
+def start(jobs, workdir, kind, filtered):
+    """Launch one jail (None: --unsafe-code) whose interpreter runs these jobs [(i, code, tests, limits)],
+    each under the seccomp filter when filtered."""
     proc = subprocess.Popen((jail_argv(kind, workdir) if kind else []) + [interpreter(), "-I", "-S", "-c", HARNESS],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir,
                             env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
     with contextlib.suppress(OSError):   # it died at once: its programs score 0 below
-        proc.stdin.write(json.dumps(batch_of(jobs, kind, shared)).encode())
+        proc.stdin.write(json.dumps(batch_of(jobs, kind, filtered)).encode())
         proc.stdin.close()
     return proc
 
@@ -785,7 +879,7 @@ def unframe(stream, bufs, ends, cap):
         del stream[:nl + 1 + n]
 
 
-def run_jails(groups, tmp, kind, shared, limits):
+def run_jails(groups, tmp, kind, filtered, limits):
     """Each group of jobs [(i, code, tests, limits)] in a jail of its own, PARALLEL jails at a time (a
     group of one program each, or one group when the programs share a jail): {i: (its bytes, out of time?)}.
     A jail is stopped when its programs' wall limits (PARALLEL at a time) and 5 s more have passed."""
@@ -802,7 +896,7 @@ def run_jails(groups, tmp, kind, shared, limits):
     while groups or running:
         while groups and len(running) < PARALLEL:
             group = groups.pop(0)
-            proc = start(group, tempfile.mkdtemp(dir=tmp), kind, shared)
+            proc = start(group, tempfile.mkdtemp(dir=tmp), kind, filtered)
             budget = sum(lim["wall"] for *_, lim in group) / min(PARALLEL, len(group)) + max(lim["wall"] for *_, lim in group) + 5
             running[proc.stdout.fileno()] = (proc, time.monotonic() + budget, bytearray(),
                                              {i: bytearray() for i, *_ in group}, {})
@@ -826,15 +920,16 @@ def run_jails(groups, tmp, kind, shared, limits):
 
 
 def seccomp_filter():
-    """[AUDIT_ARCH, [the refused system calls' numbers]] for this machine (SYSCALLS), or None."""
+    """[AUDIT_ARCH, [the refused calls' numbers], {checked call: number}] for this machine (SYSCALLS), or None."""
     arch = SYSCALLS.get(os.uname().machine) if hasattr(os, "uname") else None
-    return None if arch is None else [arch[0], sorted(arch[1].values())]
+    return None if arch is None else [arch[0], sorted(arch[1].values()), arch[2]]
 
 
 @functools.lru_cache(maxsize=None)
 def shares_jail(kind):
-    """Whether programs may share a jail of this kind here: there is a seccomp filter for this machine, and
-    a probe program runs under it (else each program gets a jail of its own)."""
+    """Whether the seccomp filter (0b) works with a jail of this kind here: there is one for this machine,
+    and a probe program runs under it. Then a batch's programs share a jail (SHARED_JAIL); else each
+    program gets a jail of its own, without the filter."""
     if seccomp_filter() is None:
         return False
     tests = parse_tests(json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [11]}))
@@ -859,9 +954,10 @@ def run_programs_detailed(jobs, limits=None):
     if todo:
         check_jail()
     kind = jail()
-    shared = bool(todo) and SHARED_JAIL and shares_jail(kind)
+    filtered = bool(todo) and shares_jail(kind)   # (0b) the filter works here
+    shared = filtered and SHARED_JAIL
     with tempfile.TemporaryDirectory(prefix="sandbox-") as tmp:
-        sent = run_jails([todo] if shared else [[job] for job in todo], tmp, kind, shared, limits)
+        sent = run_jails([todo] if shared else [[job] for job in todo], tmp, kind, filtered, limits)
     for i, code, tests, _ in todo:
         results[i] = graded(sent[i][0], tests, sent[i][1], limits)
     return [results[i] for i in slot]

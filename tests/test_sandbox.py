@@ -37,6 +37,7 @@ LISTENER.bind(("127.0.0.1", 0))
 LISTENER.listen(8)
 PORT = LISTENER.getsockname()[1]
 HARNESS_MARK = "batch = json.loads(sys.stdin.read())"   # in the command line of every harness process
+RUNNER_MARK = "# sdpo sandbox: one program"            # in the command line of every program's process
 
 
 def write_secret():
@@ -166,6 +167,18 @@ ATTACKS.update({
         "imp.exec_builtin(pwd)\nn = len(pwd.getpwall())\nf = lambda x: x + 10 if n else 0",
 })
 
+ATTACKS.update({   # issue 45: what a program of a batch reaches without leaving its own process
+    "copy a sibling's program from the harness's globals":   # (right only if another program's code is in reach)
+        "import sys\nfr, codes = sys._getframe(0), []\nwhile fr is not None:\n    b = fr.f_globals.get('batch')\n"
+        "    if isinstance(b, dict):\n        codes += [j.get('code') or j.get('run', {}).get('code') for j in b.get('jobs', [])]\n"
+        "    fr = fr.f_back\nns = {}\nfor c in codes:\n    if c and 'codes' not in c:\n        exec(c, ns)\n"
+        "f = ns.get('f', lambda x: 0)",
+    "ctypes in reach (the hook's code can be overwritten through it)":   # (right only if ctypes is reachable)
+        "import sys\nreach = [m for m in ('ctypes', '_ctypes') if m in sys.modules]\n"
+        "reach += [c for c in object.__subclasses__() if c.__module__ in ('_ctypes', 'ctypes')]\n"
+        "f = lambda x: x + 10 if reach else 0",
+})
+
 
 JAIL_ONLY = [name for name in ATTACKS if name.startswith(("shutdown", "mk", "a built-in"))]   # the 9 of issue 29
 
@@ -174,7 +187,7 @@ def sandbox_processes():
     """The pids of harness interpreters and of any process of the sandbox's uids, now."""
     out = subprocess.run(["ps", "-eo", "uid=,pid=,args="], capture_output=True, text=True).stdout.split("\n")
     return {int(line.split()[1]) for line in out if line.split() and (
-        HARNESS_MARK in line or sandbox.UID_BASE <= int(line.split()[0]) < sandbox.UID_BASE + 1000)}
+        HARNESS_MARK in line or RUNNER_MARK in line or sandbox.UID_BASE <= int(line.split()[0]) < sandbox.UID_BASE + 1000)}
 
 
 def processes_left(before):
@@ -260,7 +273,7 @@ def test_the_suite_can_fail(monkeypatch):
     the checks above can see an escape. With the jail and no audit hook, the file stays inside the jail."""
     if os.path.exists(MARK):
         os.remove(MARK)
-    monkeypatch.setattr(sandbox, "HARNESS", sandbox.HARNESS.replace("sys.addaudithook(hook)", "pass"))
+    monkeypatch.setattr(sandbox, "RUNNER", sandbox.RUNNER.replace("sys.addaudithook(hook)", "pass"))
     writer = [(f"import io\nio.open('{MARK}', 'w')\nf = lambda x: 0", TESTS)]
     sandbox.run_programs(writer)
     assert not os.path.exists(MARK)          # layer 0 alone holds it
@@ -409,10 +422,99 @@ def test_programs_sharing_a_jail_cannot_reach_each_other(monkeypatch):
     the same killer does take its neighbour's grade: the test can fail."""
     if not sandbox.jail() or not sandbox.shares_jail(sandbox.jail()):
         pytest.skip("programs do not share a jail here")
-    monkeypatch.setattr(sandbox, "HARNESS", sandbox.HARNESS.replace("sys.addaudithook(hook)", "pass"))
+    monkeypatch.setattr(sandbox, "RUNNER", sandbox.RUNNER.replace("sys.addaudithook(hook)", "pass"))
     assert sandbox.run_programs([(KILL_ALL, TESTS), (SLOW_RIGHT, TESTS), (REFUSED, TESTS)]) == [0.0, 1.0, 1.0]
     monkeypatch.setattr(sandbox, "seccomp_filter", lambda: None)
     assert sandbox.run_programs([(KILL_ALL, TESTS), (SLOW_RIGHT, TESTS)]) == [0.0, 0.0]
+
+
+# Issue 45: with the audit hook removed, what one program of a batch tries against the others and the jail.
+# Each gets at its siblings through a call the seccomp filter now refuses; run without the filter, each works.
+PRELUDE = "import sys\nimp = sys.modules['builtins'].__import__\nos = imp('os')\n"
+SETOWN_KILLER = (PRELUDE + "fcntl = imp('fcntl')\nr, w = os.pipe()\nos.set_blocking(r, False)\n"
+                 "fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)\n"
+                 "for pid in range(1, 300):\n    if pid != os.getpid():\n        try:\n"
+                 "            fcntl.fcntl(r, fcntl.F_SETOWN, pid)\n            os.write(w, b'x')\n            os.read(r, 1)\n"
+                 "        except OSError:\n            pass\nf = lambda x: 0")
+PRLIMIT_CUTTER = (PRELUDE + "resource = imp('resource')\nfor pid in range(1, 300):\n    if pid != os.getpid():\n"
+                  "        for lim in (resource.RLIMIT_NOFILE, resource.RLIMIT_AS):\n            try:\n"
+                  "                resource.prlimit(pid, lim, (1, 1))\n            except (OSError, ValueError):\n"
+                  "                pass\nf = lambda x: 0")
+STARVER = (PRELUDE + "time = imp('time')\nfor pid in range(1, 300):\n    try:\n        os.sched_setaffinity(pid, {0})\n"
+           "        if pid != os.getpid():\n            os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))\n"
+           "    except OSError:\n        pass\nt = time.time()\nwhile time.time() - t < 1.9:\n    pass\nf = lambda x: 0")
+RESCHEDULES = (PRELUDE + "done = []\nfor pid in range(1, 300):\n    if pid != os.getpid():\n        try:\n"
+               "            os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))\n            done.append(pid)\n"
+               "        except OSError:\n            pass\nf = lambda x: x + 10 if done else 0")   # (right only if it could)
+KEY_NAME = b"sdpo_sandbox_secret"
+# (each right only if the jail let it through)
+KEYRING_READER = (PRELUDE + "ct = imp('ctypes')\nlibc = ct.CDLL(None, use_errno=True)\nlibc.syscall.restype = ct.c_long\n"
+                  f"key = libc.syscall({{nr}}, b'user', {KEY_NAME!r}, None, ct.c_long(0))\n"
+                  "buf = ct.create_string_buffer(64)\n"
+                  "n = libc.syscall({kc}, 11, ct.c_long(key), buf, 64) if key > 0 else -1\n"
+                  "f = lambda x: x + 10 if n > 0 and buf.raw[:2] == b'42' else 0")
+VSOCK_AND_SHM = (PRELUDE + "ct, socket = imp('ctypes'), imp('socket')\nlibc = ct.CDLL(None, use_errno=True)\n"
+                 "got = []\nfor family in (40, socket.AF_UNIX, socket.AF_INET):\n    try:\n        socket.socket(family)\n"
+                 "        got.append(family)\n    except OSError:\n        pass\n"
+                 "if libc.shmget(0, 64 << 20, 0o1600) >= 0:\n    got.append('shm')\n"
+                 "f = lambda x: x + 10 if got else 0")
+WRITABLE = (PRELUDE + "made = []\nfor d in ('/', '/dev', '/dev/shm', '/root', '/tmp', '/usr', '/var/tmp'):\n    try:\n"
+            "        os.close(os.open(d + '/sdpo_fill', os.O_CREAT | os.O_WRONLY, 0o600))\n        made.append(d)\n"
+            "    except OSError:\n        pass\n    try:\n        os.mkdir(d + '/sdpo_fill_dir')\n        made.append(d)\n"
+            "    except OSError:\n        pass\nf = lambda x: x + 10 if made else 0")
+
+
+def syscall_numbers():
+    return sandbox.SYSCALLS[os.uname().machine][1]
+
+
+def put_key_in_session_keyring():
+    """A secret in this process's session keyring, which a jail inherits; False where keyrings are off."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc.syscall(syscall_numbers()["add_key"], b"user", KEY_NAME, b"42", 2, ctypes.c_long(-3)) > 0
+
+
+def test_one_program_cannot_kill_limit_or_starve_its_siblings(monkeypatch):
+    """Layer 0b, issue 45: with the audit hook removed, F_SETOWN/O_ASYNC signals, prlimit on other pids and
+    SCHED_IDLE with a pinned CPU zero no sibling (the red team's figures: 4 of 4 siblings lost). Without
+    the filter, each of them does take its sibling's grade: the test can fail."""
+    if not sandbox.jail() or not sandbox.shares_jail(sandbox.jail()):
+        pytest.skip("no seccomp filter here")
+    monkeypatch.setattr(sandbox, "RUNNER", sandbox.RUNNER.replace("sys.addaudithook(hook)", "pass"))
+    right = "f = lambda x: x + 10"
+    for attack in (SETOWN_KILLER, PRLIMIT_CUTTER, STARVER):
+        assert sandbox.run_programs([(attack, TESTS), (SLOW_RIGHT, TESTS), (right, TESTS), (right, TESTS)]) == \
+            [0.0, 1.0, 1.0, 1.0], attack
+    assert sandbox.run_programs([(RESCHEDULES, TESTS), (SLOW_RIGHT, TESTS)]) == [0.0, 1.0]
+    monkeypatch.setattr(sandbox, "seccomp_filter", lambda: None)
+    monkeypatch.setattr(sandbox, "SHARED_JAIL", True)
+    monkeypatch.setattr(sandbox, "shares_jail", lambda kind: True)   # one jail for the batch, no filter
+    for attack in (SETOWN_KILLER, PRLIMIT_CUTTER):
+        scores = sandbox.run_programs([(attack, TESTS), (SLOW_RIGHT, TESTS), (right, TESTS), (right, TESTS)])
+        assert sum(scores[1:]) < 3, (attack, scores)   # at least one sibling lost
+    # (whether the starved sibling then times out depends on the machine's load: that the call works is certain)
+    assert sandbox.run_programs([(RESCHEDULES, TESTS), (SLOW_RIGHT, TESTS)])[0] == 1.0
+
+
+def test_the_jail_keeps_keyrings_sockets_ipc_and_writable_mounts_out(monkeypatch):
+    """Issue 45, with the audit hook removed: the grader's session keyring (a secret put there), AF_VSOCK
+    and every other socket, SysV shared memory (memory outside the address-space limit), and a file or a
+    directory anywhere in the jail (all of it read-only: no tmpfs to fill). Without the filter, the
+    keyring and the sockets are reached: the test can fail."""
+    if not sandbox.jail() or not sandbox.shares_jail(sandbox.jail()):
+        pytest.skip("no seccomp filter here")
+    monkeypatch.setattr(sandbox, "RUNNER", sandbox.RUNNER.replace("sys.addaudithook(hook)", "pass"))
+    nr = syscall_numbers()
+    keyring = KEYRING_READER.format(nr=nr["request_key"], kc=nr["keyctl"])
+    have_key = put_key_in_session_keyring()
+    programs = [VSOCK_AND_SHM, WRITABLE] + ([keyring] if have_key else [])
+    assert sandbox.run_programs([(p, TESTS) for p in programs]) == [0.0] * len(programs)
+    monkeypatch.setattr(sandbox, "seccomp_filter", lambda: None)
+    monkeypatch.setattr(sandbox, "shares_jail", lambda kind: False)
+    unfiltered = sandbox.run_programs([(p, TESTS) for p in programs])
+    assert unfiltered[0] == 1.0 and unfiltered[1] == 0.0 and (not have_key or unfiltered[2] == 1.0), unfiltered
 
 
 def test_frames_are_read_whole_however_the_pipe_splits_them():
