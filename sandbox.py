@@ -37,9 +37,11 @@ Layers, outermost first (which layer stops which attack: docs/RELIABILITY.md):
    os._exit, which skips it), and a bug in CPython could bypass it: that is why layers 0 and 0b exist.
 """
 import ast
+import builtins
 import contextlib
 import functools
 import json
+import math
 import operator
 import os
 import re
@@ -502,12 +504,53 @@ def parse_tests(tests):
 # ---- assert-style tests (the release's 'code' test type) ----
 # The program never runs a test's code. Each `assert` is parsed here; the parts of it this process can
 # evaluate on plain values (literals, comparisons, and/or/not, + - / // % and * of numbers, a few pure
-# built-ins such as len, sorted, abs, isinstance) stay here; every other part — a call into the program
-# like f(1) or Solution().g(x) — is a "call": its source goes to the program, its value comes back as
-# JSON, and the assert is evaluated here. So `assert f(1) == 3` sends "f(1)" and compares here.
-PURE = {"abs": abs, "len": len, "sorted": sorted, "set": frozenset, "frozenset": frozenset, "list": list,
-        "tuple": tuple, "round": round, "min": min, "max": max, "sum": sum, "float": float, "int": int, "str": str,
-        "bool": bool, "any": any, "all": all}
+# built-ins such as len, sorted, abs, isinstance, and math's pure functions such as math.isclose) stay
+# here; a call into the program — f(1), Solution().g(x), or a subscript or attribute of one — is a
+# "call": its source goes to the program, its value comes back as JSON, and the assert is evaluated
+# here. So `assert f(1) == 3` sends "f(1)" and compares here. Any other part (another built-in, another
+# module's function, a bare name) would have to run in the program, which could then decide the check:
+# such a test is unusable (it is counted and reported when the data loads).
+def bounded_range(*args):
+    r = range(*args)
+    if len(r) > 10**6:
+        raise ValueError("range too long to evaluate here")
+    return r
+
+
+PURE = {"abs": abs, "len": len, "sorted": sorted, "set": lambda *a: safe_set(*a), "frozenset": lambda *a: safe_set(*a),
+        "list": list, "tuple": tuple, "round": round, "min": min, "max": max, "sum": sum, "float": float, "int": int,
+        "str": str, "bool": bool, "any": any, "all": all, "range": bounded_range}
+MATH_PURE = {name: getattr(math, name) for name in ("isclose", "floor", "ceil", "trunc", "sqrt", "fabs", "isnan",
+                                                     "isinf", "isfinite", "log", "log2", "log10", "exp", "hypot")}
+MATH_CONSTANTS = {name: getattr(math, name) for name in ("pi", "e", "tau", "inf", "nan")}
+MODULES = frozenset(ALLOWED_MODULES) | frozenset(getattr(sys, "stdlib_module_names", ()))   # never the program's
+BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+class Unusable(ValueError):
+    """An assert with a part that only the program could evaluate and that is not a call into it."""
+
+
+MAX_SAME_HASH = 64   # distinct items of one set or dict that may share a hash (Python compares each with all)
+
+
+def collision_checked(items):
+    """items (a list), unless more than MAX_SAME_HASH distinct ones share a hash: building a set of n
+    such items costs n² comparisons (colliding integers, 790 KB of them: 20 s; the 1 MB cap: minutes)."""
+    seen = {}
+    for x in items:
+        same = seen.setdefault(hash(x), [])
+        if not any(y == x for y in same):
+            if len(same) >= MAX_SAME_HASH:
+                raise ValueError("a set or dict whose items share their hash")
+            same.append(x)
+    return items
+
+
+def safe_set(items=()):
+    return frozenset(collision_checked([hashable(x) for x in items]))
+
+
 TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict, "tuple": (list, tuple),
          "set": (set, frozenset)}
 COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
@@ -527,9 +570,28 @@ def is_type_name(node):
     return all(isinstance(e, ast.Name) and e.id in TYPES for e in elts)
 
 
+def root_name(node):
+    """The name an expression's chain of attributes, subscripts and calls starts from (None: a literal)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def is_program_call(node):
+    """f(...), Solution().g(...), obj.g(...), or a subscript or attribute of one: the program's own code,
+    never a built-in or a module's function."""
+    inner = node
+    while isinstance(inner, (ast.Attribute, ast.Subscript)):
+        inner = inner.value
+    if not isinstance(inner, ast.Call):
+        return False
+    name = root_name(inner)
+    return name is not None and name not in BUILTIN_NAMES and name not in MODULES
+
+
 def split_calls(node, calls):
-    """Walk one assert's expression: the parts evaluated here are kept, every other part is appended to
-    calls (the program evaluates those)."""
+    """Walk one assert's expression: the parts evaluated here are kept, every call into the program is
+    appended to calls (the program evaluates those); any other part makes the test Unusable."""
     kids = None
     if isinstance(node, ast.Constant):
         kids = []
@@ -545,13 +607,21 @@ def split_calls(node, calls):
         kids = node.values
     elif isinstance(node, ast.Compare):
         kids = [node.left, *node.comparators]
-    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords and \
-            not any(isinstance(a, ast.Starred) for a in node.args):
-        if node.func.id in PURE:
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "math" and \
+            node.attr in MATH_CONSTANTS:
+        kids = []
+    elif isinstance(node, ast.Call) and not any(isinstance(a, ast.Starred) for a in node.args):
+        if isinstance(node.func, ast.Name) and not node.keywords and node.func.id in PURE:
             kids = node.args
-        elif node.func.id == "isinstance" and len(node.args) == 2 and is_type_name(node.args[1]):
+        elif isinstance(node.func, ast.Name) and node.func.id == "isinstance" and not node.keywords and \
+                len(node.args) == 2 and is_type_name(node.args[1]):
             kids = node.args[:1]
+        elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
+                node.func.value.id == "math" and node.func.attr in MATH_PURE and all(k.arg for k in node.keywords):
+            kids = node.args + [k.value for k in node.keywords]
     if kids is None:
+        if not is_program_call(node):
+            raise Unusable(ast.unparse(node))
         calls.append(node)
         return
     for kid in kids:
@@ -572,7 +642,10 @@ def parse_asserts(test):
     out = []
     for stmt in body:
         calls = []
-        split_calls(stmt.test, calls)
+        try:
+            split_calls(stmt.test, calls)
+        except (Unusable, RecursionError):
+            return None
         out.append((stmt.test, calls))
     return out
 
@@ -586,7 +659,7 @@ def hashable(v):
     if isinstance(v, (list, tuple)):
         return tuple(hashable(x) for x in v)
     if isinstance(v, (set, frozenset)):
-        return frozenset(hashable(x) for x in v)
+        return safe_set(v)
     if isinstance(v, dict):
         return tuple(sorted(((hashable(k), hashable(x)) for k, x in v.items()), key=repr))
     return v
@@ -597,19 +670,25 @@ def plain(v):
     if isinstance(v, (list, tuple)):
         return [plain(x) for x in v]
     if isinstance(v, (set, frozenset)):
-        return frozenset(hashable(x) for x in v)
+        return safe_set(v)
     if isinstance(v, dict):
-        return {hashable(k): plain(x) for k, x in v.items()}
+        return safe_dict((k, plain(x)) for k, x in v.items())
     return v
+
+
+def safe_dict(pairs):
+    pairs = [(hashable(k), v) for k, v in pairs]
+    collision_checked([k for k, _ in pairs])
+    return dict(pairs)
 
 
 def untagged(v):
     """A value the program sent (JSON, sets and odd dicts tagged by the harness) as a Python value."""
     if isinstance(v, dict):
         if set(v) == {"$set"} and isinstance(v["$set"], list):
-            return frozenset(hashable(untagged(x)) for x in v["$set"])
+            return safe_set(untagged(x) for x in v["$set"])
         if set(v) == {"$dict"} and isinstance(v["$dict"], list):
-            return {hashable(untagged(p[0])): untagged(p[1]) for p in v["$dict"] if isinstance(p, list) and len(p) == 2}
+            return safe_dict((untagged(p[0]), untagged(p[1])) for p in v["$dict"] if isinstance(p, list) and len(p) == 2)
         return {k: untagged(x) for k, x in v.items()}
     if isinstance(v, list):
         return [untagged(x) for x in v]
@@ -625,9 +704,11 @@ def judged(node, values):
     if isinstance(node, (ast.List, ast.Tuple)):
         return [judged(e, values) for e in node.elts]
     if isinstance(node, ast.Set):
-        return frozenset(hashable(judged(e, values)) for e in node.elts)
+        return safe_set(judged(e, values) for e in node.elts)
     if isinstance(node, ast.Dict):
-        return {hashable(judged(k, values)): judged(v, values) for k, v in zip(node.keys, node.values)}
+        return safe_dict((judged(k, values), judged(v, values)) for k, v in zip(node.keys, node.values))
+    if isinstance(node, ast.Attribute):   # math.pi, math.inf, ...
+        return MATH_CONSTANTS[node.attr]
     if isinstance(node, ast.UnaryOp):
         x = judged(node.operand, values)
         return not x if isinstance(node.op, ast.Not) else (-x if isinstance(node.op, ast.USub) else +x)
@@ -653,7 +734,10 @@ def judged(node, values):
                 return False
             left = right
         return True
-    if isinstance(node, ast.Call) and node.func.id == "isinstance":
+    if isinstance(node.func, ast.Attribute):   # math.isclose(a, b, rel_tol=...), math.floor(x), ...
+        return MATH_PURE[node.func.attr](*[judged(a, values) for a in node.args],
+                                         **{k.arg: judged(k.value, values) for k in node.keywords})
+    if node.func.id == "isinstance":
         elts = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
         x = judged(node.args[0], values)
         return any(isinstance(x, TYPES[e.id]) for e in elts)
@@ -665,8 +749,8 @@ def asserts_hold(asserts, returned):
     calls = [call for _, cs in asserts for call in cs]
     if not isinstance(returned, list) or len(returned) != len(calls):
         return False
-    values = {id(call): untagged(v) for call, v in zip(calls, returned)}
     try:
+        values = {id(call): untagged(v) for call, v in zip(calls, returned)}
         return all(bool(judged(expr, values)) is True for expr, _ in asserts)
     except Exception:   # a value of the wrong type for the check: the assert fails, as it would have
         return False
@@ -815,9 +899,10 @@ def stop(proc):
 
 
 def nesting(text):
-    """The deepest [ / { nesting of a JSON text (brackets inside strings do not count)."""
+    """The deepest [ / { nesting of a JSON text (brackets inside strings do not count). Linear time: a
+    string runs to its closing quote or, unterminated, to the end (one match; no retry from each quote)."""
     depth = deepest = 0
-    for ch in re.findall(r"[\[\]{}]", re.sub(r'"(?:[^"\\]|\\.)*"', "", text)):
+    for ch in re.findall(r"[\[\]{}]", re.sub(r'"(?:[^"\\]|\\.)*(?:"|\\?$)', "", text)):
         depth += 1 if ch in "[{" else -1
         deepest = max(deepest, depth)
     return deepest

@@ -326,6 +326,51 @@ def test_assert_checks_against_python(src, values, holds):
     assert sandbox.asserts_hold(asserts, values) is holds
 
 
+MATH_TESTS = json.dumps({"testtype": "code", "outputs": [None, None],
+                         "inputs": ["assert math.isclose(half(1), 0.5, rel_tol=1e-9)", "assert half(5) == math.floor(2.5)"]})
+
+
+def test_checks_outside_the_program_are_judged_here():
+    """Issue 45: math.isclose and math.floor in an assert are evaluated here, so a program that patches
+    math passes nothing (it used to get the whole check, expected value included, and decide it)."""
+    right = "def half(x):\n    return x / 2 if x == 1 else 2"
+    patched = ("import math\nmath.isclose = lambda *a, **k: True\nmath.floor = lambda x: 7\n"
+               "def half(x):\n    return 7")
+    assert sandbox.run_programs([(right, MATH_TESTS), (patched, MATH_TESTS)]) == [1.0, 0.0]
+    t = sandbox.parse_tests(MATH_TESTS)
+    assert sandbox.program_inputs(t) == [["half(1)"], ["half(5)"]]   # no 0.5, no math
+    for test in ("assert print(f(1))", "assert f(1) == x", "assert f(1) == os.getcwd()", "assert map(f, [1])",
+                 "assert f(1) == math.factorial(3)", "assert f(1) == (lambda: 3)()"):
+        assert sandbox.parse_tests(json.dumps({"testtype": "code", "inputs": [test], "outputs": [None]})) is None, test
+    for test in ("assert Solution().g(1)[0] == 2", "assert f(1).real == 1", "assert sorted(f(1)) == list(range(3))",
+                 "assert math.isclose(f(1), math.pi)"):
+        assert sandbox.parse_tests(json.dumps({"testtype": "code", "inputs": [test], "outputs": [None]})), test
+
+
+def test_judging_is_linear_on_the_worst_inputs_the_caps_allow():
+    """Issue 45: the channel's nesting check on an unterminated string of escaped quotes (was quadratic:
+    32 KB took 4 s), and sets and dicts of integers that share one hash (790 KB took 20 s), from an
+    assert and from a program, each at the 1 MB cap, in well under a second each."""
+    P = 2**61 - 1
+    colliding = ", ".join(str(k * P) for k in range(1, 60000))[:1_000_000].rsplit(",", 1)[0]
+    cases = {
+        "nesting": lambda: sandbox.nesting('"' + '\\"' * 500_000),
+        "assert set literal": lambda: sandbox.asserts_hold(sandbox.parse_asserts(f"assert f(1) == {{{colliding}}}"), [[]]),
+        "program's set": lambda: sandbox.asserts_hold(sandbox.parse_asserts("assert f(1) == {1}"),
+                                                      [{"$set": json.loads(f"[{colliding}]")}]),
+        "program's dict": lambda: sandbox.asserts_hold(sandbox.parse_asserts("assert f(1) == {1: 2}"),
+                                                       [{"$dict": [[k, 0] for k in json.loads(f"[{colliding}]")]}]),
+    }
+    for name, case in cases.items():
+        t = time.perf_counter()
+        assert case() in (0, False), name
+        assert time.perf_counter() - t < 5.0, (name, time.perf_counter() - t)   # (alone: 0.1–0.8 s)
+    many = list(range(0, 200_000 * P, P))[:200_000]   # (distinct items with distinct hashes are not refused)
+    assert sandbox.safe_set(list(range(100_000))) == frozenset(range(100_000))
+    with pytest.raises(ValueError):
+        sandbox.safe_set(many)
+
+
 def test_assert_tests_other_than_asserts_are_unusable():
     for test in ("x = add(1, 2)\nassert x == 3", "import os", "assert add(1,", 7):
         assert sandbox.parse_tests({"testtype": "code", "inputs": [test], "outputs": [None]}) is None
