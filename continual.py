@@ -37,9 +37,9 @@ import plots
 import sdpo
 import tasks
 import train
-from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states, full_state_dict,
-                   gathered, init_distributed, is_main, load_optimizer, load_teacher, read_jsonl, save_checkpoint, shard,
-                   stage_checkpoint, under_torchrun, with_stage_checkpoints)
+from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states, damaged_files,
+                   full_state_dict, gathered, init_distributed, is_main, load_optimizer, load_teacher, read_jsonl,
+                   save_checkpoint, shard, stage_checkpoint, under_torchrun, with_stage_checkpoints, write_atomically)
 from flags import per_seed
 from rollout import drop_long_prompts, load_model, load_policy
 
@@ -352,6 +352,9 @@ def fail(message):
 
 def load_progress(path):
     """progress.json (which stages are done), or {} for a new run; a damaged one stops the run."""
+    if os.path.islink(path) and not os.path.exists(path):
+        fail(f"{path} is a symbolic link that leads nowhere (a loop, or its target is gone). It records the completed "
+             f"stages: replace the link with the file (restore it from a copy) and rerun the same command")
     if not os.path.exists(path):
         done = os.path.join(os.path.dirname(path), "checkpoints")
         if os.path.isdir(done) and os.listdir(done):
@@ -363,6 +366,7 @@ def load_progress(path):
         progress = json.load(open(path))
         assert isinstance(progress, dict) and all(
             isinstance(v, dict) and ("stages" in v or k == "base") for k, v in progress.items()), "unexpected content"
+        assert progress, "it is empty, and a run writes the base model's row first"
         return with_stage_checkpoints(progress, os.path.dirname(path))
     except (ValueError, TypeError, KeyError, AssertionError) as e:
         fail(f"{path} is damaged ({tasks.one_line(e)}). It records the completed stages: restore it from a copy and "
@@ -378,6 +382,14 @@ def checked_log(log_path):
         print(f"warning: {log_path}: dropped {len(bad)} damaged line(s) ({', '.join(map(str, bad[:5]))}"
               f"{'…' if len(bad) > 5 else ''}); the file as it was is kept in {log_path}.damaged", file=sys.stderr)
     return rows
+
+
+def repair_log(log_path):
+    """On a rerun, log.jsonl without its damaged lines (a line cut by a kill): said on stderr, the file as it
+    was kept beside it (checked_log)."""
+    if is_main() and os.path.isfile(log_path) and read_jsonl(log_path)[1]:
+        rows = checked_log(log_path)
+        write_atomically(log_path, lambda f: f.writelines(json.dumps(r) + "\n" for r in rows))
 
 
 def load_checkpoint(path, device, dtype, grad_checkpointing=False, what="checkpoint", enable_thinking=None):
@@ -420,6 +432,7 @@ def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progres
     evaluate_base(args, base_model, tok, benchmarks, ev, run_dir, progress, progress_path, base_evals)
     meter = drift_meter(args, base_model, tok, benchmarks, run_dir, device)
     log_path, partial_dir = os.path.join(run_dir, "log.jsonl"), os.path.join(run_dir, "partial")
+    repair_log(log_path)
     for method, settings, run_name in configs:
         start = starting_point(args, progress, progress_path, run_name, method, len(stages), partial_dir, device)
         if start is None:
@@ -512,6 +525,7 @@ def starting_point(args, progress, progress_path, run_name, method, n_stages, pa
     """Where a configuration starts: (completed stages, model, tok, the Ctrl-C's saved state or None) — θ_0,
     the last completed stage's checkpoint, or the state saved mid-stage; None when every stage is done."""
     done = progress.setdefault(run_name, {"stages": []})["stages"]
+    check_saved_stages(os.path.dirname(progress_path), run_name, done, n_stages)
     gone = [k for k, st in enumerate(done) if not os.path.isdir(st["checkpoint"])]
     if gone:   # a stage checkpoint deleted (say, because it was damaged): retrain from that stage on
         print(f"{run_name}: the checkpoint of stage {gone[0] + 1} is missing: stages {gone[0] + 1}–{n_stages} "
@@ -548,9 +562,30 @@ def forget_lost_steps(log_path, run_name, k, resume):
     keep = [json.dumps(r) + "\n" for r in rows
             if not (r.get("run") == run_name and (r.get("stage", 0) > k + 1 or
                                                   (r.get("stage") == k + 1 and r["step"] > kept_steps)))]
-    with open(log_path + ".tmp", "w") as f:
-        f.writelines(keep)
-    os.replace(log_path + ".tmp", log_path)
+    write_atomically(log_path, lambda f: f.writelines(keep))
+
+
+def check_saved_stages(run_dir, run_name, done, n_stages):
+    """On a rerun, the completed stages' files as they were saved: each checkpoint against the checksums
+    recorded when it was written (infra.damaged_files), and the saved evaluation responses. Damage stops
+    the run with one line naming the file and a safe next step; the results (progress.json) are intact."""
+    for k, st in enumerate(done):
+        again = (f"delete {st['checkpoint']} and rerun the same command: stage{'s' if k + 1 < n_stages else ''} "
+                 f"{k + 1}{f'–{n_stages}' if k + 1 < n_stages else ''} of {run_name} "
+                 f"{'are' if k + 1 < n_stages else 'is'} trained again (the results in progress.json are intact until then)")
+        bad = damaged_files(st["checkpoint"]) if os.path.isdir(st["checkpoint"]) else []
+        if bad:
+            fail(f"{os.path.join(st['checkpoint'], bad[0][0])} is {bad[0][1]} since it was saved"
+                 f"{f' ({len(bad) - 1} more file(s) too)' if len(bad) > 1 else ''}: the checkpoint of stage {k + 1} is "
+                 f"damaged. Restore the directory from a copy, or {again}")
+        path = drift.responses_path(run_dir, f"{run_name}-stage{k + 1}")
+        try:
+            drift.read_responses(path)
+        except FileNotFoundError:
+            continue   # (--no-drift runs of old kept none)
+        except (ValueError, AssertionError, TypeError, AttributeError) as e:
+            fail(f"{path} is damaged ({tasks.one_line(e)[:120]}): stage {k + 1}'s saved evaluation responses. "
+                 f"Restore it from a copy, or {again}")
 
 
 def weights_before_stage(meter, model, done, args, resume):

@@ -30,7 +30,7 @@ import flags
 import tasks
 from evaluate import collapse
 from flags import MASK_Q, RANK_FRAC, check_device_flag
-from infra import setup_torch, with_stage_checkpoints
+from infra import setup_torch, with_stage_checkpoints, write_atomically
 from rollout import SAMPLE_BATCH, chat_messages, encode_chat, load_model, response_logits, sample, sampled_logprobs
 
 
@@ -428,9 +428,16 @@ def save_responses(run_dir, tag, responses):
     """The evaluation samples of one model ({benchmark: {'texts', 'hit_limit'}}), written atomically."""
     path = responses_path(run_dir, tag)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(responses, f)
-    os.replace(path + ".tmp", path)
+    write_atomically(path, lambda f: json.dump(responses, f))
+
+
+def read_responses(path):
+    """The responses saved in path; raises ValueError / AssertionError / TypeError if it is damaged."""
+    with open(path) as f:
+        responses = json.load(f)
+    assert isinstance(responses, dict) and all(isinstance(r, dict) and "texts" in r for r in responses.values()), \
+        "not saved responses"
+    return responses
 
 
 def load_responses(run_dir, tag):
@@ -439,9 +446,7 @@ def load_responses(run_dir, tag):
     if not os.path.isfile(path):
         sys.exit(f"error: {path} is missing (runs before drift tracking kept no responses; rerun continual.py)")
     try:
-        responses = json.load(open(path))
-        assert isinstance(responses, dict) and all("texts" in r for r in responses.values()), "not saved responses"
-        return responses
+        return read_responses(path)
     except (ValueError, AssertionError, TypeError, AttributeError) as e:
         print(f"error: {path} is damaged ({tasks.one_line(e)}); delete it and rerun the same command: "
               + ("the base model is evaluated again (same prompts, same result)" if tag == "base" else

@@ -527,12 +527,58 @@ def save_checkpoint(model, tok, out_dir, extra=None, opt=None, teacher=None):
         tok.save_pretrained(tmp)
         for name, obj in (extra or {}).items():
             torch.save(obj, os.path.join(tmp, name))
+        write_checksums(tmp)   # what a later rerun checks the directory against (damaged_files)
         if os.path.exists(out_dir):
             shutil.rmtree(old, ignore_errors=True)
             os.replace(out_dir, old)
         os.replace(tmp, out_dir)
         shutil.rmtree(old, ignore_errors=True)
     barrier()
+
+
+CHECKSUMS = "checksums.json"
+
+
+def file_digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_checksums(directory):
+    """checksums.json: {relative path: sha256} of every file a checkpoint directory holds, written last."""
+    digests = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            rel = os.path.relpath(os.path.join(root, name), directory)
+            if rel != CHECKSUMS:
+                digests[rel] = file_digest(os.path.join(root, name))
+    with open(os.path.join(directory, CHECKSUMS), "w") as f:
+        json.dump(digests, f, indent=1, sort_keys=True)
+
+
+def damaged_files(directory):
+    """The files of a saved checkpoint that are not as they were saved: [(file, 'missing' | 'changed')], [] if
+    all are; None if it records no checksums (saved before they were recorded: nothing to check against)."""
+    try:
+        with open(os.path.join(directory, CHECKSUMS)) as f:
+            digests = json.load(f)
+        assert isinstance(digests, dict)
+    except FileNotFoundError:
+        return None
+    except (ValueError, AssertionError, OSError):
+        return [(CHECKSUMS, "changed")]
+    bad = []
+    for rel, digest in sorted(digests.items()):
+        path = os.path.join(directory, rel)
+        try:
+            if file_digest(path) != digest:
+                bad.append((rel, "changed"))
+        except OSError:
+            bad.append((rel, "missing"))
+    return bad
 
 
 def stage_checkpoint(run_dir, run_name, k, domain):
@@ -575,7 +621,18 @@ def atomic_json(path, obj):
     """Write JSON to path.tmp, then rename: readers see the old file or the new one. Rank 0 only."""
     if not is_main():
         return
+    write_atomically(path, lambda f: json.dump(obj, f, indent=1))
+
+
+def write_atomically(path, write):
+    """write(f) into path.tmp, then rename it over path. If any of it fails, path.tmp is removed and the
+    error names path (say, a directory where the file belongs), never the temporary file."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            write(f)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise OSError(e.errno, e.strerror, path) from e

@@ -96,6 +96,20 @@ STOPS = {   # damage -> the file the message must name
                                                      os.mkdir(r / "log.jsonl")), "log.jsonl"),
     "log.jsonl a symlink loop": (lambda r: (as_if_stage_2_was_lost(r), os.remove(r / "log.jsonl"),
                                             os.symlink("log.jsonl", r / "log.jsonl")), "log.jsonl"),
+    # issue 45: a finished run's rerun checks its files against the checksums recorded when they were saved
+    "finished: a stage's weights truncated": (lambda r: truncate(r / "checkpoints" / RUN / "stage1-math" /
+                                                                "model.safetensors"), "stage1-math/model.safetensors"),
+    "finished: the last stage's weights truncated": (lambda r: truncate(r / "checkpoints" / RUN / "stage2-science" /
+                                                                       "model.safetensors"), "stage2-science"),
+    "finished: a stage's config.json garbage": (lambda r: (r / "checkpoints" / RUN / "stage1-math" / "config.json")
+                                                .write_text("{{{"), "stage1-math/config.json"),
+    "finished: a stage's tokenizer.json deleted": (lambda r: os.remove(r / "checkpoints" / RUN / "stage2-science" /
+                                                                       "tokenizer.json"), "tokenizer.json"),
+    "finished: a stage's saved responses garbage": (lambda r: (r / "responses" / f"{RUN}-stage1.json").write_text("[1"),
+                                                    f"{RUN}-stage1.json"),
+    "progress.json a symlink loop": (lambda r: (os.remove(r / "progress.json"),
+                                                os.symlink("progress.json", r / "progress.json")), "progress.json"),
+    "progress.json empty": (lambda r: (r / "progress.json").write_text("{}"), "progress.json"),
 }
 
 
@@ -128,6 +142,7 @@ RECOVERS = {   # damage -> a phrase the warning must hold
     "responses/base.json deleted (what the message says to do)": (
         lambda r: os.remove(r / "responses" / "base.json"), "evaluating it again"),
     "progress.json deleted (once a silent retrain)": (lambda r: os.remove(r / "progress.json"), "trained again"),
+    "finished: log.jsonl cut by a kill": (lambda r: truncate(r / "log.jsonl", 0.97), "log.jsonl.damaged"),
 }
 
 
@@ -142,3 +157,14 @@ def test_damage_that_recovers_to_the_same_results(case, finished, tmp_path, caps
     assert results["base"]["acc"] == reference["base"]["acc"]
     if "damaged" in phrase:
         assert os.path.exists(run / phrase)   # what was set aside is kept
+
+
+def test_a_failed_save_leaves_no_temporary_file(finished, tmp_path, capsys):
+    """Issue 45: results.json replaced by a directory: the message names results.json, and no
+    results.json.tmp is left behind."""
+    run = copy_of(finished, tmp_path)
+    os.remove(run / "results.json")
+    os.mkdir(run / "results.json")
+    code, _, out = rerun(run, capsys)
+    assert code == 1 and "results.json:" in out.err and "results.json.tmp" not in out.err
+    assert not os.path.exists(run / "results.json.tmp")
