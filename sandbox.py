@@ -8,27 +8,29 @@ fail, and it cannot reach the grading process, another program, the files or the
 
 Layers, outermost first (which layer stops which attack: docs/RELIABILITY.md):
 0. **An OS jail** (Linux namespaces) around a batch's programs: bubblewrap where it is installed, else
-   util-linux's `unshare`. No network, a PID namespace of its own (no process outside is visible, no
-   signal gets out, every process of the batch dies with it), a read-only view of /usr and the
-   interpreter only, a private tmpfs /tmp, no /proc, no environment, no capabilities, a user that owns
-   nothing outside. Without either, CODING is refused (NoJail) unless --unsafe-code says to run with
-   layers 1–4 only.
-0b. **A process and a seccomp filter per program** where the batch shares the jail (SHARED_JAIL, on
-   x86-64 and arm64): the jail's interpreter forks one child per program, which keeps only its own
-   result pipe and, before the program runs, becomes non-dumpable and installs a filter that refuses
-   every system call by which one process reaches another — signals, pidfds, ptrace, another's memory,
-   fork, exec, namespaces. Elsewhere each program gets a jail of its own.
-1. **A process of its own per program** (forked from a `python -I -S` that holds no expected value)
-   given the program and the test *inputs* only. For functional and standard-input tests it returns
-   the values it computed; for assert-style tests the asserts are parsed here (ast) and it is sent only the calls to make, never the expected
-   values. What comes back is JSON on its own pipe, capped in size and in nesting depth, and it is
-   compared with the expected values **here**: an object whose `__eq__` always says True cannot be
-   serialised, and an `int` subclass serialises as the number it is.
+   util-linux's `unshare` (as root, unshare first). No network, a PID namespace of its own (no process
+   outside is visible, no signal gets out, every process of the batch dies with it), a read-only view of
+   /usr and the interpreter only, nothing writable at all, no /proc, no environment, no capabilities,
+   uid 61000, which is uid 61000 outside too and owns nothing. Without either jail, CODING is refused
+   (NoJail) unless --unsafe-code says to run with layers 0b–4 only.
+0b. **A fresh interpreter per program, born under a seccomp filter** (x86-64 and arm64): the jail's
+   interpreter forks one child per program, which keeps only its own job and result pipe, takes the
+   limits, installs a filter that refuses every system call by which one process reaches another
+   (signals, F_SETOWN, pidfds, ptrace, another's memory, scheduling or limits), new processes, sockets,
+   keyrings and IPC, and then execs `python -I -S` on RUNNER: the program's process never holds ctypes,
+   the harness or another program's code. Elsewhere each program gets a jail of its own.
+1. **Grading here**: the program is given the test *inputs* only. For functional and standard-input
+   tests it returns the values it computed; for assert-style tests the asserts are parsed here (ast)
+   and it is sent only the calls into it, never a comparison or an expected value (any other part of a
+   check is evaluated here, or the test is unusable). What comes back is JSON on its own pipe, capped in
+   size and in nesting depth, and it is compared with the expected values **here**, in linear time: an
+   object whose `__eq__` always says True cannot be serialised, and an `int` subclass serialises as the
+   number it is.
 2. **OS limits** set before the program runs: CPU seconds, address space, no file writes (size 0),
    few open files, no core dumps; the wall clock is enforced by the jail's interpreter, and from here
    the jail is killed when its programs' time is up.
-3. **Another user**, when this process runs as root: inside the jail an unmapped uid of its own; with
-   --unsafe-code, uid 61000 + k with room for exactly one process.
+3. **Another user**: inside the jail, uid 61000; with --unsafe-code as root, uid 61000 + k with room for
+   exactly one process.
 4. **An audit hook** (PEP 578) inside the interpreter refuses every event outside a fixed list:
    files, sockets, subprocesses, fork, imports of anything not pre-loaded, ctypes, code objects made
    by hand. The list is a constant of the hook's own code, and the hook calls no name a program could
