@@ -50,7 +50,7 @@ def import_graph():
 
 
 def test_every_module_has_a_layer():
-    assert sorted(modules()) == sorted(LAYERS), "add a new module to LAYERS (and to the README's file table)"
+    assert sorted(modules()) == sorted(LAYERS), "add a new module to LAYERS (and to the file table in docs/FILES.md)"
 
 
 def test_imports_run_one_way():
