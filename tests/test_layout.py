@@ -253,3 +253,9 @@ if __name__ == "__main__":
     graph, _ = import_graph()
     for mod in LAYERS:
         print(f"{mod:10s} imports {', '.join(sorted(graph[mod], key=LAYERS.index)) or '(nothing of ours)'}")
+
+
+def test_the_readme_is_read_in_five_minutes():
+    """Issue 44: the README is for a newcomer, at most 150 lines and 1,500 words; histories live in docs/."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    assert len(text.splitlines()) <= 150 and len(text.split()) <= 1500, (len(text.splitlines()), len(text.split()))
