@@ -30,10 +30,7 @@ TINY_DIR = os.path.join(HERE, "tiny_model")
 MODEL_DIRS = {"tiny": TINY_DIR, "tiny_think": TINY_DIR + "_think"}   # the built-in models' directories
 PAD_MULTIPLE = 16  # pad lengths up to a multiple of this: CPU kernels are slow on every *new* shape
 # --sample-batch: sequences per forward or generate call wherever the count grows with the data (rollout,
-# evaluation, the teacher check, drift's embeddings and KL, tokens.py). On 2 CPU cores with the tiny model
-# 128 was the fastest over a stage's evaluation and drift together (bench.py --eval: past a few hundred
-# rows a batch costs more per sequence, as its activations leave the CPU's caches). At 8k new tokens the
-# KV cache of 128 Qwen3-4B sequences is ~190 GB: on a GPU set it to what fits (docs/GPU.md gives the sizes).
+# evaluation, the teacher check, drift, tokens.py); why 128 on a CPU, and what fits on a GPU: docs/GPU.md
 SAMPLE_BATCH = 128
 
 
@@ -125,9 +122,9 @@ def load_policy(name="tiny", device="cpu", dtype=None, grad_checkpointing=False,
 
 def attention_of(config):
     """Character-sized models (hidden size ≤ 256: the built-in tiny models and every checkpoint trained from
-    them) use plain ("eager") attention: on 2 CPU cores it sampled an evaluation 1.35× faster than PyTorch's
-    fused SDPA kernel (bench.py --eval). Real models keep transformers' default. (Decided from the config,
-    not the name, so that a reloaded stage checkpoint computes exactly as the model that was saved.)"""
+    them) use plain ("eager") attention, the faster one there (docs/RESULTS.md, "What a step costs"); real
+    models keep transformers' default. Decided from the config, not the name, so that a reloaded stage
+    checkpoint computes exactly as the model that was saved."""
     return {"attn_implementation": "eager"} if getattr(config, "hidden_size", 1 << 30) <= 256 else {}
 
 
