@@ -570,9 +570,9 @@ def check_saved_stages(run_dir, run_name, done, n_stages):
     recorded when it was written (infra.damaged_files), and the saved evaluation responses. Damage stops
     the run with one line naming the file and a safe next step; the results (progress.json) are intact."""
     for k, st in enumerate(done):
-        again = (f"delete {st['checkpoint']} and rerun the same command: stage{'s' if k + 1 < n_stages else ''} "
-                 f"{k + 1}{f'–{n_stages}' if k + 1 < n_stages else ''} of {run_name} "
-                 f"{'are' if k + 1 < n_stages else 'is'} trained again (the results in progress.json are intact until then)")
+        later = f"stages {k + 1}–{n_stages}" if k + 1 < n_stages else f"stage {k + 1}"
+        again = (f"delete {st['checkpoint']} and rerun the same command: {later} of {run_name} will be trained again "
+                 f"(the results in progress.json are intact until then)")
         bad = damaged_files(st["checkpoint"]) if os.path.isdir(st["checkpoint"]) else []
         if bad:
             fail(f"{os.path.join(st['checkpoint'], bad[0][0])} is {bad[0][1]} since it was saved"
