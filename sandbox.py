@@ -535,20 +535,6 @@ def bounded_range(*args):
     return r
 
 
-PURE = {"abs": abs, "len": len, "sorted": sorted, "set": lambda *a: safe_set(*a), "frozenset": lambda *a: safe_set(*a),
-        "list": list, "tuple": tuple, "round": round, "min": min, "max": max, "sum": sum, "float": float, "int": int,
-        "str": str, "bool": bool, "any": any, "all": all, "range": bounded_range}
-MATH_PURE = {name: getattr(math, name) for name in ("isclose", "floor", "ceil", "trunc", "sqrt", "fabs", "isnan",
-                                                     "isinf", "isfinite", "log", "log2", "log10", "exp", "hypot")}
-MATH_CONSTANTS = {name: getattr(math, name) for name in ("pi", "e", "tau", "inf", "nan")}
-MODULES = frozenset(ALLOWED_MODULES) | frozenset(getattr(sys, "stdlib_module_names", ()))   # never the program's
-BUILTIN_NAMES = frozenset(dir(builtins))
-
-
-class Unusable(ValueError):
-    """An assert with a part that only the program could evaluate and that is not a call into it."""
-
-
 MAX_SAME_HASH = 64   # distinct items of one set or dict that may share a hash (Python compares each with all)
 
 
@@ -586,6 +572,20 @@ def contains(container, item):
 def is_type_name(node):
     elts = node.elts if isinstance(node, ast.Tuple) else [node]
     return all(isinstance(e, ast.Name) and e.id in TYPES for e in elts)
+
+
+PURE = {"abs": abs, "len": len, "sorted": sorted, "set": safe_set, "frozenset": safe_set,
+        "list": list, "tuple": tuple, "round": round, "min": min, "max": max, "sum": sum, "float": float, "int": int,
+        "str": str, "bool": bool, "any": any, "all": all, "range": bounded_range}
+MATH_PURE = {name: getattr(math, name) for name in ("isclose", "floor", "ceil", "trunc", "sqrt", "fabs", "isnan",
+                                                     "isinf", "isfinite", "log", "log2", "log10", "exp", "hypot")}
+MATH_CONSTANTS = {name: getattr(math, name) for name in ("pi", "e", "tau", "inf", "nan")}
+MODULES = frozenset(ALLOWED_MODULES) | frozenset(getattr(sys, "stdlib_module_names", ()))   # never the program's
+BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+class Unusable(ValueError):
+    """An assert with a part that only the program could evaluate and that is not a call into it."""
 
 
 def root_name(node):
