@@ -14,7 +14,7 @@ benchmark: an accuracy matrix acc[stage][benchmark] (Acc@k, C3).
 
 Every configuration (method × α) starts from the same base with the same seed and the same data
 order. Results go to runs/<name>/: log.jsonl (one line per step), a Hugging Face checkpoint per
-stage, results.json, report.md and its plots (plots.py). Rerunning the same
+stage, results.json, report.md and its plots (machinery/plots.py). Rerunning the same
 command resumes after the last completed stage and ends with the same results.json.
 """
 import contextlib
@@ -28,19 +28,19 @@ import time
 
 import torch
 
-import claims
+from machinery import claims
 import drift
 import evaluate
-import flags
+from machinery import flags
 import grpo
-import plots
+from machinery import plots
 import sdpo
-import tasks
+from machinery import tasks
 import train
-from infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states, damaged_files,
+from machinery.infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states, damaged_files,
                    full_state_dict, gathered, init_distributed, is_main, load_optimizer, load_teacher, read_jsonl,
                    save_checkpoint, shard, stage_checkpoint, under_torchrun, with_stage_checkpoints, write_atomically)
-from flags import per_seed
+from machinery.flags import per_seed
 from rollout import drop_long_prompts, load_model, load_policy
 
 # ----------------------------------------------------------------------------------------------
@@ -135,7 +135,7 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
     prev_teacher: the previous stage's final teacher (SDPO with --teacher-init carry), else None.
     prev_optimizer: a checkpoint directory holding the previous stage's final AdamW state, to carry it
     over (--stage-optimizer carry); None: a fresh AdamW, as each of the release's stage jobs builds.
-    measure(step, row, model): an extra measurement after each step (scripts/coding_ablation.py's teacher check).
+    measure(step, row, model): an extra measurement after each step (tools/coding_ablation.py's teacher check).
     resume: the state a Ctrl-C saved in `partial_dir` (optimizer, teacher, step, rows so far); the
     stage then continues from that step boundary and ends exactly as an uninterrupted stage would.
     """
@@ -186,7 +186,7 @@ def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path,
 
 
 def parse_args(argv=None):
-    """The flags (flags.py), checked before any work starts: (parser, args, stages, benchmarks, configs,
+    """The flags (machinery/flags.py), checked before any work starts: (parser, args, stages, benchmarks, configs,
     defaults)."""
     ap, args, stages, benchmarks, defaults = flags.continual_args(argv, PRESETS)
     configs = run_configs(args)
@@ -645,7 +645,7 @@ def print_stage(run_name, k, stages, progress, acc, deg, train_s):
 
 
 def run_figures(results, run_dir):
-    """One seed's figures (plots.py), with the paper's names in the legends: [(path or None, alt text)]."""
+    """One seed's figures (machinery/plots.py), with the paper's names in the legends: [(path or None, alt text)]."""
     rows = seed_log(run_dir)
     names = paper_names(results)
     return [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png"), labels=names),
@@ -752,7 +752,7 @@ def write_report(results, run_dir):
 
 
 # ----------------------------------------------------------------------------------------------
-# Several seeds: means with 95% intervals, and a verdict per claim (claims.py)
+# Several seeds: means with 95% intervals, and a verdict per claim (machinery/claims.py)
 # ----------------------------------------------------------------------------------------------
 def summarize_seeds(seed_results, seeds, seed_dirs, seconds):
     """results.json over seeds: per run the accuracy matrix and every claim metric as

@@ -26,11 +26,11 @@ import sys
 import torch
 
 import evaluate
-import flags
-import tasks
+from machinery import flags
+from machinery import tasks
 from evaluate import collapse
-from flags import MASK_Q, RANK_FRAC, check_device_flag
-from infra import setup_torch, with_stage_checkpoints, write_atomically
+from machinery.flags import MASK_Q, RANK_FRAC, check_device_flag
+from machinery.infra import setup_torch, with_stage_checkpoints, write_atomically
 from rollout import SAMPLE_BATCH, chat_messages, encode_chat, load_model, response_logits, sample, sampled_logprobs
 
 

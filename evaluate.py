@@ -21,9 +21,9 @@ import time
 
 import torch
 
-import tasks
-from flags import MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag
-from infra import gather_lists, init_distributed, is_main, my_share, shard
+from machinery import tasks
+from machinery.flags import MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag
+from machinery.infra import gather_lists, init_distributed, is_main, my_share, shard
 from rollout import (DTYPES, MODEL_DIRS, SAMPLE_BATCH, chat_messages, decode, drop_long_prompts, encode_chat,
                      fill_reprompt, load_model, sample)
 
@@ -229,7 +229,7 @@ def main(argv=None):
     ap.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     ap.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this (0 = keep all)")
     ap.add_argument("--unsafe-code", action="store_true", help="run CODING programs without an OS jail where none "
-                    "is available (sandbox.py's inner layers only)")
+                    "is available (machinery/sandbox.py's inner layers only)")
     ap.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences generated at once (bounds "
                     "the KV cache: at 8k tokens set it to what fits, docs/GPU.md)")
     thinking = ap.add_mutually_exclusive_group()

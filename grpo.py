@@ -18,7 +18,7 @@ ratio is 1, the clip never binds, and the gradient is exactly A_i ∇log π_θ (
 baseline). SDPO takes one step per batch in both the release and here.
 
 Simplifications, on purpose (and what the release does instead):
-* No critic, no value head, no reward model: rewards come from the graders in tasks.py.
+* No critic, no value head, no reward model: rewards come from the graders in machinery/tasks.py.
 * Log-probs are those of the untempered policy (the release divides logits by the rollout temperature;
   with the default rollout temperature 1 the two agree).
 """
@@ -26,10 +26,10 @@ from functools import partial
 
 import torch
 
-import flags
+from machinery import flags
 import train
-from flags import GRPO_DEFAULTS
-from infra import clone_model, gathered, global_sum, local_blocks
+from machinery.flags import GRPO_DEFAULTS
+from machinery.infra import clone_model, gathered, global_sum, local_blocks
 from rollout import batch_order, micro_batches, response_logits, token_entropy, token_logprobs
 
 
@@ -156,7 +156,7 @@ def grpo_stats(plan, results):
 
 def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
     """The whole update on one batch (the plan, its optimizer steps, the statistics): what one training
-    step does after sampling (bench.py, scripts/gpu_check.py and the tests call it on their own)."""
+    step does after sampling (tools/bench.py, tools/gpu_check.py and the tests call it on their own)."""
     plan = grpo_plan(model, batch, args, ref_model, pad_id)
     return grpo_stats(plan, train.apply_plan(model, opt, plan, args.max_grad_norm))
 
@@ -279,7 +279,7 @@ def run_name(s):
 
 
 def main(argv=None):
-    ap, args = flags.one_task_args("grpo", argv)   # every flag and its check: flags.py
+    ap, args = flags.one_task_args("grpo", argv)   # every flag and its check: machinery/flags.py
     return train.train_seeds(ap, args, run_name(args), make_grpo)
 
 

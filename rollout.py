@@ -22,15 +22,15 @@ import torch
 from tqdm import tqdm
 from transformers import LogitsProcessor, LogitsProcessorList, StaticCache
 
-import tasks
-from infra import gathered, is_main, is_sharded, shard, under_torchrun
+from machinery import tasks
+from machinery.infra import gathered, is_main, is_sharded, shard, under_torchrun
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TINY_DIR = os.path.join(HERE, "tiny_model")
+TINY_DIR = os.path.join(HERE, "machinery", "tiny_model")
 MODEL_DIRS = {"tiny": TINY_DIR, "tiny_think": TINY_DIR + "_think"}   # the built-in models' directories
 PAD_MULTIPLE = 16  # pad lengths up to a multiple of this: CPU kernels are slow on every *new* shape
 # --sample-batch: sequences per forward or generate call wherever the count grows with the data (rollout,
-# evaluation, the teacher check, drift, tokens.py); why 128 on a CPU, and what fits on a GPU: docs/GPU.md
+# evaluation, the teacher check, drift, classroom/tokens.py); why 128 on a CPU, and what fits on a GPU: docs/GPU.md
 SAMPLE_BATCH = 128
 
 
@@ -82,7 +82,7 @@ def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, 
     enable_thinking: --enable-thinking / --disable-thinking, kept on the tokenizer for encode_chat (None:
     the chat template's own default)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-    path = MODEL_DIRS.get(name, name)   # (the thinking variant: tiny.py)
+    path = MODEL_DIRS.get(name, name)   # (the thinking variant: machinery/tiny.py)
     device = torch.device(device)
     weights, compute = resolve_dtype(dtype, device)
     tok = AutoTokenizer.from_pretrained(path)
@@ -320,7 +320,7 @@ def generation_cache(model, ids, mask, max_new_tokens, group_size=0):
     """The KV cache `generate` writes into: a StaticCache of P + max_new_tokens positions, allocated once.
 
     (transformers' default DynamicCache grows by torch.cat at every new token, copying the whole cache
-    each time: on the tiny model that copy was half of an evaluation's time; bench.py --generate.)
+    each time: on the tiny model that copy was half of an evaluation's time; tools/bench.py --generate.)
     group_size > 1: ids/mask [U·G, P] hold each prompt G times in a row; the keys/values of each distinct
     prompt but its last token are computed once (`shared_prefill`) and written to all G rows, so that
     `generate` only runs the last prompt token and the new ones — the same samples.

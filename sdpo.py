@@ -26,10 +26,10 @@ from functools import partial
 
 import torch
 
-import flags
-import tasks
+from machinery import flags
+from machinery import tasks
 import train
-from infra import NonFiniteError, all_finite, clone_model, first_global_index, global_sum, is_main, local_blocks
+from machinery.infra import NonFiniteError, all_finite, clone_model, first_global_index, global_sum, is_main, local_blocks
 from rollout import (batch_positions, chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, micro_batches,
                      response_logits, strip_think, token_entropy)
 
@@ -336,7 +336,7 @@ def sdpo_stats(plan, results):
 
 def sdpo_update(model, teacher, opt, batch, args, tok, step):
     """The whole update on one batch (the plan, its optimizer step, the statistics), without the teacher
-    schedule (bench.py, scripts/gpu_check.py and the tests call it on their own)."""
+    schedule (tools/bench.py, tools/gpu_check.py and the tests call it on their own)."""
     plan = sdpo_plan(model, teacher, batch, args, tok, step)
     return sdpo_stats(plan, train.apply_plan(model, opt, plan, args.max_grad_norm))
 
@@ -402,7 +402,7 @@ def run_name(s):
 
 
 def main(argv=None):
-    ap, args = flags.one_task_args("sdpo", argv)   # every flag and its check: flags.py
+    ap, args = flags.one_task_args("sdpo", argv)   # every flag and its check: machinery/flags.py
     return train.train_seeds(ap, args, run_name(args), make_sdpo)
 
 

@@ -25,10 +25,10 @@ import torch
 from tqdm import tqdm
 
 import evaluate
-import plots
-import tasks
-from flags import check_code_jail, check_dir_flag, per_seed
-from infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, check_weights, checked_total,
+from machinery import plots
+from machinery import tasks
+from machinery.flags import check_code_jail, check_dir_flag, per_seed
+from machinery.infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, check_weights, checked_total,
                    clip_gradients, gathered, global_sum, idle_loss, idle_micro_batches, init_distributed, is_main,
                    my_sample_blocks, process_count, save_checkpoint, update_size, weights_snapshot)
 from rollout import collect, drop_long_prompts, load_policy
@@ -119,12 +119,12 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
     order, opt = prompt_order(len(records), args), method["optimizer"]
     warmup = stage_warmup(args.warmup_steps, records)
     bar = tqdm(range(start_step, args.steps), desc=desc, dynamic_ncols=True, leave=False, disable=not is_main())
-    with StepBoundarySigint() as sigint:          # Ctrl-C stops at the end of a step (infra.py)
+    with StepBoundarySigint() as sigint:          # Ctrl-C stops at the end of a step (machinery/infra.py)
         for step in bar:
             n = args.prompts_per_step
             chosen = [records[i] for i in order[step * n:(step + 1) * n]]
             t0 = time.time()
-            # ---- 1. sample a group of G responses per prompt and grade them (rollout.py, tasks.py) ----
+            # ---- 1. sample a group of G responses per prompt and grade them (rollout.py, machinery/tasks.py) ----
             batch = sample_and_grade(model, tok, chosen, args, step)
             t1 = time.time()
             # ---- 2. the method's losses on this batch: GRPO (G1–G5) or SDPO (S1–S8) ----
@@ -165,7 +165,7 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
 
 def apply_plan(model, opt, plan, max_grad_norm):
     """Every optimizer step of a batch's plan, in order, as run_steps takes them (for grpo_update and
-    sdpo_update, which bench.py and the tests call on their own). Returns [(loss, [stats], ‖∇‖)]."""
+    sdpo_update, which tools/bench.py and the tests call on their own). Returns [(loss, [stats], ‖∇‖)]."""
     with gathered(plan["frozen"]):
         return [gradient_step(model, opt, s["micro_batches"], s["loss_of"], max_grad_norm) for s in plan["steps"]]
 
@@ -230,7 +230,7 @@ def train_one_task(ap, args, method_name, make_method):
     if args.out is not None:   # (an empty --out is an error, not the default)
         check_dir_flag(ap, "--out", args.out)
     out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")
-    device = init_distributed(args.device, args.threads)   # torchrun: one process per GPU (infra.py)
+    device = init_distributed(args.device, args.threads)   # torchrun: one process per GPU (machinery/infra.py)
     log_path = os.path.join(out, "log.jsonl")
     if is_main():
         os.makedirs(out, exist_ok=True)

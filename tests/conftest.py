@@ -22,7 +22,7 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def tiny():
     """The committed tiny model and its tokenizer (fp32, CPU)."""
-    from infra import setup_torch
+    from machinery.infra import setup_torch
     from rollout import load_model
     setup_torch("cpu")
     return load_model("tiny", "cpu")

@@ -13,13 +13,13 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import bench    # noqa: E402
-import flags    # noqa: E402
+from tools import bench    # noqa: E402
+from machinery import flags    # noqa: E402
 import grpo     # noqa: E402
-import infra    # noqa: E402
+from machinery import infra    # noqa: E402
 import rollout  # noqa: E402
 import sdpo     # noqa: E402
-import tasks    # noqa: E402
+from machinery import tasks    # noqa: E402
 
 
 def step(model, opt, ids):

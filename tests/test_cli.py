@@ -33,7 +33,7 @@ CASES = [
     ("continual.py", ["--max-prompt-len", "-1"], "--max-prompt-len must be >= 0"),
     ("continual.py", ["--rank-frac", "0"], "--rank-frac must be in (0, 1]"),
     ("drift.py", ["no_such_run"], "is not a continual.py run directory"),
-    ("bench.py", ["--group-size", "1"], "--group-size must be >= 2"),
+    ("tools/bench.py", ["--group-size", "1"], "--group-size must be >= 2"),
     ("razor.py", ["--a", "0"], "--a must be in (0, 1]"),
 ]
 

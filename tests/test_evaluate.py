@@ -13,7 +13,7 @@ import continual
 import drift
 import evaluate
 import rollout
-import tasks
+from machinery import tasks
 
 
 def prompts_of(tok, names, n):
@@ -171,7 +171,7 @@ def test_world_criteria_by_hand():
 def test_the_committed_evaluation_is_of_the_committed_base():
     saved = json.load(open(BASE_EVAL))
     assert saved["weights_sha1"] == evaluate.weights_sha1("tiny"), \
-        "tiny_model/ changed: rerun python evaluate.py --model tiny --n 64 --no-teacher-check --out results/base/tiny.json"
+        "machinery/tiny_model/ changed: rerun python evaluate.py --model tiny --n 64 --no-teacher-check --out results/base/tiny.json"
     assert set(saved["acc"]) == set(tasks.GENERATORS) and saved["k"] == 8
 
 
@@ -184,8 +184,8 @@ def test_the_committed_base_meets_w1_and_w3():
 
 
 def test_bench_eval_times_every_part(tmp_path, capsys):
-    """`python bench.py --eval`, made small: every part of a stage's evaluation and drift is timed."""
-    import bench
+    """`python tools/bench.py --eval`, made small: every part of a stage's evaluation and drift is timed."""
+    from tools import bench
     res = bench.main(["--eval", "--repeat", "1", "--eval-n", "2", "--eval-max-new-tokens", "8",
                       "--out", str(tmp_path / "b.json")])
     assert len(res["eval"]["generate"]) == 6 and all(v["s"] > 0 for v in res["eval"]["generate"].values())
@@ -195,11 +195,11 @@ def test_bench_eval_times_every_part(tmp_path, capsys):
 
 
 WORLD_SCRIPT = importlib.util.spec_from_file_location(
-    "world", os.path.join(os.path.dirname(BASE_EVAL), "..", "..", "scripts", "world.py"))
+    "world", os.path.join(os.path.dirname(BASE_EVAL), "..", "..", "tools", "world.py"))
 
 
 def test_tool_error_kinds_by_hand():
-    """scripts/world.py errors: each sample is right, a wrong tool (or none named), or the right tool with a
+    """tools/world.py errors: each sample is right, a wrong tool (or none named), or the right tool with a
     wrong input; and the accuracy per right tool."""
     world = importlib.util.module_from_spec(WORLD_SCRIPT)
     WORLD_SCRIPT.loader.exec_module(world)

@@ -9,8 +9,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import gpu_check  # noqa: E402  (scripts/gpu_check.py: its comparison is tested in-process)
+from tools import gpu_check  # noqa: E402  (tools/gpu_check.py: its comparison is tested in-process)
 WORKER = os.path.join(ROOT, "tests", "fsdp_worker.py")
 
 
@@ -85,14 +84,14 @@ def test_continual_under_torchrun_resumes_to_the_same_results(tmp_path):
 
 
 def test_the_gpu_check_script_runs_and_can_fail(tmp_path, capsys):
-    """scripts/gpu_check.sh, as it will run on the first GPU machine, here on 2 CPU ranks: it passes; and the
+    """tools/gpu_check.sh, as it will run on the first GPU machine, here on 2 CPU ranks: it passes; and the
     check's comparison, given what its step 2 measured and a reference loss changed by 20%, names the mismatch
     (in this process: a second torchrun launch only to see it fail cost 25 s of the suite). Its third part, memory
     per stage against the formula, runs here on a small real-vocabulary model. (Its fourth part,
     a few real steps of grpo.py and sdpo.py under torchrun, is what test_distributed.py runs: skipped here.)"""
     env = dict(os.environ, OUT=str(tmp_path), DEVICE="cpu", NGPU="2", MODEL="tiny", STEPS="0", PYTHONPATH=ROOT,
                MEM_SHAPE="cpu", MEM_TOKENS="192", MEM_S="2")
-    out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_check.sh")], capture_output=True, text=True,
+    out = subprocess.run(["bash", os.path.join(ROOT, "tools", "gpu_check.sh")], capture_output=True, text=True,
                          timeout=600, env=env)
     assert out.returncode == 0 and "gpu_check: passed" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
     assert "GPU check passed" in out.stdout and "sdpo grad_norm" in out.stdout

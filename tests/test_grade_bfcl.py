@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-import tasks
+from machinery import tasks
 
 FUNCTIONS = [
     {"name": "triangle_properties.get", "description": "Area and perimeter of a triangle.",

@@ -1,11 +1,11 @@
-"""CODING grader (tasks.check_code + sandbox.py): the release's rules (feedback/code.py) — the longest
+"""CODING grader (tasks.check_code + machinery/sandbox.py): the release's rules (feedback/code.py) — the longest
 fenced block of any language, output lines joined by spaces, LiveCodeBench's functional format, assert
 tests, the release's allowed imports, its LeetCode-style feedback — and where we differ."""
 import json
 
 import pytest
 
-import tasks
+from machinery import tasks
 
 
 def rec(tests):
@@ -132,7 +132,7 @@ def test_feedback_strings():
 
 def test_out_of_cpu_seconds_is_a_time_out_too():
     """On a busy machine the CPU limit can strike before the wall clock: still 'Time Limit Exceeded'."""
-    import sandbox
+    from machinery import sandbox
     tests = {"inputs": ["3\n"], "outputs": ["6"], "testtype": "stdin"}
     assert sandbox.run_programs_detailed([("while True: pass", tests)], limits={"wall": 10.0, "cpu": 1}) == \
         [(0.0, [["timeout"]])]

@@ -3,7 +3,7 @@ release's rule (feedback/gpqa.py) — the last standalone A-D of the upper-cased
 last \\boxed{} when there is one."""
 import pytest
 
-import tasks
+from machinery import tasks
 
 REC = {"kind": "gpqa", "answer": "B"}
 

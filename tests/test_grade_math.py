@@ -2,7 +2,7 @@
 answer as text, else math-verify says they are the same — and the places we deliberately differ."""
 import pytest
 
-import tasks
+from machinery import tasks
 
 GOLD = {"kind": "math", "answer": ""}
 

@@ -2,7 +2,7 @@
 last <answer>, up to </answer> if present, stripped, equals the letter. Feedback: none."""
 import pytest
 
-import tasks
+from machinery import tasks
 
 REC = {"kind": "mcq", "answer": "B"}
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-import tasks
+from machinery import tasks
 
 
 def rec(*calls):

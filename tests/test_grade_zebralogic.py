@@ -2,7 +2,7 @@
 mode: the answer is a JSON grid, a puzzle counts when every cell is right."""
 import json
 
-import tasks
+from machinery import tasks
 
 ROW = {"id": "lgp-test-2x2-1", "size": "2*2", "puzzle": "There are 2 houses, numbered 1 to 2 ...",
        "solution": {"header": ["House", "Name", "Color"], "rows": [["1", "Eric", "Red"], ["2", "Arnold", "Blue"]]}}

@@ -1,5 +1,5 @@
-"""LAB.md never rots: the notebook runs every exercise's command (lab.py, with its --fast settings appended:
-argparse keeps the last value of a flag) and each exits 0; the quick exercises give SOLUTIONS.md's key numbers
+"""LAB.md never rots: the notebook runs every exercise's command (classroom/lab.py, with its --fast settings appended:
+argparse keeps the last value of a flag) and each exits 0; the quick exercises give classroom/SOLUTIONS.md's key numbers
 at class settings; each "change one line" is still where the sheet says. An exercise added to the sheet
 without --fast settings fails."""
 import os
@@ -12,7 +12,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import lab  # noqa: E402
+from classroom import lab  # noqa: E402
 
 
 def test_every_exercise_has_fast_settings():
@@ -22,18 +22,18 @@ def test_every_exercise_has_fast_settings():
 
 
 def test_the_notebook_runs_every_exercise_at_fast_settings(tmp_path):
-    """lab.ipynb, executed as a student would (nbclient, a real kernel), with FAST = True: every exercise's
-    command exits 0 and gives the key numbers SOLUTIONS.md names. The quick exercises (1, 2, 9, 10) run as
-    written and give SOLUTIONS.md's numbers within lab.TOLERANCE; the others take minutes at class settings,
-    so their values differ here: `python lab.py --all --check` compares them all."""
+    """classroom/lab.ipynb, executed as a student would (nbclient, a real kernel), with FAST = True: every exercise's
+    command exits 0 and gives the key numbers classroom/SOLUTIONS.md names. The quick exercises (1, 2, 9, 10) run as
+    written and give classroom/SOLUTIONS.md's numbers within lab.TOLERANCE; the others take minutes at class settings,
+    so their values differ here: `python classroom/lab.py --all --check` compares them all."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    nb = nbformat.read(os.path.join(ROOT, "lab.ipynb"), as_version=4)
+    nb = nbformat.read(os.path.join(ROOT, "classroom/lab.ipynb"), as_version=4)
     setup = next(c for c in nb.cells if c.cell_type == "code" and "FAST = False" in c.source)
     setup.source = setup.source.replace("FAST = False", "FAST = True").replace(
         'OUT = "runs/class-notebook"', f"OUT = {str(tmp_path / 'class')!r}")
     nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
-                            resources={"metadata": {"path": ROOT}}).execute()
+                            resources={"metadata": {"path": os.path.join(ROOT, "classroom")}}).execute()
     out, stated, quick = str(tmp_path / "class"), lab.stated_numbers(), []
     for number, title, command in lab.exercises():
         status = next(o for c in nb.cells if c.source == f"lab.notebook_exercise({number}, OUT, FAST)"
@@ -42,7 +42,7 @@ def test_the_notebook_runs_every_exercise_at_fast_settings(tmp_path):
         names = {name for name, _ in lab.key_numbers(number, out)}
         assert names <= set(stated.get(number, {})), f"exercise {number}: {names - set(stated.get(number, {}))}"
         assert bool(names) == (number in stated)
-        if lab.FAST[number] is None and number in stated:   # run as written: SOLUTIONS.md's numbers, within tolerance
+        if lab.FAST[number] is None and number in stated:   # run as written: classroom/SOLUTIONS.md's numbers, within tolerance
             checked = lab.check_numbers(number, out, stated)
             assert checked and all(ok for *_, ok in checked), (number, checked)
             quick.append(number)
@@ -63,13 +63,13 @@ def test_the_check_catches_a_number_that_moved(tmp_path):
 
 
 def test_lab_py_runs_an_exercise_and_writes_the_class_folder(tmp_path):
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "lab.py"), "9", "--out", str(tmp_path / "class")],
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "classroom/lab.py"), "9", "--out", str(tmp_path / "class")],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     for f in ("LAB.md", "timings.md", "logs/9.txt"):
         assert (tmp_path / "class" / f).is_file()
     assert "| 9. The metrics by hand" in (tmp_path / "class" / "timings.md").read_text()
-    assert not (tmp_path / "class" / "SOLUTIONS.md").exists()   # the answers stay with the teacher
+    assert not (tmp_path / "class" / "classroom/SOLUTIONS.md").exists()   # the answers stay with the teacher
 
 
 @pytest.mark.parametrize("argv,message", [([], "give --all or exercise numbers"), (["99"], "no exercise 99"),
@@ -82,7 +82,7 @@ def test_lab_py_bad_input_is_one_line(argv, message, capsys):
 
 
 # ----------------------------------------------------------------------------------------------
-# Exercise 11, "change one line": each line is where LAB.md says, and the change gives SOLUTIONS.md's answer
+# Exercise 11, "change one line": each line is where LAB.md says, and the change gives classroom/SOLUTIONS.md's answer
 # ----------------------------------------------------------------------------------------------
 def changed(module, old, new):
     """The module with one line changed, loaded from its edited source (the file itself is untouched)."""

@@ -16,15 +16,37 @@ sys.path.insert(0, ROOT)
 import continual  # noqa: E402
 
 # Lowest first. A module may import only modules listed before it (and never from inside a function).
-LAYERS = ["sandbox", "tasks", "infra", "rollout", "flags", "evaluate", "plots", "train", "grpo", "sdpo", "drift", "razor", "claims", "continual", "tokens",
-          "tiny", "bench", "lab"]
+LAYERS = ["machinery.sandbox", "machinery.tasks", "machinery.infra", "rollout", "machinery.flags", "evaluate",
+          "machinery.plots", "train", "grpo", "sdpo", "drift", "razor", "machinery.claims", "continual",
+          "classroom.tokens", "machinery.tiny", "tools.bench", "classroom.lab", "tools.gpu_check", "tools.world",
+          "tools.coding_ablation"]
+# What a student sees on opening the repository: the files that carry the paper, and three folders (issue 44)
+TOP_LEVEL_PY = ["continual", "drift", "evaluate", "grpo", "razor", "rollout", "sdpo", "train"]
+TOP_LEVEL = sorted(["README.md", "EQUATIONS.md", "LAB.md", "requirements.txt", "machinery", "tools", "classroom",
+                    "docs", "results", "tests"] + [m + ".py" for m in TOP_LEVEL_PY])
+PACKAGES = ("machinery", "tools", "classroom")
 
 ALL_TAGS = ([f"G{i}" for i in range(1, 6)] + [f"S{i}" for i in range(1, 9)] + [f"T{i}" for i in range(1, 4)]
             + [f"C{i}" for i in range(1, 4)] + [f"A{i}" for i in range(1, 9)] + [f"B{i}" for i in range(1, 5)])
 
 
 def modules():
-    return {os.path.basename(f)[:-3]: f for f in sorted(glob.glob(os.path.join(ROOT, "*.py")))}
+    """{module name: path}: the top level's modules by name, the folders' as 'folder.name'."""
+    mods = {os.path.basename(f)[:-3]: f for f in sorted(glob.glob(os.path.join(ROOT, "*.py")))}
+    for p in PACKAGES:
+        for f in sorted(glob.glob(os.path.join(ROOT, p, "*.py"))):
+            if not f.endswith("__init__.py"):
+                mods[f"{p}.{os.path.basename(f)[:-3]}"] = f
+    return mods
+
+
+def imported_names(node):
+    """The project modules an import statement can name: `import x`, `from x import y` (x or x.y)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        return [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    return []
 
 
 def import_graph():
@@ -35,18 +57,21 @@ def import_graph():
         tree = ast.parse(open(path).read())
         top = {id(n) for n in tree.body}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [a.name.split(".")[0] for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module.split(".")[0]]
-            else:
-                continue
-            for n in names:
+            for n in imported_names(node):
                 if n in mods and n != m:
                     edges[m].add(n)
                     if id(node) not in top:
-                        hidden.append(f"{m}.py:{node.lineno} imports {n} below the top of the file")
+                        hidden.append(f"{path}:{node.lineno} imports {n} below the top of the file")
     return edges, hidden
+
+
+def test_the_top_level_is_what_a_student_reads():
+    """Issue 44: the files that carry the paper at the top, everything else in a named folder."""
+    shown = sorted(e for e in os.listdir(ROOT) if not e.startswith(".") and e not in ("runs", "__pycache__"))
+    assert shown == TOP_LEVEL, f"the top level holds {shown}; expected {TOP_LEVEL} (move the rest into a folder)"
+    for p in PACKAGES:
+        doc = ast.get_docstring(ast.parse(open(os.path.join(ROOT, p, "__init__.py")).read()))
+        assert doc and doc.startswith(p + " — "), f"{p}/__init__.py: a docstring '{p} — its purpose'"
 
 
 def test_every_module_has_a_layer():
@@ -87,7 +112,7 @@ def key_rows():
         if not m:
             continue
         cells = re.split(r"(?<!\\)\|", line)   # (an escaped \| inside a formula is not a column)
-        for f, fn in re.findall(r"`(\w+\.py):(\w+)`", cells[4]):
+        for f, fn in re.findall(r"`([\w/]+\.py):(\w+)`", cells[4]):
             rows.append((m.group(1), f, fn))
     return rows
 
@@ -179,10 +204,10 @@ def identifiers(tree):
 
 @pytest.mark.parametrize("f", ["train.py", "grpo.py", "sdpo.py"])
 def test_the_method_files_have_no_rank_world_or_shard_names(f):
-    """torchrun's bookkeeping lives in infra.py; the step and the equations read as one process would."""
+    """torchrun's bookkeeping lives in machinery/infra.py; the step and the equations read as one process would."""
     found = sorted({n for n in identifiers(ast.parse(open(os.path.join(ROOT, f)).read()))
                     if any(word in n.lower() for word in PLUMBING)})
-    assert not found, f"{f} uses {found}: move them behind a named helper in infra.py"
+    assert not found, f"{f} uses {found}: move them behind a named helper in machinery/infra.py"
 
 
 MAX_DEPTH = 6
@@ -201,9 +226,9 @@ def call_depths(argv, runs_dir):
         if event == "call":
             code = frame.f_code
             if code not in known:   # (the trace runs on every call: each code object is looked at once)
-                known[code] = (os.path.dirname(os.path.abspath(code.co_filename)) == ROOT
-                               and not code.co_name.startswith("<"),
-                               f"{os.path.basename(code.co_filename)}:{code.co_name}")
+                path = os.path.relpath(os.path.abspath(code.co_filename), ROOT)
+                known[code] = (not path.startswith(("..", "tests")) and not code.co_name.startswith("<"),
+                               f"{path}:{code.co_name}")
             ours, name = known[code]
             if name == "continual.py:main" and not stack:
                 stack.append(True)
@@ -252,7 +277,7 @@ if __name__ == "__main__":
         sys.exit(0)
     graph, _ = import_graph()
     for mod in LAYERS:
-        print(f"{mod:10s} imports {', '.join(sorted(graph[mod], key=LAYERS.index)) or '(nothing of ours)'}")
+        print(f"{mod:22s} imports {', '.join(sorted(graph[mod], key=LAYERS.index)) or '(nothing of ours)'}")
 
 
 def test_the_readme_is_read_in_five_minutes():

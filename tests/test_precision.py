@@ -6,7 +6,7 @@ import types
 import pytest
 import torch
 
-import infra
+from machinery import infra
 import rollout
 import sdpo
 
@@ -47,7 +47,7 @@ def test_dtype_names():
 def test_bf16_autocast_samples_like_fp32_with_and_without_the_shared_prefill():
     """The autocast wrapper keeps forward's signature (generate reads it): without that, generate misread
     the shared-prefill cache and sampled garbage (math Acc@4 3.9% instead of 22.7%)."""
-    import tasks
+    from machinery import tasks
     fp32, tok = rollout.load_model("tiny", "cpu", "fp32")
     bf16, _ = rollout.load_model("tiny", "cpu", "bf16")
     prompts = [rollout.encode_chat(tok, rollout.chat_messages(r)) for r in tasks.builtin_split("math", "test", 4)]

@@ -11,7 +11,7 @@ import zlib
 
 import pytest
 
-import tasks
+from machinery import tasks
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "release")
 

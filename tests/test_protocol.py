@@ -9,12 +9,12 @@ import pytest
 import torch
 
 import continual
-import flags
+from machinery import flags
 import grpo
-import infra
+from machinery import infra
 import rollout
 import sdpo
-import tasks
+from machinery import tasks
 import train
 from rollout import fill_reprompt, strip_think
 from conftest import gjsd_loss, interrupted_copy, results_as_if_full
@@ -481,7 +481,7 @@ def test_carried_teacher_is_saved_and_a_resume_reloads_it(tmp_path):
     w = [load_file(str(d / "checkpoints" / "sdpo_a0.05_carry0.5" / "stage2-coding" / "model.safetensors"))
          for d in (run, part)]
     assert all(torch.equal(w[0][k], w[1][k]) for k in w[0])
-    base = load_file(os.path.join(root, "tiny_model", "model.safetensors"))
+    base = load_file(os.path.join(root, "machinery/tiny_model", "model.safetensors"))
     assert any(not torch.equal(w[0][k], base[k]) for k in base)     # training moved the weights
 
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-import tasks
+from machinery import tasks
 import train
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "release")

@@ -13,7 +13,7 @@ import torch
 
 import grpo
 import sdpo
-from infra import NonFiniteError
+from machinery.infra import NonFiniteError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -24,8 +24,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import sandbox   # noqa: E402
-import tasks     # noqa: E402
+from machinery import sandbox   # noqa: E402
+from machinery import tasks     # noqa: E402
 
 MARK = "/tmp/sdpo_sandbox_escape"     # no attack may create it
 KEEP = "/tmp/sdpo_sandbox_keep"       # no attack may delete it
@@ -417,7 +417,7 @@ def test_a_zip_bomb_of_private_tests_is_refused():
 GRADER = """
 import json, sys
 sys.path.insert(0, {root!r})
-import sandbox
+from machinery import sandbox
 sandbox.JAILS = {jails!r}
 sandbox.ALLOW_UNJAILED = True
 print(json.dumps(sandbox.run_programs([(sys.argv[1], {tests!r})])), flush=True)
@@ -619,7 +619,7 @@ def test_as_a_normal_user_every_attack_holds():
     user, python = found
     tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="sandbox-as-user-"))   # (pytest's tmp_path is root's alone)
     os.chmod(tmp_path, 0o755)
-    shutil.copy(os.path.join(ROOT, "sandbox.py"), tmp_path / "sandbox.py")
+    shutil.copy(os.path.join(ROOT, "machinery/sandbox.py"), tmp_path / "machinery/sandbox.py")
     new = JAIL_ONLY
     write_secret()
     if os.path.exists(MARK):
@@ -645,8 +645,8 @@ def test_as_a_normal_user_every_attack_holds():
 
 
 def test_bench_grading_grades_every_reference_answer_in_every_jail_here():
-    """python bench.py --grading: each jail this machine has, shared and one per program, and no jail."""
-    import bench
+    """python tools/bench.py --grading: each jail this machine has, shared and one per program, and no jail."""
+    from tools import bench
     rows = bench.main(["--grading", "--repeat", "1"])
     kinds = [k for k in sandbox.JAILS if sandbox.first_working_jail((k,))]
     assert [(r["jail"], r["shared"]) for r in rows if not r["jail"].startswith("none")] == \

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-import flags
+from machinery import flags
 import sdpo
 from conftest import gjsd_loss, random_logp
 from rollout import chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, response_logits, token_entropy
@@ -282,9 +282,9 @@ def test_ema_refuses_nonfinite_student():
 
 
 def test_the_thinking_variant_thinks_and_cot_keeps_its_trace():
-    """(S6) on the built-in world: tiny_model_think writes a <think> trace first, so SDPO-CoT's teacher sees
-    the demonstration's trace and plain SDPO's does not (on tiny_model the two were the same)."""
-    import tasks
+    """(S6) on the built-in world: machinery/tiny_model_think writes a <think> trace first, so SDPO-CoT's teacher sees
+    the demonstration's trace and plain SDPO's does not (on machinery/tiny_model the two were the same)."""
+    from machinery import tasks
     from rollout import collect, load_model
     model, tok = load_model("tiny_think", "cpu")
     recs = tasks.builtin_split("math", "test", 4, 0)

@@ -8,11 +8,11 @@ import shutil
 
 import pytest
 
-import claims
+from machinery import claims
 import continual
 import evaluate
 import train
-from flags import seed_list
+from machinery.flags import seed_list
 
 
 # ---- the 95% interval ------------------------------------------------------------------------
@@ -230,7 +230,7 @@ def test_grpo_py_takes_several_seeds(tmp_path, capsys):
 
 
 def test_claims_py_reads_the_committed_reference(capsys):
-    """`python claims.py RUN_DIR`: the claims table of finished runs (a summary directory or seed directories)."""
+    """`python machinery/claims.py RUN_DIR`: the claims table of finished runs (a summary directory or seed directories)."""
     root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "continual")
     results = claims.main([root])
     out = capsys.readouterr().out

@@ -4,12 +4,12 @@ import random
 
 import pytest
 
-import sandbox
-import tasks
+from machinery import sandbox
+from machinery import tasks
 
 
 def test_tokenizer_round_trip_exact():
-    from tiny import build_tokenizer
+    from machinery.tiny import build_tokenizer
     tok = build_tokenizer()
     for text in ["a\nb\n\n c", "{\"city\": \"Oslo\"}", "\\boxed{\\frac{1}{2}}", "it's \"quoted\"", "  spaces  "]:
         ids = tok(text, add_special_tokens=False)["input_ids"]

@@ -1,4 +1,4 @@
-"""tokens.py: the per-token view is computed from the same functions that train (S1–S3, G1), is
+"""classroom/tokens.py: the per-token view is computed from the same functions that train (S1–S3, G1), is
 self-contained HTML, and renders in a real browser."""
 import json
 import shutil
@@ -9,7 +9,7 @@ import matplotlib.image
 import pytest
 
 import sdpo
-import tokens
+from classroom import tokens
 
 
 def test_token_signals_match_the_training_functions(tiny):

@@ -1,4 +1,4 @@
-"""tasks.py — the built-in world's tasks, the release's record format, and the graders.
+"""machinery/tasks.py — the built-in world's tasks, the release's record format, and the graders.
 
 What this file is
 -----------------
@@ -27,11 +27,11 @@ near / intermediate / far relations:
                logic       (far: ordering puzzles, like ZebraLogic)
 
 Each built-in problem comes with its canonical solution text (`solution`), used only to pretrain the
-tiny base model (tiny.py) and never by the RL methods. A problem belongs to the train or the test
+tiny base model (machinery/tiny.py) and never by the RL methods. A problem belongs to the train or the test
 split by a hash of its prompt, so splits are disjoint and deterministic whatever sizes are drawn.
 
 Graders follow the release (SPEC, last section). The CODING grader never evaluates model text in
-this process: every program runs in a sandbox of its own (sandbox.py).
+this process: every program runs in a sandbox of its own (machinery/sandbox.py).
 """
 import base64
 import hashlib
@@ -46,7 +46,7 @@ import zlib
 
 from collections import Counter
 
-from sandbox import parse_tests, passed_test, run_programs_detailed
+from machinery.sandbox import parse_tests, passed_test, run_programs_detailed
 
 # ----------------------------------------------------------------------------------------------
 # Built-in problem generators. Each returns a record with an extra "solution" field.
@@ -247,7 +247,7 @@ def split_of(prompt):
 
     The validation split is held out of RL training and scores design choices (the learning-rate grid,
     docs/WORLD.md) so that the test split never chooses anything. The base model's pretraining saw it,
-    as it saw the RL training prompts (tiny.py draws from everything but the test split)."""
+    as it saw the RL training prompts (machinery/tiny.py draws from everything but the test split)."""
     h = int(hashlib.sha1(prompt.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     return "test" if h < TEST_FRACTION else "valid" if h < TEST_FRACTION + VALID_FRACTION else "train"
 

@@ -1,8 +1,8 @@
-"""scripts/coding_ablation.py — why SDPO fails CODING: the stage rerun from the reference's stage-3
+"""tools/coding_ablation.py — why SDPO fails CODING: the stage rerun from the reference's stage-3
 checkpoints, one factor changed at a time (docs/RESULTS.md, "The CODING collapse"; declared there first).
 
-    python scripts/coding_ablation.py --runs runs/regen --seeds 0,1,2          # every cell, resumable
-    python scripts/coding_ablation.py --runs runs/regen --summary-only         # the table and the picture
+    python tools/coding_ablation.py --runs runs/regen --seeds 0,1,2          # every cell, resumable
+    python tools/coding_ablation.py --runs runs/regen --summary-only         # the table and the picture
 
 --runs holds the reference's first three stages, made with --keep-optimizer so that factor (f) can carry
 the optimizer over:
@@ -37,11 +37,11 @@ import torch  # noqa: E402
 
 import continual  # noqa: E402
 import evaluate  # noqa: E402
-import flags  # noqa: E402
-import plots  # noqa: E402
-import tasks  # noqa: E402
-import tokens  # noqa: E402
-from infra import atomic_json, init_distributed  # noqa: E402
+from machinery import flags  # noqa: E402
+from machinery import plots  # noqa: E402
+from machinery import tasks  # noqa: E402
+from classroom import tokens  # noqa: E402
+from machinery.infra import atomic_json, init_distributed  # noqa: E402
 from rollout import fill_reprompt  # noqa: E402
 
 STAGES = ["math", "science", "tooluse", "coding"]
@@ -175,7 +175,7 @@ def feedback_history(runs, out, configs, seed):
 
 
 def per_token(runs, out, configs, seed):
-    """Where SDPO's per-token signal sits at the CODING stage's start (tokens.py on each stage-3
+    """Where SDPO's per-token signal sits at the CODING stage's start (classroom/tokens.py on each stage-3
     checkpoint and on the base, 16 test prompts × 8 samples): the mean GJSD per distilled token, and the
     share of it on the answer's fixed `lambda x: ` prefix against its body."""
     path = os.path.join(out, "per_token", f"seed{seed}.json")
@@ -297,7 +297,7 @@ def teacher_tables(out):
                 lines.append(f"| {key} | {n:.1f} | {100 * w0:.1f} | {100 * w1:.1f} | {100 * (w1 - w0):+.1f} |")
     tok = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "per_token", "seed*.json")))]
     if tok:
-        lines += ["", f"Per-token signal at the CODING stage's start (tokens.py, 16 prompts × 8), mean over {len(tok)} "
+        lines += ["", f"Per-token signal at the CODING stage's start (classroom/tokens.py, 16 prompts × 8), mean over {len(tok)} "
                   "seeds", "", "| model | distilled responses | GJSD per distilled token | share on `lambda x: ` |",
                   "|---|---|---|---|"]
         for key in tok[0]:

@@ -1,4 +1,4 @@
-"""infra.py — the plumbing, kept apart from the equations: ranks, sharding, Ctrl-C, atomic files, one optimizer step.
+"""machinery/infra.py — the plumbing, kept apart from the equations: ranks, sharding, Ctrl-C, atomic files, one optimizer step.
 
 Nothing here is in the paper. A reader following the math can skip this file: grpo.py and sdpo.py
 call `optimizer_step` (accumulate micro-batch gradients → check finite → clip → AdamW), train.py and

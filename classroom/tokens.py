@@ -1,8 +1,8 @@
-"""tokens.py — what each method tells each token: SDPO's per-token signal beside GRPO's one number.
+"""classroom/tokens.py — what each method tells each token: SDPO's per-token signal beside GRPO's one number.
 
-    python tokens.py                                                   # the base model, MATH
-    python tokens.py --model runs/sdpo_a0.05-s0/checkpoints/sdpo_a0.05/stage1-math --task math
-    python tokens.py --model runs/.../stage3-tooluse --task tooluse --out runs/tokens-stage3
+    python classroom/tokens.py                                                   # the base model, MATH
+    python classroom/tokens.py --model runs/sdpo_a0.05-s0/checkpoints/sdpo_a0.05/stage1-math --task math
+    python classroom/tokens.py --model runs/.../stage3-tooluse --task tooluse --out runs/tokens-stage3
 
 For a handful of test prompts it samples a group of G responses (as a training step does), grades
 them, and for responses that SDPO would distil (a sibling succeeded, S1) it scores every sampled
@@ -20,14 +20,17 @@ import argparse
 import html
 import json
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
 import torch
 
 import evaluate
 import grpo
 import sdpo
-import tasks
-from infra import setup_torch
+from machinery import tasks
+from machinery.infra import setup_torch
 from rollout import SAMPLE_BATCH, batch_positions, chat_messages, collect, encode_chat, load_model, response_logits, right_pad
 
 try:
@@ -185,7 +188,7 @@ def write_png(rows, path, title):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Per-token view of the SDPO and GRPO signals (S1–S3, G1).",
-                                 usage="python tokens.py [--model CKPT] [--task TASK] [--out DIR] ... (--help lists all)")
+                                 usage="python classroom/tokens.py [--model CKPT] [--task TASK] [--out DIR] ... (--help lists all)")
     ap.add_argument("--model", default="tiny", help="the student: 'tiny', a checkpoint directory, or a hub id")
     ap.add_argument("--teacher", default=None, help="the teacher's weights (default: the student's, as at a stage start)")
     ap.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.TRAIN_DOMAINS)}) or a file")

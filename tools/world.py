@@ -1,8 +1,8 @@
-"""scripts/world.py — the single-domain checks of the built-in world (docs/WORLD.md, issue 25).
+"""tools/world.py — the single-domain checks of the built-in world (docs/WORLD.md, issue 25).
 
-    python scripts/world.py lr          # the learning-rate rule: a 3-value grid, one seed, validation split
-    python scripts/world.py w2          # W2: 40 steps of GRPO and of SDPO_0 on each domain, 3 seeds, test split
-    python scripts/world.py errors      # TOOLUSE's errors by kind: the base, and W2's seed-0 models after it
+    python tools/world.py lr          # the learning-rate rule: a 3-value grid, one seed, validation split
+    python tools/world.py w2          # W2: 40 steps of GRPO and of SDPO_0 on each domain, 3 seeds, test split
+    python tools/world.py errors      # TOOLUSE's errors by kind: the base, and W2's seed-0 models after it
 
 Both run `grpo.py` / `sdpo.py --alpha 0` once per (method, setting, domain, seed) into runs/world/, skip a
 run whose summary.json is already there (so an interrupted check resumes), and print a table. By default
@@ -27,8 +27,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import evaluate  # noqa: E402
-import flags  # noqa: E402
-import tasks  # noqa: E402
+from machinery import flags  # noqa: E402
+from machinery import tasks  # noqa: E402
 from rollout import load_model  # noqa: E402
 
 METHODS = {"GRPO": ["grpo.py"], "SDPO_0": ["sdpo.py", "--alpha", "0"]}

@@ -1,19 +1,19 @@
-"""lab.py — the class in one command: every exercise of LAB.md, in order, timed.
+"""classroom/lab.py — the class in one command: every exercise of LAB.md, in order, timed.
 
-    python lab.py --all               # every exercise at class settings: the commands exactly as LAB.md gives them
-    python lab.py 7                   # one exercise (or a few: 3 4 5)
-    python lab.py --all --fast        # every exercise at small settings: does everything run here? (minutes)
-    python lab.py --all --out DIR     # where it all goes (default runs/class; --fast: runs/class-fast)
-    python lab.py --all --check       # ... and compare every exercise's key numbers with SOLUTIONS.md
+    python classroom/lab.py --all               # every exercise at class settings: the commands exactly as LAB.md gives them
+    python classroom/lab.py 7                   # one exercise (or a few: 3 4 5)
+    python classroom/lab.py --all --fast        # every exercise at small settings: does everything run here? (minutes)
+    python classroom/lab.py --all --out DIR     # where it all goes (default runs/class; --fast: runs/class-fast)
+    python classroom/lab.py --all --check       # ... and compare every exercise's key numbers with classroom/SOLUTIONS.md
 
 The commands are read from LAB.md itself (the first ```bash block under each "## N." heading), so the
 sheet and this script cannot disagree. Each runs in DIR (its `runs/...` land in DIR/runs/), one at a
 time: two jobs on two cores slow each other ten-fold. Then DIR holds what a teacher hands out:
 
-    DIR/LAB.md            the sheet (SOLUTIONS.md is not copied: the answers stay with the teacher)
+    DIR/LAB.md            the sheet (classroom/SOLUTIONS.md is not copied: the answers stay with the teacher)
     DIR/HANDOUT.md        the one-page handout (docs/HANDOUT.md)
     DIR/timings.md        exercise, command, seconds, exit status: this machine's timings for the class
-    DIR/key_numbers.md    each exercise's key numbers (SOLUTIONS.md's last table), read from its output
+    DIR/key_numbers.md    each exercise's key numbers (classroom/SOLUTIONS.md's last table), read from its output
     DIR/runs/             every exercise's output
     DIR/logs/N.txt        each command's output
 
@@ -31,16 +31,18 @@ import subprocess
 import sys
 import time
 
-import claims
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
+
+from machinery import claims
 import continual
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --fast: flags appended to an exercise's command (argparse keeps the last value of a flag); None: as written
 TINY_RUN = ["--steps", "2", "--prompts-per-step", "4", "--group-size", "4", "--eval-n", "4", "--eval-k", "2",
             "--max-new-tokens", "32", "--curve-every", "0"]
 FAST = {
     1: None,     # (exercises 1, 2 and 9-11 take seconds as written: --fast runs them so, and the suite checks
-    2: None,     # their key numbers against SOLUTIONS.md)
+    2: None,     # their key numbers against classroom/SOLUTIONS.md)
     3: TINY_RUN + ["--seed", "0,1"],     # (two seeds still give differences.png its band)
     4: TINY_RUN + ["--seed", "0,1"],
     5: TINY_RUN + ["--seed", "0,1"],
@@ -55,7 +57,7 @@ FAST = {
 
 
 # ----------------------------------------------------------------------------------------------
-# Key numbers: what SOLUTIONS.md states of each exercise, read back from the exercise's own output
+# Key numbers: what classroom/SOLUTIONS.md states of each exercise, read back from the exercise's own output
 # ----------------------------------------------------------------------------------------------
 # tolerance of a key number by its kind: accuracy points, a relative share (JS, entropy, drift), exact
 # (nats: an absolute difference of per-token JS)
@@ -152,7 +154,7 @@ def fmt(value):
 
 
 def key_numbers_table(numbers):
-    """numbers: {exercise: {(name, kind): value}} -> the markdown table SOLUTIONS.md keeps."""
+    """numbers: {exercise: {(name, kind): value}} -> the markdown table classroom/SOLUTIONS.md keeps."""
     lines = ["| exercise | key number | value | tolerance |", "|---|---|---|---|"]
     for number, found in numbers.items():
         for (name, kind), value in found.items():
@@ -161,8 +163,8 @@ def key_numbers_table(numbers):
     return "\n".join(lines) + "\n"
 
 
-def stated_numbers(solutions=os.path.join(ROOT, "SOLUTIONS.md")):
-    """{exercise: {name: (value, kind)}} from SOLUTIONS.md's key-number table."""
+def stated_numbers(solutions=os.path.join(ROOT, "classroom", "classroom/SOLUTIONS.md")):
+    """{exercise: {name: (value, kind)}} from classroom/SOLUTIONS.md's key-number table."""
     text = open(solutions).read()
     kinds = {f"±{t:g}" + (" relative" if k == "relative" else f" {k}"): k for k, t in TOLERANCE.items()}
     stated = {}
@@ -172,7 +174,7 @@ def stated_numbers(solutions=os.path.join(ROOT, "SOLUTIONS.md")):
 
 
 def check_numbers(number, out_dir, stated=None):
-    """[(name, measured, stated, ok)] of one exercise against SOLUTIONS.md."""
+    """[(name, measured, stated, ok)] of one exercise against classroom/SOLUTIONS.md."""
     stated = (stated or stated_numbers()).get(number, {})
     measured = {name: value for (name, _), value in key_numbers(number, out_dir).items()}
     return [(name, measured.get(name), value, name in measured and within(measured[name], value, kind))
@@ -180,7 +182,7 @@ def check_numbers(number, out_dir, stated=None):
 
 
 # ----------------------------------------------------------------------------------------------
-# The notebook (lab.ipynb): each exercise's question from LAB.md, then its command, output and figures
+# The notebook (classroom/lab.ipynb): each exercise's question from LAB.md, then its command, output and figures
 # ----------------------------------------------------------------------------------------------
 # the figures LAB.md tells students to look at, per exercise (paths under the class folder)
 # ('-s0-*': the seeds' summary, runs/lab3-s0-1-2 at class settings, runs/lab3-s0-1 with --fast)
@@ -208,9 +210,9 @@ def readable_log(text, last=60):
 
 
 def notebook_exercise(number, out_dir, fast):
-    """lab.ipynb's cell of one exercise: run its LAB.md command (as `python lab.py N` does), show what it
+    """classroom/lab.ipynb's cell of one exercise: run its LAB.md command (as `python classroom/lab.py N` does), show what it
     printed, its figures inline and its key numbers. Returns the exit status."""
-    from IPython.display import Image, Markdown, display   # (lab.py itself runs without IPython)
+    from IPython.display import Image, Markdown, display   # (classroom/lab.py itself runs without IPython)
     command = dict((n, c) for n, _, c in exercises())[number]
     os.makedirs(out_dir, exist_ok=True)
     seconds, status = run_exercise(number, command, out_dir, fast)
@@ -220,7 +222,7 @@ def notebook_exercise(number, out_dir, fast):
         for path in sorted(glob.glob(os.path.join(out_dir, pattern))):
             display(Markdown(f"`{os.path.relpath(path, out_dir)}`"), Image(filename=path))
     if status == 0 and key_numbers(number, out_dir):
-        display(Markdown("Key numbers (SOLUTIONS.md has the class settings' values):\n\n" +
+        display(Markdown("Key numbers (classroom/SOLUTIONS.md has the class settings' values):\n\n" +
                          key_numbers_table({number: key_numbers(number, out_dir)})))
     return status
 
@@ -254,7 +256,7 @@ def run_exercise(number, command, out_dir, fast):
 
 def timing_table(rows, fast):
     lines = [f"# The class's timings ({'--fast: small settings' if fast else 'class settings: the commands of LAB.md'})",
-             "", f"Measured by `python lab.py --all{' --fast' if fast else ''}`, one exercise at a time, on this "
+             "", f"Measured by `python classroom/lab.py --all{' --fast' if fast else ''}`, one exercise at a time, on this "
              f"machine ({os.cpu_count()} cores).", "", "| exercise | command | seconds | status |", "|---|---|---|---|"]
     lines += [f"| {n}. {title} | `{command}` | {seconds:.0f} | {'ok' if status == 0 else f'failed ({status})'} |"
               for n, title, command, seconds, status in rows]
@@ -264,11 +266,11 @@ def timing_table(rows, fast):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Every exercise of LAB.md, in order, timed; a folder to hand out.",
-                                 usage="python lab.py (--all | N [N ...]) [--fast | --check] [--out DIR]")
+                                 usage="python classroom/lab.py (--all | N [N ...]) [--fast | --check] [--out DIR]")
     ap.add_argument("numbers", nargs="*", type=int, help="exercise numbers (default with --all: every one)")
     ap.add_argument("--all", action="store_true", help="every exercise, in order")
     ap.add_argument("--fast", action="store_true", help="small settings (checks that everything runs, in minutes)")
-    ap.add_argument("--check", action="store_true", help="compare each exercise's key numbers with SOLUTIONS.md "
+    ap.add_argument("--check", action="store_true", help="compare each exercise's key numbers with classroom/SOLUTIONS.md "
                     "(class settings only) and exit 1 if one differs by more than its tolerance")
     ap.add_argument("--out", default=None, help="the folder everything goes to (default runs/class, or "
                     "runs/class-fast with --fast: the two settings are different runs)")
@@ -282,7 +284,7 @@ def main(argv=None):
     if wrong:
         ap.error(f"no exercise {', '.join(map(str, wrong))} in LAB.md (it has {', '.join(map(str, known))})")
     if args.check and args.fast:
-        ap.error("--check compares the class settings' numbers with SOLUTIONS.md: not with --fast")
+        ap.error("--check compares the class settings' numbers with classroom/SOLUTIONS.md: not with --fast")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         ap.error(f"--out: '{args.out}' is a file")
     chosen = [e for e in sheet if args.all or e[0] in args.numbers]
@@ -301,7 +303,7 @@ def main(argv=None):
     with open(os.path.join(args.out, "timings.md"), "w") as f:
         f.write(table)
     numbers = {n: key_numbers(n, args.out) for n, _, _, _, status in rows if status == 0}
-    with open(os.path.join(args.out, "key_numbers.md"), "w") as f:   # (for the teacher: SOLUTIONS.md's table)
+    with open(os.path.join(args.out, "key_numbers.md"), "w") as f:   # (for the teacher: classroom/SOLUTIONS.md's table)
         f.write(key_numbers_table(numbers))
     print("\n" + table + f"\n{args.out}/: LAB.md, HANDOUT.md, timings.md, key_numbers.md, runs/, logs/")
     failed = any(r[4] for r in rows)
@@ -311,14 +313,14 @@ def main(argv=None):
 
 
 def report_check(numbers, out_dir):
-    """--check: print every key number against SOLUTIONS.md's; True when all agree."""
+    """--check: print every key number against classroom/SOLUTIONS.md's; True when all agree."""
     stated, ok = stated_numbers(), True
-    print("\nKey numbers against SOLUTIONS.md (tolerances: " + ", ".join(f"{k} ±{t:g}" for k, t in TOLERANCE.items()) + ")")
+    print("\nKey numbers against classroom/SOLUTIONS.md (tolerances: " + ", ".join(f"{k} ±{t:g}" for k, t in TOLERANCE.items()) + ")")
     for number in numbers:
         for name, measured, value, agrees in check_numbers(number, out_dir, stated):
             ok &= agrees
             print(f"  {'ok  ' if agrees else 'DIFF'} {number}. {name}: {'missing' if measured is None else fmt(measured)}"
-                  f" (SOLUTIONS.md: {fmt(value)})")
+                  f" (classroom/SOLUTIONS.md: {fmt(value)})")
     return ok
 
 

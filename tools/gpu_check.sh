@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The GPU check (issue 20), ready for the first GPU machine: at most a few minutes on one GPU.
 #
-#   bash scripts/gpu_check.sh              # every visible GPU; MODEL=... to choose the model
-#   DEVICE=cpu NGPU=2 bash scripts/gpu_check.sh   # the same script on 2 CPU ranks (the test suite does this)
+#   bash tools/gpu_check.sh              # every visible GPU; MODEL=... to choose the model
+#   DEVICE=cpu NGPU=2 bash tools/gpu_check.sh   # the same script on 2 CPU ranks (the test suite does this)
 #
 # 1. A reference on the CPU (one process, fp32): one sampled batch per method, and the loss and
 #    gradient norm of one GRPO update (2 steps per batch) and one SDPO update (with its EMA teacher).
 # 2. The same batch and updates under torchrun on the GPUs, bf16 compute over fp32 master weights,
-#    FSDP2: exits non-zero when a loss or gradient norm differs from the CPU's (scripts/gpu_check.py).
+#    FSDP2: exits non-zero when a loss or gradient norm differs from the CPU's (tools/gpu_check.py).
 # 3. Memory at a long response length (MEM_TOKENS, default 4096) with a real vocabulary: a randomly
 #    initialised Llama of Qwen3-0.6B's shape (MEM_SHAPE; 'cpu' for the small one the suite uses) runs
 #    evaluation (--sample-batch MEM_S, default 8), a GRPO update, an SDPO update at top-k 100 and drift;
@@ -32,13 +32,13 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || tr
 rm -rf "$OUT"; mkdir -p "$OUT"
 
 echo "== 1. CPU reference (fp32, one process)"
-timeout 300 python scripts/gpu_check.py reference "$OUT" --ranks "$NGPU" --model "$MODEL"
+timeout 300 python tools/gpu_check.py reference "$OUT" --ranks "$NGPU" --model "$MODEL"
 
 echo "== 2. the same batch on the GPUs: bf16 compute, fp32 master weights, FSDP2"
-twice timeout 300 $RUN scripts/gpu_check.py check "$OUT" --model "$MODEL" --device "$DEVICE" --dtype bf16
+twice timeout 300 $RUN tools/gpu_check.py check "$OUT" --model "$MODEL" --device "$DEVICE" --dtype bf16
 
 echo "== 3. memory per stage at a long response length, against the formula (bench.memory_per_stage)"
-twice env MALLOC_MMAP_THRESHOLD_=131072 timeout 480 $RUN scripts/gpu_check.py memory "$OUT" --device "$DEVICE" \
+twice env MALLOC_MMAP_THRESHOLD_=131072 timeout 480 $RUN tools/gpu_check.py memory "$OUT" --device "$DEVICE" \
   --shape "${MEM_SHAPE:-qwen3-0.6b}" --tokens "${MEM_TOKENS:-4096}" --sample-batch "${MEM_S:-8}"
 
 echo "== 4. a few real steps of each method"

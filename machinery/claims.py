@@ -1,4 +1,4 @@
-"""claims.py — the paper's claims, each measured over seeds with a 95% interval and given a verdict.
+"""machinery/claims.py — the paper's claims, each measured over seeds with a 95% interval and given a verdict.
 
     python continual.py --method grpo,sdpo_0,sdpo_5,s_sdpo_0,stable_sdpo --seed 0,1,2   # writes the claims table
 
@@ -21,6 +21,9 @@ the claims that compare them; the others are listed as "not run".
 import argparse
 import json
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
 from evaluate import T975, mean_interval
 
@@ -343,7 +346,7 @@ def read_seed_results(paths):
 def main(argv=None):
     ap = argparse.ArgumentParser(description="The paper's claims, each a paired difference over seeds with its 95% "
                                  "interval and a verdict, from finished continual.py runs.",
-                                 usage="python claims.py RUN_DIR [RUN_DIR ...]  (seed directories, or a summary "
+                                 usage="python machinery/claims.py RUN_DIR [RUN_DIR ...]  (seed directories, or a summary "
                                        "directory of --seed 0,1,2)")
     ap.add_argument("run_dirs", nargs="+", help="run directories written by continual.py")
     args = ap.parse_args(argv)

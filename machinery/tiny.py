@@ -1,9 +1,9 @@
-"""tiny.py — the built-in tiny base model: a character tokenizer and a ~1.3M-parameter Llama,
-supervised-pretrained on the built-in world, committed in Hugging Face format under tiny_model/.
+"""machinery/tiny.py — the built-in tiny base model: a character tokenizer and a ~1.3M-parameter Llama,
+supervised-pretrained on the built-in world, committed in Hugging Face format under machinery/tiny_model/.
 
-    python tiny.py --overwrite-committed           # rebuilds tiny_model/ deterministically (seed 0), ~13 min
-    python tiny.py --think --overwrite-committed   # the thinking variant tiny_model_think/, from tiny_model/ (~3 min)
-    python tiny.py --out /tmp/model                # a build anywhere else needs no flag
+    python machinery/tiny.py --overwrite-committed           # rebuilds machinery/tiny_model/ deterministically (seed 0), ~13 min
+    python machinery/tiny.py --think --overwrite-committed   # the thinking variant machinery/tiny_model_think/, from machinery/tiny_model/ (~3 min)
+    python machinery/tiny.py --out /tmp/model                # a build anywhere else needs no flag
 
 Why it is built this way
 ------------------------
@@ -24,7 +24,7 @@ Why it is built this way
 The thinking variant (`--think`, for SDPO-CoT, SPEC S6): like Qwen3-Thinking, it answers every prompt
 with a short trace first, `<think>mul 34 10</think>` then the usual solution (each generator's
 "thought": the operation, the conversion factor, the tool and its argument...). It is the committed
-tiny_model/ fine-tuned on the same mixture with the trace added, so tiny_model/ and every figure
+machinery/tiny_model/ fine-tuned on the same mixture with the trace added, so machinery/tiny_model/ and every figure
 measured on it stay as they are. Its demonstration examples show the demonstration with its trace
 (what SDPO-CoT's teacher sees) or without it (what plain SDPO's teacher sees, S6), half each.
 Its responses are longer: run it with --max-new-tokens 96.
@@ -36,11 +36,13 @@ import random
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
+
 import torch
 
-import tasks
-from flags import check_dir_flag
-from infra import save_checkpoint, setup_torch
+from machinery import tasks
+from machinery.flags import check_dir_flag
+from machinery.infra import save_checkpoint, setup_torch
 from rollout import TINY_DIR, chat_messages, encode_chat, fill_reprompt, load_model, round_up
 
 SPECIALS = ["<|pad|>", "<|bos|>", "<|im_start|>", "<|im_end|>", "<|unk|>"]
@@ -173,15 +175,15 @@ def pretrain(model, tok, steps, batch_size=28, lr=3e-3, seed=0, log_every=100, t
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 usage="python tiny.py [--out DIR] [--seed S] ... (--help lists all)")
+                                 usage="python machinery/tiny.py [--out DIR] [--seed S] ... (--help lists all)")
     ap.add_argument("--steps", type=int, default=None, help="pretraining steps (batch 28; default 1800, --think 400)")
     ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-3, --think 1e-3)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--think", action="store_true", help="build the thinking variant from the committed tiny_model/")
-    ap.add_argument("--out", default=None, help="where to write the model (default: tiny_model/, or "
-                                                "tiny_model_think/ with --think)")
+    ap.add_argument("--think", action="store_true", help="build the thinking variant from the committed machinery/tiny_model/")
+    ap.add_argument("--out", default=None, help="where to write the model (default: machinery/tiny_model/, or "
+                                                "machinery/tiny_model_think/ with --think)")
     ap.add_argument("--overwrite-committed", action="store_true", help="allow writing over the committed "
-                    "tiny_model/ or tiny_model_think/ (every committed result was measured on them)")
+                    "machinery/tiny_model/ or machinery/tiny_model_think/ (every committed result was measured on them)")
     args = ap.parse_args(argv)
     if args.out is not None and (not args.out.strip() or any(ord(c) < 32 for c in args.out)):
         ap.error(f"--out: {args.out!r} is not a directory name")

@@ -1,4 +1,4 @@
-"""plots.py — the figures every run writes: people would rather look than read.
+"""machinery/plots.py — the figures every run writes: people would rather look than read.
 
     accuracy.png   accuracy per benchmark after every stage, one line per run       (C2)
     gain.png       gain G on each stage's own domain, forgetting F of the final model (A2, A3)

@@ -1,4 +1,4 @@
-"""flags.py — the command-line flags of continual.py, grpo.py and sdpo.py, and every check on them, in one place.
+"""machinery/flags.py — the command-line flags of continual.py, grpo.py and sdpo.py, and every check on them, in one place.
 
     python continual.py --help      # the paper's knobs first, then the groups below
 
@@ -26,9 +26,9 @@ import tempfile
 
 import torch
 
-import sandbox
-import tasks
-from infra import sample_blocks_per_step
+from machinery import sandbox
+from machinery import tasks
+from machinery.infra import sample_blocks_per_step
 from rollout import BUILT_IN_MODELS, DTYPES, SAMPLE_BATCH
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
@@ -48,7 +48,7 @@ MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096
 
 # ----------------------------------------------------------------------------------------------
 # The flags, group by group (script: "continual", "grpo", "sdpo", or "both": a one-task parser with
-# both methods' flags, for bench.py and the GPU check)
+# both methods' flags, for tools/bench.py and the GPU check)
 # ----------------------------------------------------------------------------------------------
 def add_paper_knobs(ap, script):
     """The settings the paper varies or states: about a dozen."""
@@ -182,7 +182,7 @@ def add_scale(ap):
     g.add_argument("--micro-batch", type=int, default=0, help="sequences per forward (0 = all); same update")
     g.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences per generate or scoring "
                    "call in rollouts, evaluation and drift (whole groups; their KV cache bounds the memory: python "
-                   "bench.py --memory)")
+                   "tools/bench.py --memory)")
     g.add_argument("--sample-blocks", type=int, default=0,
                    help="sample each step's prompts in this many independently seeded blocks (0 = one per rank); "
                         "a one-process run with --sample-blocks N reproduces an N-rank torchrun run")
@@ -485,7 +485,7 @@ def check_device_flag(ap, device):
 
 def check_code_jail(ap, args, names):
     """A task or benchmark among names whose records are code runs its programs in an OS jail
-    (sandbox.py, layer 0): where this machine has none, one line and exit 2, unless --unsafe-code."""
+    (machinery/sandbox.py, layer 0): where this machine has none, one line and exit 2, unless --unsafe-code."""
     sandbox.ALLOW_UNJAILED = bool(getattr(args, "unsafe_code", False))
     if any(tasks.has_code(name) for name in names):
         try:

@@ -1,9 +1,9 @@
-"""bench.py — what one RL step costs, where the time goes, and how the cost grows.
+"""tools/bench.py — what one RL step costs, where the time goes, and how the cost grows.
 
-    python bench.py                      # the fixed configuration on the tiny model (~1 min on 2 cores)
-    python bench.py --sweep              # + time per step as group size, response length, width double
-    python bench.py --model Qwen/Qwen3-4B-Instruct-2507 --device cuda --repeat 3
-    python bench.py --grading            # CODING's sandbox: the cost of grading 64 programs, per jail
+    python tools/bench.py                      # the fixed configuration on the tiny model (~1 min on 2 cores)
+    python tools/bench.py --sweep              # + time per step as group size, response length, width double
+    python tools/bench.py --model Qwen/Qwen3-4B-Instruct-2507 --device cuda --repeat 3
+    python tools/bench.py --grading            # CODING's sandbox: the cost of grading 64 programs, per jail
 
 Fixed configuration: 8 MATH prompts × a group of 8, up to 48 new tokens, the default GRPO/SDPO
 settings. Every figure is the median over `--repeat` runs after one warm-up run:
@@ -29,18 +29,20 @@ import sys
 import time
 import types
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
+
 import torch
 
 import drift
 import evaluate
-import flags
+from machinery import flags
 import grpo
 import rollout
-import sandbox
+from machinery import sandbox
 import sdpo
-import tasks
-import tiny
-from infra import setup_torch
+from machinery import tasks
+from machinery import tiny
+from machinery.infra import setup_torch
 from rollout import (ROWS_PER_CHUNK, SAMPLE_BATCH, with_autocast, chat_messages, collect, encode_chat, left_pad,
                      load_model, micro_batches, round_up)
 
@@ -607,7 +609,7 @@ LOGIT_CASES = {   # name: (method, --topk, compute dtype)
     "grpo": ("grpo", None, "bf16"), "sdpo full": ("sdpo", None, "bf16"), "sdpo top-100": ("sdpo", 100, "bf16"),
     "grpo fp32": ("grpo", None, "fp32"), "sdpo full fp32": ("sdpo", None, "fp32"),
     "sdpo top-100 fp32": ("sdpo", 100, "fp32")}
-# Measured by `python bench.py --logit-memory` (AMD EPYC, 2 cores, torch 2.13; V = 128,000, 1 tiny layer,
+# Measured by `python tools/bench.py --logit-memory` (AMD EPYC, 2 cores, torch 2.13; V = 128,000, 1 tiny layer,
 # one response of 128 then 640 tokens, chunks of 64 positions: the slope of the process's peak resident
 # memory). The update's logits term of memory_per_rank is T·V times these. The old formula's 14 (GRPO) and
 # 26 (SDPO) bytes assumed; full-vocabulary SDPO measures 57.
@@ -668,10 +670,10 @@ def measure_logit_memory():
     for case in LOGIT_CASES:
         # (chunks of 64 positions: the chunk's own fp32 temporaries are then the same at both lengths and
         # leave the slope; they are the separate term min(T, ROWS_PER_CHUNK)·V·chunk_bytes of memory_per_rank)
-        code = (f"import bench, rollout, torch; torch.set_num_threads(1); rollout.ROWS_PER_CHUNK = 64; "
+        code = (f"from tools import bench; import rollout, torch; torch.set_num_threads(1); rollout.ROWS_PER_CHUNK = 64; "
                 f"print(bench.logit_memory_slope({case!r}))")
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                             cwd=os.path.dirname(os.path.abspath(__file__)))
+                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         if res.returncode != 0:
             raise RuntimeError(res.stderr[-2000:])
         out[case] = float(res.stdout.strip().splitlines()[-1])
@@ -743,7 +745,7 @@ def grading_report(rows):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Cost of one RL step: rollout, GRPO and SDPO updates, evaluation, FLOP/s.",
-                                 usage="python bench.py [--sweep] [--repeat N] [--model M] ... (--help lists all)")
+                                 usage="python tools/bench.py [--sweep] [--repeat N] [--model M] ... (--help lists all)")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = all cores)")

@@ -1,9 +1,9 @@
 """The GPU check: the sharded bf16 path (FSDP2, fp32 master weights) against the CPU fp32 path, on the
-same batch. `bash scripts/gpu_check.sh` runs it on a GPU machine in a few minutes; the test suite runs
+same batch. `bash tools/gpu_check.sh` runs it on a GPU machine in a few minutes; the test suite runs
 it on CPU (2 gloo ranks) so that it is known to work before a GPU is ever lent.
 
-    python scripts/gpu_check.py reference OUT --ranks N [--model M]   one CPU process, fp32: OUT/reference.json
-    torchrun --nproc_per_node N scripts/gpu_check.py check OUT [--model M] [--device cuda] [--dtype bf16]
+    python tools/gpu_check.py reference OUT --ranks N [--model M]   one CPU process, fp32: OUT/reference.json
+    torchrun --nproc_per_node N tools/gpu_check.py check OUT [--model M] [--device cuda] [--dtype bf16]
 
 `reference` samples one batch per method (a fixed seed, on the CPU) and saves it with the loss and the
 gradient norm of one update of each method (GRPO: the release's 4 steps per batch; SDPO: one step, the
@@ -22,14 +22,14 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import bench     # noqa: E402
+from tools import bench     # noqa: E402
 import drift     # noqa: E402
-import flags     # noqa: E402
+from machinery import flags     # noqa: E402
 import grpo      # noqa: E402
-import infra     # noqa: E402
+from machinery import infra     # noqa: E402
 import rollout   # noqa: E402
 import sdpo      # noqa: E402
-import tasks     # noqa: E402
+from machinery import tasks     # noqa: E402
 
 PROMPTS, GROUP, NEW_TOKENS = 4, 4, 32
 LOSS_ATOL = 1e-3
