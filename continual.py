@@ -15,33 +15,31 @@ benchmark: an accuracy matrix acc[stage][benchmark] (Acc@k, C3).
 Every configuration (method × α) starts from the same base with the same seed and the same data
 order. Results go to runs/<name>/: log.jsonl (one line per step), a Hugging Face checkpoint per
 stage, results.json, report.md and its plots (machinery/plots.py). Rerunning the same
-command resumes after the last completed stage and ends with the same results.json.
+command resumes after the last completed stage and ends with the same results.json (machinery/rundir.py
+keeps the run directory: claiming it, resuming it, its reports).
+
+Read `main` first: it is the experiment, the stage loop C1–C2 in the paper's order. Each stage calls
+train.run_steps, whose `update` calls the method's loss on every micro-batch (grpo.micro_batch_loss or
+sdpo.micro_batch_loss), then backward, clip and step.
 """
-import contextlib
 import copy
-import hashlib
 import json
 import os
 import shutil
-import sys
 import time
 
 import torch
 
-from machinery import claims
 import drift
 import evaluate
-from machinery import flags
 import grpo
-from machinery import plots
 import sdpo
-from machinery import tasks
 import train
-from machinery.infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states, damaged_files,
-                   full_state_dict, gathered, init_distributed, is_main, load_optimizer, load_teacher, read_jsonl,
-                   save_checkpoint, shard, stage_checkpoint, under_torchrun, with_stage_checkpoints, write_atomically)
+from machinery import claims, flags, rundir
 from machinery.flags import per_seed
-from rollout import drop_long_prompts, load_model, load_policy
+from machinery.infra import (append_jsonl, atomic_json, init_distributed, is_main, load_optimizer, load_teacher,
+                             stage_checkpoint)
+from rollout import drop_long_prompts, load_policy
 
 # ----------------------------------------------------------------------------------------------
 # Metrics (Appendix A)
@@ -93,7 +91,7 @@ def summarize(acc_rows, stages, benchmarks):
 
 
 # ----------------------------------------------------------------------------------------------
-# The experiment
+# The configurations
 # ----------------------------------------------------------------------------------------------
 # The paper's continual configurations (Table D.6), by name. Plain `sdpo` takes --alpha (a comma list:
 # one run per value) and the other SDPO flags as given; `grpo` the GRPO flags.
@@ -103,86 +101,27 @@ PRESETS = {"sdpo_0": {"alpha": 0.0},                                      # SDPO
            "sdpo_cot_5": {"alpha": 0.05, "cot": True},                    # SDPO-CoT_5%
            "s_sdpo_0": {"refresh_every": S_SDPO_REFRESH, "gamma": 1.0},   # S-SDPO_0: restart-and-freeze (T2, γ = 1)
            "stable_sdpo": {"refresh_every": S_SDPO_REFRESH, "gamma": 0.5}}  # StableSDPO: refresh-and-freeze, γ = 0.5
-GRPO_KEYS = ("mini_batches", "epochs", "clip_ratio_c")
-SDPO_KEYS = ("alpha", "cot", "refresh_every", "gamma", "mask_ratio", "feedback", "skip_empty_steps", "teacher_init",
-             "teacher_mix")
+METHODS = {"grpo": grpo, "sdpo": sdpo}   # the method train.run_steps is handed: the module itself
 
 
 def run_configs(args):
     """[(method, settings, run name)] for every configuration of --method, in order. A run name carries
-    every method setting that differs from its default (grpo.run_name, sdpo.run_name); the settings also
-    hold the method's learning rate (flags.method_lr)."""
+    every method setting that differs from its default (grpo.run_name, sdpo.run_name, from the settings
+    each method file declares: grpo.KNOBS, sdpo.KNOBS); the settings also hold the method's learning rate
+    (flags.method_lr)."""
     configs = []
     for item in args.method:
         if item == "grpo":
-            s = {k: getattr(args, k) for k in GRPO_KEYS}
+            s = {k: getattr(args, k) for k in grpo.KNOBS}
             configs.append(("grpo", s, grpo.run_name(s)))
         elif item == "sdpo":
             for a in args.alpha:
-                s = {**{k: getattr(args, k) for k in SDPO_KEYS}, "alpha": a}
+                s = {**{k: getattr(args, k) for k in sdpo.KNOBS}, "alpha": a}
                 configs.append(("sdpo", s, sdpo.run_name(s)))
         else:
-            s = {**{k: getattr(args, k) for k in SDPO_KEYS}, "alpha": 0.0, **PRESETS[item]}
+            s = {**{k: getattr(args, k) for k in sdpo.KNOBS}, "alpha": 0.0, **PRESETS[item]}
             configs.append(("sdpo", s, sdpo.run_name(s)))
     return [(method, {**s, "lr": flags.method_lr(args, method)}, name) for method, s, name in configs]
-
-
-def train_stage(model, tok, domain, stage_idx, method, settings, args, log_path, run_name, partial_dir, resume=None,
-                prev_teacher=None, prev_optimizer=None, measure=None):
-    """One stage: a fresh optimizer (the release's), (T3) the stage's teacher, `args.steps` steps.
-    Returns (curve, rows, teacher, optimizer).
-
-    prev_teacher: the previous stage's final teacher (SDPO with --teacher-init carry), else None.
-    prev_optimizer: a checkpoint directory holding the previous stage's final AdamW state, to carry it
-    over (--stage-optimizer carry); None: a fresh AdamW, as each of the release's stage jobs builds.
-    measure(step, row, model): an extra measurement after each step (tools/coding_ablation.py's teacher check).
-    resume: the state a Ctrl-C saved in `partial_dir` (optimizer, teacher, step, rows so far); the
-    stage then continues from that step boundary and ends exactly as an uninterrupted stage would.
-    """
-    stage_args = copy.copy(args)
-    vars(stage_args).update(settings)
-    stage_args.seed = args.seed * 1000 + stage_idx  # a different prompt order per stage, same across methods
-    records = drop_long_prompts(tok, train.train_records(domain, seed=args.seed), args.max_prompt_len,
-                                f"{domain} training prompts")
-    opt = torch.optim.AdamW(model.parameters(), lr=stage_args.lr, weight_decay=args.weight_decay)
-    if prev_optimizer and not resume:   # --stage-optimizer carry: the moments and step count go on
-        load_optimizer(prev_optimizer, model, opt)
-    if method == "sdpo":   # (T3) restart from θ_{k−1}, or carry (a mix of) the previous stage's teacher
-        teacher = sdpo.stage_teacher(model, prev_teacher if settings["teacher_init"] == "carry" else None,
-                                     settings["teacher_mix"])
-        algorithm = sdpo.make_sdpo(model, tok, opt, stage_args, teacher)
-    else:
-        algorithm = grpo.make_grpo(model, tok, opt, stage_args)
-    curve, rows, start = [], [], 0
-    if resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
-        load_optimizer(partial_dir, model, opt)
-        if algorithm["teacher"] is not None:
-            load_teacher(partial_dir, algorithm["teacher"])
-        curve, rows, start = resume["curve"], resume["rows"], resume["step"]
-    curve_test = evaluate.benchmark_records(domain, args.curve_n, args.eval_seed) if args.curve_every > 0 else []
-
-    def on_step(step, row):
-        row.update({"run": run_name, "stage": stage_idx + 1, "domain": domain})
-        if args.curve_every > 0 and step % args.curve_every == 0:  # the light in-stage curve
-            torch.manual_seed(args.eval_seed)   # (training steps seed themselves: train.run_steps)
-            curve.append([step, evaluate.acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens,
-                                                              batch_size=args.sample_batch)[0]])
-        if measure:
-            measure(step, row, model)
-        rows.append(row)
-        if is_main():
-            append_jsonl(log_path, row)
-
-    try:
-        train.run_steps(model, tok, records, stage_args, algorithm, None, desc=f"{run_name} {stage_idx + 1}:{domain}",
-                        start_step=start, on_step=on_step)
-    except Interrupted as e:  # Ctrl-C at a step boundary: save everything needed to continue exactly
-        extra = {"partial.pt": {"run": run_name, "stage": stage_idx, "step": e.completed_steps,
-                                "rows": rows, "curve": curve}}
-        # (sharded: every rank takes part, each writing its own shard of the optimizer and teacher)
-        save_checkpoint(model, tok, partial_dir, extra, opt=opt, teacher=algorithm["teacher"])
-        raise
-    return curve, rows, algorithm["teacher"], opt
 
 
 def parse_args(argv=None):
@@ -196,282 +135,157 @@ def parse_args(argv=None):
     return ap, args, stages, benchmarks, configs, defaults
 
 
-def run_dir_name(args, configs, defaults):
-    """runs/<configurations>-s<seed>[-<hash>]: the hash of every other flag that differs from its default,
-    so two different experiments never share a directory (the same command always finds its own)."""
-    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "seed", "threads", *GRPO_KEYS, *SDPO_KEYS}
-    changed = {k: v for k, v in sorted(vars(args).items()) if k not in per_config and v != defaults.get(k)}
-    suffix = "-" + hashlib.sha1(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:6] if changed else ""
-    seeds = args.seed if isinstance(args.seed, list) else [args.seed]   # several: the summary over the seeds
-    return f"{'+'.join(c[2] for c in configs)}-s{'-'.join(map(str, seeds))}{suffix}"
-
-
+# ----------------------------------------------------------------------------------------------
+# The experiment (C1–C2)
+# ----------------------------------------------------------------------------------------------
 def main(argv=None):
-    """Every seed of --seed in turn (each its own run directory, resumable on its own), then with several
-    seeds the summary over them: mean accuracies with intervals and the verdict on every claim."""
+    """(C1–C2) Every seed of --seed in turn, each in its own run directory (resumable on its own): the base
+    θ_0 evaluated once, then every configuration through every stage, in order, each stage evaluated on
+    every benchmark. With several seeds, the summary over them: mean accuracies with intervals and the
+    verdict on every claim."""
     ap, args, stages, benchmarks, configs, defaults = parse_args(argv)
     seeds = per_seed(args)
-    dirs = [os.path.join(args.runs_dir, (f"{args.name}-s{one.seed}" if len(seeds) > 1 else args.name)
-                         if args.name else run_dir_name(one, configs, defaults)) for one in seeds]
+    dirs = rundir.seed_dirs(args, seeds, configs, defaults)
     device = init_distributed(args.device, args.threads)   # torchrun: data parallel; rank 0 alone writes the run directory
-    try:
-        for one, run_dir in zip(seeds, dirs):   # every directory is checked before any work starts
-            claim_run_dir(ap, one, run_dir, stages, benchmarks, configs)
-        t_start = time.time()
-        base_evals = {}   # the base is evaluated once for all the seeds (same test prompts, same evaluation seed)
-        all_results = []
-        for one, run_dir in zip(seeds, dirs):   # one seed: every configuration through every stage (C1–C2)
-            progress_path = os.path.join(run_dir, "progress.json")
-            progress = load_progress(progress_path)
-            with stops_cleanly(run_dir):   # a non-finite step or a Ctrl-C: one line, its exit code, stages kept
-                run_experiment(one, configs, stages, benchmarks, run_dir, progress, progress_path, device, base_evals)
-            all_results.append(write_results(one, configs, stages, benchmarks, progress, run_dir))   # A2–A3
-    except OSError as e:   # a file of the run directory that cannot be read or written (a directory in its
-        # place, a link loop, an immutable file, a full disk): one line naming it; completed stages stay
-        fail(f"{e.filename or 'a file of the run directory'}: {e.strerror or e}. Completed stages are kept: "
-             f"repair or move that path and rerun the same command")
-    if not is_main():
-        return None
-    if len(seeds) == 1:
-        print(f"\n{dirs[0]}/: results.json, report.md, log.jsonl, checkpoints — {time.time() - t_start:.0f}s this invocation")
-        return all_results[0]
-    summary_dir, summary = write_seeds_summary(args, configs, defaults, all_results, dirs)
-    print(f"\n{summary_dir}/: results.json, report.md over seeds {','.join(map(str, args.seed))} (each seed in "
-          f"{', '.join(dirs)}) — {time.time() - t_start:.0f}s this invocation")
-    return summary
+    t_start, base_evals, results = time.time(), {}, []    # (the base is evaluated once for all the seeds)
+    with rundir.file_errors_stop_cleanly():        # a file that cannot be read or written: one line, stages kept
+        for one, run_dir in zip(seeds, dirs):    # every directory is checked before any work starts
+            rundir.claim_run_dir(ap, one, run_dir, stages, benchmarks, configs)
+        for one, run_dir in zip(seeds, dirs):    # one seed: every configuration through every stage
+            progress = rundir.load_progress(os.path.join(run_dir, "progress.json"))
+            with rundir.stops_cleanly(run_dir):    # a non-finite step or a Ctrl-C: one line, its exit code, stages kept
+                exp = start_seed(one, stages, benchmarks, run_dir, progress, device, base_evals)   # θ_0, row 0 (C2)
+                for method, settings, run_name in configs:
+                    run = rundir.starting_point(exp, method, settings, run_name, device)   # θ_0 or where it stopped
+                    if run is None:
+                        continue                 # every stage of this configuration is done
+                    for k in range(len(run["done"]), len(stages)):   # (C1) the stages in order, each from θ_{k−1}
+                        stage = start_stage(exp, run, k)   # a fresh AdamW, the stage's teacher (T3), its prompts
+                        # (C1) θ_k = train(method, θ_{k−1}, D_k): args.steps steps of the method
+                        with rundir.saved_if_interrupted(run, stage, exp["partial_dir"], k):
+                            train.run_steps(run["model"], run["tok"], stage["records"], stage["args"],
+                                            METHODS[method], stage["frozen"], stage["opt"], desc=stage["desc"],
+                                            start_step=stage["start"], on_step=stage["on_step"])
+                        end_stage(exp, run, k, stage)   # (C2) acc[k][b] on every benchmark, drift (A4–A8), saved
+            results.append(write_results(one, configs, stages, benchmarks, progress, run_dir))   # A2–A3
+    return rundir.finish(args, configs, defaults, seeds, dirs, results, t_start)
 
 
-def write_seeds_summary(args, configs, defaults, all_results, dirs):
-    """Several seeds: their summary (mean accuracies with intervals, every claim's verdict) in its own
-    directory, printed; returns (the directory, the summary). With --name it sits beside the seeds' directories,
-    <name>-s0-1-2, so a single-seed run named <name> keeps its own files."""
-    summary_dir = os.path.join(args.runs_dir, f"{args.name}-s{'-'.join(map(str, args.seed))}" if args.name
-                               else run_dir_name(args, configs, defaults))
-    summary = summarize_seeds(all_results, args.seed, dirs, [seconds_of(d) for d in dirs])
-    os.makedirs(summary_dir, exist_ok=True)
-    atomic_json(os.path.join(summary_dir, "results.json"), summary)
-    print("\n" + write_seeds_report(summary, all_results, summary_dir))
-    return summary_dir, summary
-
-
-def fingerprint_of(args, stages, benchmarks, configs=()):
-    """What config.json records: every flag except where the run is written, and under "runs" each
-    configuration's own settings (a sweep's --alpha is a list; each run has one α)."""
-    fingerprint = {k: v for k, v in vars(args).items() if k not in ("overwrite", "name", "runs_dir", "threads")}
-    fingerprint.update(stages=stages, benchmarks=benchmarks,
-                       runs={name: {"method": method, **settings} for method, settings, name in configs})
-    return json.loads(json.dumps(fingerprint))
-
-
-def same_run(old, fingerprint):
-    """Whether a run directory's config.json is this command's ("runs" is derived from the flags, and
-    older run directories have none)."""
-    drop = lambda d: {k: v for k, v in d.items() if k != "runs"}   # noqa: E731
-    return drop(old) == drop(fingerprint)
-
-
-def claim_run_dir(ap, args, run_dir, stages, benchmarks, configs=()):
-    """Make sure run_dir holds this run or nothing (--overwrite replaces another run), then write config.json."""
-    config_path = os.path.join(run_dir, "config.json")
-    fingerprint = fingerprint_of(args, stages, benchmarks, configs)
-    progress_path = os.path.join(run_dir, "progress.json")
-    if is_main() and os.path.isfile(config_path):
-        try:
-            with open(config_path) as f:
-                old = json.load(f)
-        except ValueError as e:
-            fail(f"{config_path} is damaged ({tasks.one_line(e)}); it says which command {run_dir} belongs to. Restore "
-                 f"it from a copy and rerun, or use --name for a new run (--overwrite would delete the completed stages)")
-        if not same_run(old, fingerprint):
-            if not args.overwrite:
-                ap.error(f"{run_dir} holds a different run; use --name for a new one or --overwrite to replace it")
-            shutil.rmtree(run_dir)
-    elif is_main() and not args.overwrite and os.path.exists(progress_path):
-        fail(f"{config_path} is missing, but {run_dir} holds a run's completed stages (progress.json), so it cannot be "
-             f"checked against this command. Restore config.json from a copy and rerun, or use --name for a new run "
-             f"(--overwrite would delete the completed stages)")
-    elif is_main() and os.path.isdir(run_dir) and os.listdir(run_dir):
-        if not args.overwrite:
-            ap.error(f"{run_dir} exists and is not a run of continual.py; use --overwrite to replace it")
-        shutil.rmtree(run_dir)
-    if is_main():
-        os.makedirs(run_dir, exist_ok=True)
-    atomic_json(config_path, fingerprint)
-    barrier()
-
-
-@contextlib.contextmanager
-def stops_cleanly(run_dir):
-    """A run stopped by a non-finite loss or gradient (exit 1) or by Ctrl-C (exit 130) says so in one line;
-    its completed stages (and a Ctrl-C's mid-stage state) are kept in run_dir for the rerun to resume."""
-    try:
-        yield
-    except NonFiniteError as e:
-        if is_main():
-            append_jsonl(os.path.join(run_dir, "log.jsonl"), {"event": "non-finite", "message": str(e)})
-        print(f"error: a non-finite loss or gradient stopped the run ({e}); the step was not applied and "
-              f"the last completed stage's checkpoint is kept in {run_dir}", file=sys.stderr)
-        sys.exit(1)
-    except Interrupted as e:
-        print(f"\ninterrupted: the current stage is saved after step {e.completed_steps} and completed stages "
-              f"are kept in {run_dir}; rerun the same command to resume", file=sys.stderr)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: completed stages are kept in {run_dir}; rerun the same command to resume",
-              file=sys.stderr)
-        sys.exit(130)
-
-
-def write_results(args, configs, stages, benchmarks, progress, run_dir):
-    """results.json (A2–A3 from the accuracy matrix: build_results) and report.md of one seed (rank 0)."""
-    if not is_main():
-        return None
-    results = build_results(configs, stages, benchmarks, progress, args)
-    atomic_json(os.path.join(run_dir, "results.json"), results)
-    report = write_report(results, run_dir)
-    print("\n" + report)
-    return results
-
-
-def seconds_of(run_dir):
-    """Wall seconds a seed's run took in all (base evaluation, then training, evaluation and drift of
-    every stage, summed over invocations), from progress.json; results.json holds no timings, so that
-    an interrupted and resumed run writes the same file as an uninterrupted one."""
-    progress = load_progress(os.path.join(run_dir, "progress.json"))
-    return progress.get("base", {}).get("seconds", 0.0) + sum(
-        st.get("seconds", 0.0) for k, v in progress.items() if k != "base" for st in v["stages"])
-
-
-# ----------------------------------------------------------------------------------------------
-# Damaged state: say which file and what to do, or recover safely (nothing is deleted silently)
-# ----------------------------------------------------------------------------------------------
-def fail(message):
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def load_progress(path):
-    """progress.json (which stages are done), or {} for a new run; a damaged one stops the run."""
-    if os.path.islink(path) and not os.path.exists(path):
-        fail(f"{path} is a symbolic link that leads nowhere (a loop, or its target is gone). It records the completed "
-             f"stages: replace the link with the file (restore it from a copy) and rerun the same command")
-    if not os.path.exists(path):
-        done = os.path.join(os.path.dirname(path), "checkpoints")
-        if os.path.isdir(done) and os.listdir(done):
-            print(f"warning: {path} is missing, so no stage is known to be complete: every stage is trained again "
-                  f"and the checkpoints in {done} are replaced as it goes (restore progress.json from a copy to "
-                  f"keep them)", file=sys.stderr)
-        return {}
-    try:
-        progress = json.load(open(path))
-        assert isinstance(progress, dict) and all(
-            isinstance(v, dict) and ("stages" in v or k == "base") for k, v in progress.items()), "unexpected content"
-        assert progress, "it is empty, and a run writes the base model's row first"
-        return with_stage_checkpoints(progress, os.path.dirname(path))
-    except (ValueError, TypeError, KeyError, AssertionError) as e:
-        fail(f"{path} is damaged ({tasks.one_line(e)}). It records the completed stages: restore it from a copy and "
-             f"rerun the same command, or use --name for a new run (--overwrite would delete the completed stages)")
-
-
-def checked_log(log_path):
-    """The rows of log.jsonl. Lines cut by a kill or otherwise damaged are dropped, loudly; the file as it
-    was is kept beside it as log.jsonl.damaged."""
-    rows, bad = read_jsonl(log_path)
-    if bad:
-        shutil.copyfile(log_path, log_path + ".damaged")
-        print(f"warning: {log_path}: dropped {len(bad)} damaged line(s) ({', '.join(map(str, bad[:5]))}"
-              f"{'…' if len(bad) > 5 else ''}); the file as it was is kept in {log_path}.damaged", file=sys.stderr)
-    return rows
-
-
-def repair_log(log_path):
-    """On a rerun, log.jsonl without its damaged lines (a line cut by a kill): said on stderr, the file as it
-    was kept beside it (checked_log)."""
-    if is_main() and os.path.isfile(log_path) and read_jsonl(log_path)[1]:
-        rows = checked_log(log_path)
-        write_atomically(log_path, lambda f: f.writelines(json.dumps(r) + "\n" for r in rows))
-
-
-def load_checkpoint(path, device, dtype, grad_checkpointing=False, what="checkpoint", enable_thinking=None):
-    """A saved model, or a clear stop naming the directory and what to do."""
-    try:
-        return load_model(path, device, dtype, grad_checkpointing, enable_thinking=enable_thinking)
-    except Exception as e:   # a truncated safetensors file, a garbage config.json, a missing file...
-        fail(f"the {what} {path} cannot be loaded ({tasks.one_line(e)[:200]}). Delete that directory and rerun "
-             f"the same command: that stage and the ones after it are trained again")
-
-
-def load_partial(partial_dir, run_name, stage, has_teacher, device, args):
-    """The state a Ctrl-C saved mid-stage, if it belongs to this run and stage: (saved, model, tok), else None.
-    A damaged one is set aside as partial.damaged/ (said on stderr) and the stage restarts from its
-    beginning, which ends exactly where the interrupted stage would have (every step has its own seed)."""
-    if not os.path.exists(os.path.join(partial_dir, "partial.pt")):
-        return None
-    try:
-        saved = torch.load(os.path.join(partial_dir, "partial.pt"))
-        if saved["run"] != run_name or saved["stage"] != stage:
-            return None
-        check_states(partial_dir, ["optimizer", "teacher"] if has_teacher else ["optimizer"], under_torchrun())
-        model, tok = load_model(partial_dir, device, args.dtype, args.grad_checkpointing,
-                                enable_thinking=args.enable_thinking)
-        return saved, model, tok
-    except Exception as e:
-        aside = partial_dir.rstrip("/") + ".damaged"
-        shutil.rmtree(aside, ignore_errors=True)
-        os.replace(partial_dir, aside)
-        print(f"warning: the saved mid-stage state in {partial_dir} is damaged ({tasks.one_line(e)[:200]}); it is "
-              f"kept in {aside} and stage {stage + 1} of {run_name} restarts from its beginning", file=sys.stderr)
-        return None
-
-
-def run_experiment(args, configs, stages, benchmarks, run_dir, progress, progress_path, device, base_evals):
-    """(C1–C2) The base evaluated once, then every configuration through every stage, in order; resumes
-    where it stopped. A2–A3 are computed from `progress` afterwards (build_results)."""
-    ev = eval_settings(args)
+def start_seed(args, stages, benchmarks, run_dir, progress, device, base_evals):
+    """One seed's run directory opened: θ_0 loaded and (C2) its row of the accuracy matrix, the drift
+    meter (A4–A8), a log without the lines a kill cut. Returns what every stage of the seed shares."""
     base_model, tok = load_policy(args.model, device, args.dtype, enable_thinking=args.enable_thinking)   # θ_0
-    evaluate_base(args, base_model, tok, benchmarks, ev, run_dir, progress, progress_path, base_evals)
-    meter = drift_meter(args, base_model, tok, benchmarks, run_dir, device)
-    log_path, partial_dir = os.path.join(run_dir, "log.jsonl"), os.path.join(run_dir, "partial")
-    repair_log(log_path)
-    for method, settings, run_name in configs:
-        start = starting_point(args, progress, progress_path, run_name, method, len(stages), partial_dir, device)
-        if start is None:
-            continue                                   # every stage of this configuration is done
-        done, model, tok, resume = start
-        prev_teacher = None
-        for k in range(len(done), len(stages)):       # (C1) the stages in order, each from the last one's θ
-            domain = stages[k]
-            forget_lost_steps(log_path, run_name, k, resume)
-            prev_state = weights_before_stage(meter, model, done, args, resume)   # θ_{k−1}, for drift
-            t0 = time.time()
-            prev_teacher = teacher_to_carry(method, settings, prev_teacher, model, done, k)
-            # (C1) θ_k = train(method, θ_{k−1}, D_k): a fresh AdamW, the stage's teacher (T3), args.steps steps
-            carried_opt = stage_checkpoint(run_dir, run_name, k - 1, stages[k - 1]) \
-                if k > 0 and args.stage_optimizer == "carry" else None
-            curve, rows, teacher, opt = train_stage(model, tok, domain, k, method, settings, args, log_path, run_name,
-                                                    partial_dir, resume, prev_teacher, carried_opt)
-            prev_teacher = teacher if carries_teacher(method, settings) else None
-            resume, train_s = None, time.time() - t0
-            # (C2) acc[stage][benchmark]: every training domain's test set and every OOD benchmark
-            deg, resp = {}, {}
-            acc = evaluate.evaluate(model, tok, benchmarks, degenerate=deg, responses=resp, **ev)
-            # (A4–A8) drift of θ_k vs θ_0 and vs θ_{k−1} (drift.stage_drift)
-            stage_drift = measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name, k, tok, args)
-            ckpt = save_stage(model, tok, run_dir, run_name, k, domain, teacher if carries_teacher(method, settings)
-                              else None, opt if args.stage_optimizer == "carry" or args.keep_optimizer else None)
-            done.append({"domain": domain, "acc": acc, "degenerate": deg, "drift": stage_drift, "curve": curve,
-                         "checkpoint": ckpt, "train_seconds": round(train_s, 1),
-                         "seconds": round(time.time() - t0, 1),   # training, evaluation and drift
-                         "mean_reward": sum(r["reward"] for r in rows) / len(rows),
-                         "last_js": rows[-1].get("js"), "last_entropy": rows[-1].get("entropy")})
-            atomic_json(progress_path, progress)   # the stage is complete only once this is written
-            if is_main():
-                shutil.rmtree(partial_dir, ignore_errors=True)
-            print_stage(run_name, k, stages, progress, acc, deg, train_s)
+    evaluate_base(args, base_model, tok, benchmarks, eval_settings(args), run_dir, progress,
+                  os.path.join(run_dir, "progress.json"), base_evals)
+    meter = drift.drift_meter(args, base_model, tok, benchmarks, run_dir, device)
+    exp = {"args": args, "stages": stages, "benchmarks": benchmarks, "run_dir": run_dir, "progress": progress,
+           "progress_path": os.path.join(run_dir, "progress.json"), "log_path": os.path.join(run_dir, "log.jsonl"),
+           "partial_dir": os.path.join(run_dir, "partial"), "base_model": base_model, "meter": meter}
+    rundir.repair_log(exp["log_path"])
+    return exp
+
+
+def start_stage(exp, run, k):
+    """Stage k of a configuration, ready to train: θ_{k−1} kept for drift, its log cut back to what was saved,
+    (T3) the teacher to carry, then new_stage (a fresh AdamW, the stage's teacher, its prompts) and its log."""
+    args, stages, model = exp["args"], exp["stages"], run["model"]
+    rundir.forget_lost_steps(exp["log_path"], run["name"], k, run["resume"])
+    run["prev_state"] = drift.weights_before_stage(exp["meter"], model, run["done"], args, run["resume"])   # θ_{k−1}
+    run["t0"] = time.time()
+    run["prev_teacher"] = teacher_to_carry(run["method"], run["settings"], run["prev_teacher"], model, run["done"], k)
+    carried_opt = stage_checkpoint(exp["run_dir"], run["name"], k - 1, stages[k - 1]) \
+        if k > 0 and args.stage_optimizer == "carry" else None
+    stage = new_stage(model, run["tok"], stages[k], k, run["method"], run["settings"], args, run["resume"],
+                      exp["partial_dir"], run["prev_teacher"], carried_opt)
+    stage["on_step"] = stage_logger(stage, model, run["tok"], exp["log_path"], run["name"], k)
+    stage["desc"] = f"{run['name']} {k + 1}:{stages[k]}"
+    return stage
+
+
+def new_stage(model, tok, domain, stage_idx, method, settings, args, resume=None, partial_dir=None,
+              prev_teacher=None, prev_optimizer=None):
+    """What one stage trains with: its settings and prompts, a fresh optimizer (the release's), and the
+    method's frozen model, (T3) the stage's teacher for SDPO or GRPO's reference (G4, --kl-coef only).
+
+    prev_teacher: the previous stage's final teacher (SDPO with --teacher-init carry), else None.
+    prev_optimizer: a checkpoint directory holding the previous stage's final AdamW state, to carry it
+    over (--stage-optimizer carry); None: a fresh AdamW, as each of the release's stage jobs builds.
+    resume: the state a Ctrl-C saved in `partial_dir` (optimizer, teacher, step, rows so far); the
+    stage then continues from that step boundary and ends exactly as an uninterrupted stage would.
+    """
+    stage_args = copy.copy(args)
+    vars(stage_args).update(settings)
+    stage_args.seed = args.seed * 1000 + stage_idx  # a different prompt order per stage, same across methods
+    records = drop_long_prompts(tok, train.train_records(domain, seed=args.seed), args.max_prompt_len,
+                                f"{domain} training prompts")
+    opt = torch.optim.AdamW(model.parameters(), lr=stage_args.lr, weight_decay=args.weight_decay)
+    if prev_optimizer and not resume:   # --stage-optimizer carry: the moments and step count go on
+        load_optimizer(prev_optimizer, model, opt)
+    if method == "sdpo":   # (T3) restart from θ_{k−1}, or carry (a mix of) the previous stage's teacher
+        frozen = sdpo.stage_teacher(model, prev_teacher if settings["teacher_init"] == "carry" else None,
+                                    settings["teacher_mix"])
+    else:
+        frozen = grpo.frozen_model(model, stage_args)
+    stage = {"args": stage_args, "domain": domain, "records": records, "opt": opt, "frozen": frozen,
+             "teacher": frozen if method == "sdpo" else None, "curve": [], "rows": [], "start": 0}
+    if resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
+        load_optimizer(partial_dir, model, opt)
+        if stage["teacher"] is not None:
+            load_teacher(partial_dir, stage["teacher"])
+        stage.update(curve=resume["curve"], rows=resume["rows"], start=resume["step"])
+    return stage
+
+
+def stage_logger(stage, model, tok, log_path, run_name, stage_idx, measure=None):
+    """on_step for train.run_steps: each step's row, tagged with its run and stage, in the stage's rows and
+    log.jsonl, and every --curve-every steps the light in-stage curve. measure(step, row, model): an extra
+    measurement after each step (tools/coding_ablation.py's teacher check)."""
+    args = stage["args"]
+    curve_test = evaluate.benchmark_records(stage["domain"], args.curve_n, args.eval_seed) if args.curve_every > 0 else []
+
+    def on_step(step, row):
+        row.update({"run": run_name, "stage": stage_idx + 1, "domain": stage["domain"]})
+        if args.curve_every > 0 and step % args.curve_every == 0:  # the light in-stage curve
+            torch.manual_seed(args.eval_seed)   # (training steps seed themselves: train.run_steps)
+            stage["curve"].append([step, evaluate.acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens,
+                                                           batch_size=args.sample_batch)[0]])
+        if measure:
+            measure(step, row, model)
+        stage["rows"].append(row)
+        if is_main():
+            append_jsonl(log_path, row)
+    return on_step
+
+
+def end_stage(exp, run, k, stage):
+    """(C2) θ_k evaluated on every benchmark (the stage's row of the accuracy matrix), (A4–A8) its drift vs
+    θ_0 and θ_{k−1}, its checkpoint saved; the stage is complete once progress.json says so."""
+    args, model, tok, done, name = exp["args"], run["model"], run["tok"], run["done"], run["name"]
+    carry = carries_teacher(run["method"], run["settings"])
+    run["prev_teacher"] = stage["teacher"] if carry else None
+    run["resume"], train_s = None, time.time() - run["t0"]
+    # (C2) acc[stage][benchmark]: every training domain's test set and every OOD benchmark
+    deg, resp = {}, {}
+    acc = evaluate.evaluate(model, tok, exp["benchmarks"], degenerate=deg, responses=resp, **eval_settings(args))
+    # (A4–A8) drift of θ_k vs θ_0 and vs θ_{k−1} (drift.stage_drift)
+    stage_drift = drift.measure_drift(exp["meter"], model, exp["base_model"], run["prev_state"], resp, exp["run_dir"],
+                                      name, k, tok, args)
+    ckpt = rundir.save_stage(model, tok, exp["run_dir"], name, k, stage["domain"], stage["teacher"] if carry else None,
+                           stage["opt"] if args.stage_optimizer == "carry" or args.keep_optimizer else None)
+    rows = stage["rows"]
+    done.append({"domain": stage["domain"], "acc": acc, "degenerate": deg, "drift": stage_drift,
+                 "curve": stage["curve"], "checkpoint": ckpt, "train_seconds": round(train_s, 1),
+                 "seconds": round(time.time() - run["t0"], 1),   # training, evaluation and drift
+                 "mean_reward": sum(r["reward"] for r in rows) / len(rows),
+                 "last_js": rows[-1].get("js"), "last_entropy": rows[-1].get("entropy")})
+    atomic_json(exp["progress_path"], exp["progress"])   # the stage is complete only once this is written
+    if is_main():
+        shutil.rmtree(exp["partial_dir"], ignore_errors=True)
+    rundir.print_stage(name, k, exp["stages"], exp["progress"], acc, deg, train_s)
 
 
 # ----------------------------------------------------------------------------------------------
-# The stage loop's helpers: the base, resuming, drift, saving (run_experiment reads without them)
+# The stage loop's helpers: the base, the teacher carried over
 # ----------------------------------------------------------------------------------------------
 def eval_settings(args):
     """The evaluation's settings (C2, C3): the same for the base and every stage."""
@@ -502,98 +316,7 @@ def evaluate_base(args, base_model, tok, benchmarks, ev, run_dir, progress, prog
         drift.save_responses(run_dir, "base", resp)
     progress["base"]["seconds"] = round(time.time() - t0, 1)
     atomic_json(progress_path, progress)
-    print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - t0:.0f}s)")
-
-
-def drift_meter(args, base_model, tok, benchmarks, run_dir, device):
-    """What the drift measurements (A4–A8) keep across stages: the base's weights and responses, the
-    response embedder, the KL prompts, an embedding cache. Measured by rank 0 alone, from the whole fp32
-    weights (gathered by every rank) and, under torchrun, with every rank's models gathered so that
-    rank 0's forwards need no collective."""
-    meter = {"want": not args.no_drift, "measure": not args.no_drift and is_main()}
-    meter["base_state"] = drift.matrices(full_state_dict(base_model)) if meter["want"] else None
-    if meter["measure"]:
-        meter["embedder"], meter["embed_tok"] = drift.load_embedder(args.embed_model, base_model, tok, device)
-        meter["kl_records"] = {b: evaluate.benchmark_records(b, args.eval_n, args.eval_seed, tok, args.max_prompt_len)
-                               for b in benchmarks}
-        meter["base_resp"] = drift.load_responses(run_dir, "base")
-        meter["cache"] = {}   # response embeddings, kept across stages (the base's are reused every stage)
-    return meter
-
-
-def starting_point(args, progress, progress_path, run_name, method, n_stages, partial_dir, device):
-    """Where a configuration starts: (completed stages, model, tok, the Ctrl-C's saved state or None) — θ_0,
-    the last completed stage's checkpoint, or the state saved mid-stage; None when every stage is done."""
-    done = progress.setdefault(run_name, {"stages": []})["stages"]
-    check_saved_stages(os.path.dirname(progress_path), run_name, done, n_stages)
-    gone = [k for k, st in enumerate(done) if not os.path.isdir(st["checkpoint"])]
-    if gone:   # a stage checkpoint deleted (say, because it was damaged): retrain from that stage on
-        print(f"{run_name}: the checkpoint of stage {gone[0] + 1} is missing: stages {gone[0] + 1}–{n_stages} "
-              f"are trained again")
-        del done[gone[0]:]
-        atomic_json(progress_path, progress)
-    if len(done) == n_stages:
-        return None
-    partial = load_partial(partial_dir, run_name, len(done), method == "sdpo", device, args)
-    resume = partial[0] if partial else None
-    if partial:
-        model, tok = partial[1], partial[2]
-    elif done:
-        model, tok = load_checkpoint(done[-1]["checkpoint"], device, args.dtype, args.grad_checkpointing,
-                                     f"stage {len(done)} checkpoint", args.enable_thinking)
-    else:
-        model, tok = load_model(args.model, device, args.dtype, args.grad_checkpointing,
-                                enable_thinking=args.enable_thinking)
-    model = shard(model, device)   # torchrun: FSDP2 (infra.shard); one process: as it is
-    if resume:
-        print(f"{run_name}: resuming stage {len(done) + 1} after step {resume['step']}")
-    elif done:
-        print(f"{run_name}: resuming after stage {len(done)} ({done[-1]['domain']})")
-    return done, model, tok, resume
-
-
-def forget_lost_steps(log_path, run_name, k, resume):
-    """Drop the log lines of work that was lost: this configuration's lines after its last saved state
-    (stage k, 0-based, starts at the resumed step, or at 0)."""
-    kept_steps = resume["step"] if resume else 0
-    if not is_main() or not os.path.exists(log_path):
-        return
-    rows = checked_log(log_path)
-    keep = [json.dumps(r) + "\n" for r in rows
-            if not (r.get("run") == run_name and (r.get("stage", 0) > k + 1 or
-                                                  (r.get("stage") == k + 1 and r["step"] > kept_steps)))]
-    write_atomically(log_path, lambda f: f.writelines(keep))
-
-
-def check_saved_stages(run_dir, run_name, done, n_stages):
-    """On a rerun, the completed stages' files as they were saved: each checkpoint against the checksums
-    recorded when it was written (infra.damaged_files), and the saved evaluation responses. Damage stops
-    the run with one line naming the file and a safe next step; the results (progress.json) are intact."""
-    for k, st in enumerate(done):
-        later = f"stages {k + 1}–{n_stages}" if k + 1 < n_stages else f"stage {k + 1}"
-        again = (f"delete {st['checkpoint']} and rerun the same command: {later} of {run_name} will be trained again "
-                 f"(the results in progress.json are intact until then)")
-        bad = damaged_files(st["checkpoint"]) if os.path.isdir(st["checkpoint"]) else []
-        if bad:
-            fail(f"{os.path.join(st['checkpoint'], bad[0][0])} is {bad[0][1]} since it was saved"
-                 f"{f' ({len(bad) - 1} more file(s) too)' if len(bad) > 1 else ''}: the checkpoint of stage {k + 1} is "
-                 f"damaged. Restore the directory from a copy, or {again}")
-        path = drift.responses_path(run_dir, f"{run_name}-stage{k + 1}")
-        try:
-            drift.read_responses(path)
-        except FileNotFoundError:
-            continue   # (--no-drift runs of old kept none)
-        except (ValueError, AssertionError, TypeError, AttributeError) as e:
-            fail(f"{path} is damaged ({tasks.one_line(e)[:120]}): stage {k + 1}'s saved evaluation responses. "
-                 f"Restore it from a copy, or {again}")
-
-
-def weights_before_stage(meter, model, done, args, resume):
-    """θ_{k−1}'s matrices, for "drift vs the previous stage" (from disk when resuming mid-stage)."""
-    if not meter["want"] or resume:
-        return None if not meter["measure"] else drift.matrices(
-            load_model(done[-1]["checkpoint"] if done else args.model, "cpu", "fp32")[0])
-    return drift.matrices(full_state_dict(model))
+    print(f"base: {rundir.fmt_row(progress['base']['acc'])} ({time.time() - t0:.0f}s)")
 
 
 def carries_teacher(method, settings):
@@ -608,63 +331,9 @@ def teacher_to_carry(method, settings, prev_teacher, model, done, k):
     return prev_teacher
 
 
-def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name, k, tok, args):
-    """Save stage k's evaluation responses, then (A4–A8) its drift vs θ_0 and vs θ_{k−1} (None with --no-drift)."""
-    if is_main():
-        drift.save_responses(run_dir, f"{run_name}-stage{k + 1}", resp)
-    stage_drift = None
-    weights = drift.matrices(full_state_dict(model)) if meter["want"] else None   # θ_k, whole, fp32
-    with gathered(model, base_model):
-        if meter["measure"]:
-            t1 = time.time()
-            prev_resp = drift.load_responses(run_dir, f"{run_name}-stage{k}") if k > 0 else None
-            stage_drift = drift.stage_drift(model, base_model, prev_state, resp, meter["base_resp"], prev_resp,
-                                            meter["embedder"], meter["embed_tok"], tok, meter["kl_records"], args,
-                                            meter["cache"], weights=(weights, meter["base_state"]))
-            print(f"{run_name} stage {k + 1} drift: NSS vs base "
-                  f"{stage_drift['params_vs_base']['all']['nss_mean']:.4f}, response cos vs base "
-                  f"{stage_drift['responses_vs_base']['mean']:.3f}, KL to base "
-                  f"{stage_drift['kl_to_base_mean']:.2f} nats ({time.time() - t1:.0f}s)")
-    return stage_drift
-
-
-def save_stage(model, tok, run_dir, run_name, k, domain, teacher=None, opt=None):
-    """Stage k's Hugging Face checkpoint, with the stage's final teacher when it is carried and its
-    final AdamW state when that is carried or kept (torchrun: every rank takes part); returns its directory."""
-    ckpt = stage_checkpoint(run_dir, run_name, k, domain)
-    save_checkpoint(model, tok, ckpt, opt=opt, teacher=teacher)
-    return ckpt
-
-
-def print_stage(run_name, k, stages, progress, acc, deg, train_s):
-    domain, done = stages[k], progress[run_name]["stages"]
-    base_d = progress["base"]["acc"][domain]
-    print(f"{run_name} stage {k + 1}/{len(stages)} {domain}: {domain} {100 * base_d:.1f}% -> "
-          f"{100 * acc[domain]:.1f}%, mean reward {done[-1]['mean_reward']:.2f}, "
-          f"degenerate {100 * sum(deg.values()) / len(deg):.1f}%, {train_s:.0f}s training | {fmt_row(acc)}")
-
-
-def run_figures(results, run_dir):
-    """One seed's figures (machinery/plots.py), with the paper's names in the legends: [(path or None, alt text)]."""
-    rows = seed_log(run_dir)
-    names = paper_names(results)
-    return [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png"), labels=names),
-             "accuracy per benchmark across stages"),
-            (plots.plot_gain_forgetting(results, os.path.join(run_dir, "gain.png"), labels=names), "gain and forgetting"),
-            (plots.plot_drift(results, os.path.join(run_dir, "drift.png"), labels=names), "drift after every stage"),
-            (plots.plot_curves(rows, os.path.join(run_dir, "curves.png"), results["stages"], labels=names),
-             "reward, JS and entropies per step")]
-
-
-def paper_names(results):
-    """{run name: the paper's name of its configuration (claims.role_of), or the run name}, for legends."""
-    return {name: claims.role_of(run) or name for name, run in results["runs"].items()}
-
-
-def fmt_row(acc):
-    return " ".join(f"{b} {100 * a:.0f}" for b, a in acc.items())
-
-
+# ----------------------------------------------------------------------------------------------
+# The results (A2–A3): results.json and report.md of one seed
+# ----------------------------------------------------------------------------------------------
 def build_results(configs, stages, benchmarks, progress, args):
     """results.json: per run the accuracy matrix, Δ/δ/G/F per stage and benchmark, the averages."""
     base = progress["base"]
@@ -688,157 +357,15 @@ def build_results(configs, stages, benchmarks, progress, args):
     return out
 
 
-def pct(v, signed=False):
-    """A fraction as a percentage with one decimal; None as "—"; never "-0.0" (a tiny negative rounds to 0.0)."""
-    if v is None:
-        return "—"
-    v = 0.0 if round(100 * v, 1) == 0 else v
-    return f"{100 * v:+.1f}" if signed and v != 0 else f"{100 * v:.1f}"
-
-
-def write_report(results, run_dir):
-    """report.md: accuracy matrix per run, the G/F table of the final models, averages, collapse markers."""
-    stages, benches = results["stages"], results["benchmarks"]
-    short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
-    ood = [b for b in benches if b not in stages]
-    lines = ["# Continual post-training report", "",
-             f"Stages: {' → '.join(stages)}. Acc@{results['eval']['k']} in % on {results['eval']['n']} test prompts "
-             f"per benchmark (T=0.6, top-p 0.95). OOD: {', '.join(ood) if ood else 'none'}.", ""]
-    for name, run in results["runs"].items():
-        lines += [f"## {name}: accuracy after each stage", "",
-                  "| after | " + " | ".join(short[b] for b in benches) + " | degenerate % |",
-                  "|---|" + "---|" * (len(benches) + 1)]
-        for k, row in enumerate(run["acc"]):
-            label = "base" if k == 0 else f"{k}: {stages[k - 1]}"
-            deg = "—" if k == 0 else pct(run["degenerate"][k - 1])
-            cells = [f"**{pct(v)}**" if k > 0 and benches[i] == stages[k - 1] else pct(v) for i, v in enumerate(row)]
-            lines.append(f"| {label} | " + " | ".join(cells) + f" | {deg} |")
-        lines.append("")
-    lines += ["## Final model vs base: relative change δ % per benchmark (A2)", "",
-              "| run | " + " | ".join(short[b] for b in benches) + " |", "|---|" + "---|" * len(benches)]
-    for name, run in results["runs"].items():
-        final = run["per_stage"][-1]
-        lines.append(f"| {name} | " + " | ".join(pct(final[b]["rel"], True) for b in benches) + " |")
-    lines += ["", "## Gain and forgetting (A3)", "",
-              "| run | avg gain G on each stage's domain % | avg forgetting F, earlier domains % | avg forgetting F, OOD % | degenerate after last stage % |",
-              "|---|---|---|---|---|"]
-    for name, run in results["runs"].items():
-        lines.append(f"| {name} | {pct(run['avg_gain_trained'])} | {pct(run['avg_forget_earlier'])} | "
-                     f"{pct(run['avg_forget_ood'])} | {pct(run['degenerate'][-1])} |")
-    lines += ["", "G of a stage is measured right after it (θ_k on d_k); F on the final model θ_K. "
-              "All relative to the base θ_0 (A2–A3)."]
-    if any(c["verdict"] != "not run" for c in results.get("claims", [])):
-        lines += ["", "## The paper's claims, on this one seed", "",
-                  "One seed gives no interval, so no claim can be shown or refuted here: run `--seed 0,1,2` "
-                  "for verdicts (a reference over 3 seeds is in `results/`).", "",
-                  claims.claims_table([c for c in results["claims"] if c["verdict"] != "not run"], 1)]
-    for name, run in results["runs"].items():
-        if run.get("drift") and all(run["drift"]):
-            lines += ["", f"## {name}: drift after each stage (A4–A8)", "", drift.drift_table(run["drift"], stages)]
-    if any(run.get("drift") and all(run["drift"]) for run in results["runs"].values()):
-        lines += ["", "NSS: normalised spectral shift (A4), mean over all weight matrices; max angle: largest principal "
-                  "angle of the top-10% singular subspaces (A5); mask IoU / update in base mask: principal-mask overlap "
-                  "(A6); resp. cos: cosine similarity of base-model embeddings of the responses to the same prompts (A7); "
-                  "KL(π‖π0): Monte-Carlo sequence KL to the base, mean over benchmarks (an estimate from the trained "
-                  "model's samples: a true KL near 0 can come out slightly negative, within its standard error, which "
-                  "results.json keeps per benchmark); collapse: responses repeating one "
-                  "short pattern to the length limit (A8), with the most common pattern."]
-    lines += [""] + [f"![{alt}]({os.path.basename(p)})" for p, alt in run_figures(results, run_dir) if p]
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(run_dir, "report.md.tmp"), "w") as f:
-        f.write(text)
-    os.replace(os.path.join(run_dir, "report.md.tmp"), os.path.join(run_dir, "report.md"))
-    return text
-
-
-# ----------------------------------------------------------------------------------------------
-# Several seeds: means with 95% intervals, and a verdict per claim (machinery/claims.py)
-# ----------------------------------------------------------------------------------------------
-def summarize_seeds(seed_results, seeds, seed_dirs, seconds):
-    """results.json over seeds: per run the accuracy matrix and every claim metric as
-    {mean, low, high, per_seed} (evaluate.mean_interval), then the claims with their verdicts."""
-    first = seed_results[0]
-    out = {"seeds": seeds, "seed_dirs": seed_dirs, "stages": first["stages"], "benchmarks": first["benchmarks"],
-           "eval": first["eval"], "seconds_per_seed": seconds, "runs": {}}
-    for name, run in first["runs"].items():
-        cells = [[[r["runs"][name]["acc"][k][i] for r in seed_results] for i in range(len(row))]
-                 for k, row in enumerate(run["acc"])]
-        stats = {metric: claims.per_seed_metric_of(seed_results, name, metric) for metric in claims.METRICS}
-        out["runs"][name] = {"method": run["method"], "settings": run["settings"], "role": claims.role_of(run),
-                             "acc": [[interval_dict(c) for c in row] for row in cells],
-                             "metrics": {m: interval_dict(v) for m, v in stats.items() if v is not None}}
-    out["claims"] = claims.measure_claims(seed_results)
-    return out
-
-
-def interval_dict(values):
-    mean, low, high = evaluate.mean_interval(values)
-    return {"mean": mean, "low": low, "high": high, "per_seed": values}
-
-
-def pm(cell, scale=100):
-    """"18.4 ± 2.1": the mean and the half-width of its 95% interval over seeds."""
-    return f"{scale * cell['mean']:.1f} ± {scale * (cell['high'] - cell['mean']):.1f}"
-
-
-def seed_log(run_dir):
-    """One seed's log.jsonl rows (none if it has no log)."""
-    path = os.path.join(run_dir, "log.jsonl")
-    return read_jsonl(path)[0] if os.path.exists(path) else []
-
-
-def write_seeds_report(summary, seed_results, out_dir):
-    """report.md over seeds: the claims table first, then each run's accuracy matrix as mean ± half-width."""
-    stages, benches, n = summary["stages"], summary["benchmarks"], len(summary["seeds"])
-    short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
-    lines = ["# Continual post-training over seeds", "",
-             f"Seeds {', '.join(map(str, summary['seeds']))} (one directory each: "
-             f"{', '.join(os.path.basename(d) for d in summary['seed_dirs'])}). Stages: {' → '.join(stages)}. "
-             f"Acc@{summary['eval']['k']} on the same {summary['eval']['n']} test prompts per benchmark for every seed "
-             f"and run (--eval-seed {summary['eval']['seed']}). Wall time per seed: "
-             f"{', '.join(f'{s:.0f} s' for s in summary['seconds_per_seed'])}.", "",
-             "## The paper's claims", "", claims.claims_table(summary["claims"], n), "", claims.CLAIMS_NOTE, ""]
-    for name, run in summary["runs"].items():
-        lines += [f"## {name}{' (' + run['role'] + ')' if run['role'] else ''}: accuracy after each stage, "
-                  f"mean ± 95% half-width over {n} seeds", "",
-                  "| after | " + " | ".join(short[b] for b in benches) + " |", "|---|" + "---|" * len(benches)]
-        for k, row in enumerate(run["acc"]):
-            label = "base" if k == 0 else f"{k}: {stages[k - 1]}"
-            lines.append(f"| {label} | " + " | ".join(
-                f"**{pm(c)}**" if k > 0 and benches[i] == stages[k - 1] else pm(c) for i, c in enumerate(row)) + " |")
-        lines.append("")
-    lines += ["## Gain and forgetting (A3), mean ± 95% half-width", "",
-              "| run | avg G on each stage's domain % | F earlier domains % | F OOD % | average accuracy so far % "
-              "| forgetting from the peak, points | backward transfer, points |",
-              "|---|---|---|---|---|---|---|"]
-    for name, run in summary["runs"].items():
-        m = run["metrics"]
-        lines.append(f"| {name} | " + " | ".join(pm(m[k]) if k in m else "—" for k in (
-            "gain", "forget_earlier", "forget_ood", "avg_acc", "forget_peak", "bwt")) + " |")
-    lines += ["", "G and F (A2–A3, the paper's) are relative to the base's accuracy and decide the claims. Beside them, "
-              "in accuracy points and never used for a verdict: forgetting from the peak (Chaudhry et al., 2018), "
-              "the best accuracy an earlier domain had after its own stage minus its final accuracy, and backward "
-              "transfer (Lopez-Paz & Ranzato, 2017), the final minus the right-after-its-stage accuracy (negative: "
-              "forgotten); both averaged over the earlier domains."]
-    names = paper_names(seed_results[0])
-    figures = [(plots.plot_accuracy(seed_results[0], os.path.join(out_dir, "accuracy.png"), seed_results, names),
-                "accuracy per benchmark across stages"),
-               (plots.plot_gain_forgetting(seed_results[0], os.path.join(out_dir, "gain.png"), seed_results, names),
-                "gain and forgetting"),
-               (plots.plot_drift(seed_results[0], os.path.join(out_dir, "drift.png"), seed_results, names),
-                "drift after every stage"),
-               (plots.plot_differences([seed_log(d) for d in summary["seed_dirs"]],
-                                       os.path.join(out_dir, "differences.png"), stages, names),
-                "each run minus the first, per step, over seeds")]
-    lines += ["", "Lines and bars are the means over seeds; bands and whiskers are the same 95% t-intervals over the "
-              "seeds as the tables. `differences.png` (with two runs or more): each run minus the first run, step "
-              "by step within each seed, smoothed over 5 steps; a band that leaves 0 is a difference the seeds agree on.", ""]
-    lines += [f"![{alt}]({os.path.basename(p)})" for p, alt in figures if p]
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(out_dir, "report.md.tmp"), "w") as f:
-        f.write(text)
-    os.replace(os.path.join(out_dir, "report.md.tmp"), os.path.join(out_dir, "report.md"))
-    return text
+def write_results(args, configs, stages, benchmarks, progress, run_dir):
+    """results.json (A2–A3 from the accuracy matrix: build_results) and report.md of one seed (rank 0)."""
+    if not is_main():
+        return None
+    results = build_results(configs, stages, benchmarks, progress, args)
+    atomic_json(os.path.join(run_dir, "results.json"), results)
+    report = rundir.write_report(results, run_dir)
+    print("\n" + report)
+    return results
 
 
 if __name__ == "__main__":

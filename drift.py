@@ -22,6 +22,7 @@ import math
 import os
 import re
 import sys
+import time
 
 import torch
 
@@ -30,7 +31,7 @@ from machinery import flags
 from machinery import tasks
 from evaluate import collapse
 from machinery.flags import MASK_Q, RANK_FRAC, check_device_flag
-from machinery.infra import setup_torch, with_stage_checkpoints, write_atomically
+from machinery.infra import full_state_dict, gathered, is_main, setup_torch, with_stage_checkpoints, write_atomically
 from rollout import SAMPLE_BATCH, chat_messages, encode_chat, load_model, response_logits, sample, sampled_logprobs
 
 
@@ -363,6 +364,53 @@ def drift_table(drift_rows, stages):
 # ----------------------------------------------------------------------------------------------
 # CLI: recompute the drift of an existing continual.py run
 # ----------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------
+# Drift across the stages of a continual run (continual.py calls these once per stage)
+# ----------------------------------------------------------------------------------------------
+def drift_meter(args, base_model, tok, benchmarks, run_dir, device):
+    """What the drift measurements (A4–A8) keep across stages: the base's weights and responses, the
+    response embedder, the KL prompts, an embedding cache. Measured by rank 0 alone, from the whole fp32
+    weights (gathered by every rank) and, under torchrun, with every rank's models gathered so that
+    rank 0's forwards need no collective."""
+    meter = {"want": not args.no_drift, "measure": not args.no_drift and is_main()}
+    meter["base_state"] = matrices(full_state_dict(base_model)) if meter["want"] else None
+    if meter["measure"]:
+        meter["embedder"], meter["embed_tok"] = load_embedder(args.embed_model, base_model, tok, device)
+        meter["kl_records"] = {b: evaluate.benchmark_records(b, args.eval_n, args.eval_seed, tok, args.max_prompt_len)
+                               for b in benchmarks}
+        meter["base_resp"] = load_responses(run_dir, "base")
+        meter["cache"] = {}   # response embeddings, kept across stages (the base's are reused every stage)
+    return meter
+
+
+def weights_before_stage(meter, model, done, args, resume):
+    """θ_{k−1}'s matrices, for "drift vs the previous stage" (from disk when resuming mid-stage)."""
+    if not meter["want"] or resume:
+        return None if not meter["measure"] else matrices(
+            load_model(done[-1]["checkpoint"] if done else args.model, "cpu", "fp32")[0])
+    return matrices(full_state_dict(model))
+
+
+def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name, k, tok, args):
+    """Save stage k's evaluation responses, then (A4–A8) its drift vs θ_0 and vs θ_{k−1} (None with --no-drift)."""
+    if is_main():
+        save_responses(run_dir, f"{run_name}-stage{k + 1}", resp)
+    measured = None
+    weights = matrices(full_state_dict(model)) if meter["want"] else None   # θ_k, whole, fp32
+    with gathered(model, base_model):
+        if meter["measure"]:
+            t1 = time.time()
+            prev_resp = load_responses(run_dir, f"{run_name}-stage{k}") if k > 0 else None
+            measured = stage_drift(model, base_model, prev_state, resp, meter["base_resp"], prev_resp,
+                                   meter["embedder"], meter["embed_tok"], tok, meter["kl_records"], args,
+                                   meter["cache"], weights=(weights, meter["base_state"]))
+            print(f"{run_name} stage {k + 1} drift: NSS vs base "
+                  f"{measured['params_vs_base']['all']['nss_mean']:.4f}, response cos vs base "
+                  f"{measured['responses_vs_base']['mean']:.3f}, KL to base "
+                  f"{measured['kl_to_base_mean']:.2f} nats ({time.time() - t1:.0f}s)")
+    return measured
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(usage="python drift.py RUN_DIR [--embed-model M] ... (--help lists all)",
                                  description="Recompute parameter/response drift, KL to base and collapse "

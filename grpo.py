@@ -6,8 +6,9 @@
 One step: take `--prompts-per-step` prompts, sample G responses each, grade them (binary reward),
 turn rewards into group-relative advantages (G1), and minimise the clipped surrogate (G2, G3) —
 optionally plus a k3 KL to the starting model (G4) — aggregated over tokens (G5). AdamW, gradient
-clipping at 1.0. train.py runs the loop and takes the optimizer steps; this file holds the equations
-and the plan of the update (`grpo_plan`: which responses each optimizer step sees, and their loss).
+clipping at 1.0. train.py runs the loop and takes the optimizer steps; this file holds the equations,
+`prepare_batch` (G1, G2: which responses each optimizer step sees) and `micro_batch_loss` (G2–G5), the
+loss train.update calls on every micro-batch.
 
 Which GRPO the paper compared (the release's `baseline_grpo.yaml`, docs/PROTOCOL.md): **four optimizer
 steps per rollout batch** (`--mini-batches 4`, the default here), each on a quarter of the batch in
@@ -22,7 +23,7 @@ Simplifications, on purpose (and what the release does instead):
 * Log-probs are those of the untempered policy (the release divides logits by the rollout temperature;
   with the default rollout temperature 1 the two agree).
 """
-from functools import partial
+import sys
 
 import torch
 
@@ -31,6 +32,9 @@ import train
 from machinery.flags import GRPO_DEFAULTS
 from machinery.infra import clone_model, gathered, global_sum, local_blocks
 from rollout import batch_order, micro_batches, response_logits, token_entropy, token_logprobs
+
+# The settings that make one GRPO configuration differ from another (the run's name and config carry them)
+KNOBS = ("mini_batches", "epochs", "clip_ratio_c")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -110,31 +114,69 @@ def aggregate(per_token_loss, mask, mode="token-mean", num_tokens=None, num_seqs
 # ----------------------------------------------------------------------------------------------
 # The GRPO update on one graded batch
 # ----------------------------------------------------------------------------------------------
-def grpo_plan(model, batch, args, ref_model=None, pad_id=0):
+FROZEN = "reference"   # what this method's frozen model is (train.py): G4's reference, only with --kl-coef
+
+
+def frozen_model(model, args):
+    """(G4)'s reference: a frozen copy of the starting model when --kl-coef > 0, else None."""
+    return clone_model(model).eval().requires_grad_(False) if args.kl_coef > 0 else None
+
+
+def prepare_batch(model, ref_model, batch, args, tok, step):
     """(G1) advantages and (G2) π_old for one batch, and its `epochs × mini_batches` optimizer steps: for
-    each, the micro-batches and the GRPO loss of one micro-batch (G2–G5). train.apply_plan takes the steps.
+    each, its micro-batches and the mini-batch's token and sequence counts. train.update takes the steps.
 
     batch: from train.sample_and_grade (prompt_ids, response_ids [N*G], rewards [N*G], group_size).
     """
     # (G1) one advantage per response
     adv = group_advantages(batch["rewards"], batch["group_size"], args.adv_std)          # [N*G]
     # (G2) π_old: needed only when one batch feeds several optimizer steps; on-policy it is sg[π_θ]
-    old = old_policy_logprobs(model, batch, args.micro_batch, pad_id) if several_steps(args) else None
+    old = old_policy_logprobs(model, batch, args.micro_batch, tok.pad_token_id) if several_steps(args) else None
     lengths = [len(r) for r in batch["response_ids"]]
     seq_lengths = [len(p) + len(r) for p, r in zip(batch["prompt_ids"], batch["response_ids"])]
     steps = []
     for mini in mini_batch_split(len(adv), batch["group_size"], args, seq_lengths):
         # (G5) the whole mini-batch's token and sequence counts (all processes): every micro-batch
         # divides by them, so summing micro-batch gradients gives the mini-batch gradient
-        n_tok, n_seq = global_sum(sum(lengths[i] for i in mini)), global_sum(len(mini))
         steps.append({"micro_batches": micro_batches_of(mini, lengths, args.micro_batch),
-                      "loss_of": partial(grpo_micro_batch, model, batch, adv=adv, old=old, ref_model=ref_model,
-                                         args=args, pad_id=pad_id, n_tok=n_tok, n_seq=n_seq),   # loss_of(idx)
+                      "n_tok": global_sum(sum(lengths[i] for i in mini)), "n_seq": global_sum(len(mini)),
                       "tokens": max(1, sum(lengths[i] for i in mini))})   # (this process's: for the stats)
-    return {"steps": steps, "frozen": ref_model, "advantages": adv, "group_size": batch["group_size"]}
+    return {"steps": steps, "advantages": adv, "old": old, "group_size": batch["group_size"]}
 
 
-def grpo_stats(plan, results):
+def micro_batch_loss(model, ref_model, batch, plan, part, idx, args, tok):
+    """The GRPO loss of the responses `idx` (one micro-batch of the optimizer step `part`): (G2)–(G5), each
+    equation called here. Returns (loss, stats)."""
+    prompts = [batch["prompt_ids"][i] for i in idx]
+    responses = [batch["response_ids"][i] for i in idx]
+    logits, mask, targets = response_logits(model, prompts, responses, tok.pad_token_id)   # [b, T, V], [b, T], [b, T]
+    logp = token_logprobs(logits, targets)                                         # [b, T] log π_θ(y_t|h_t)
+    # (G2) on-policy: π_old = sg[π_θ], so ρ = 1 and the gradient is A ∇log π_θ; else the sampler's log-probs
+    old_logp = logp.detach() if plan["old"] is None else rows_of(plan["old"], idx, logp)
+    ref_logp = None
+    if ref_model is not None:   # (G4) the frozen reference, only when --kl-coef > 0
+        with torch.no_grad():
+            ref_logits, _, _ = response_logits(ref_model, prompts, responses, tok.pad_token_id)   # [b, T, V]
+            ref_logp = token_logprobs(ref_logits, targets)                                     # [b, T]
+    # (G3) the clipped surrogate per token, and where the clip bound
+    adv = plan["advantages"][idx].to(logp.device)                                            # [b]
+    per_token, clipped = clipped_surrogate(logp, old_logp, adv, args.epsilon, args.epsilon_high,
+                                           args.clip_ratio_c)                                 # [b, T] each
+    stats = {"clip_frac": (clipped.float() * mask).sum().item() / max(1.0, mask.sum().item())}
+    if args.kl_coef > 0 and ref_logp is not None:
+        kl = k3_kl(logp, ref_logp)                                                      # [b, T]
+        # (G4) ℓ + β_KL · k3
+        per_token = per_token + args.kl_coef * kl
+        stats["kl"] = ((kl * mask).sum() / mask.sum().clamp(min=1)).item()
+    # (G5) token-mean or seq-mean-token-mean, over the whole mini-batch's counts
+    loss = aggregate(per_token, mask, args.loss_agg, part["n_tok"], part["n_seq"])
+    with torch.no_grad():
+        stats["entropy_sum"] = (token_entropy(logits.detach()) * mask).sum().item()
+    stats["tokens"] = mask.sum().item()
+    return loss, stats
+
+
+def step_stats(plan, results):
     """The step's statistics, averaged over its optimizer steps: loss, clip fraction, entropy, k3 KL, ‖∇‖,
     and the share of groups with a learning signal (not all rewards equal)."""
     totals = {"loss": 0.0, "clip_frac": 0.0, "entropy": 0.0, "kl": 0.0, "grad_norm": 0.0}
@@ -154,42 +196,9 @@ def grpo_stats(plan, results):
     return stats
 
 
-def grpo_update(model, opt, batch, args, ref_model=None, pad_id=0):
-    """The whole update on one batch (the plan, its optimizer steps, the statistics): what one training
-    step does after sampling (tools/bench.py, tools/gpu_check.py and the tests call it on their own)."""
-    plan = grpo_plan(model, batch, args, ref_model, pad_id)
-    return grpo_stats(plan, train.apply_plan(model, opt, plan, args.max_grad_norm))
-
-
-def grpo_micro_batch(model, batch, idx, adv, old, ref_model, args, pad_id, n_tok, n_seq):
-    """The GRPO loss of the responses `idx` (one micro-batch): (G2)–(G5), each equation called here.
-    Returns (loss, stats)."""
-    prompts = [batch["prompt_ids"][i] for i in idx]
-    responses = [batch["response_ids"][i] for i in idx]
-    logits, mask, targets = response_logits(model, prompts, responses, pad_id)   # [b, T, V], [b, T], [b, T]
-    logp = token_logprobs(logits, targets)                                         # [b, T] log π_θ(y_t|h_t)
-    # (G2) on-policy: π_old = sg[π_θ], so ρ = 1 and the gradient is A ∇log π_θ; else the sampler's log-probs
-    old_logp = logp.detach() if old is None else rows_of(old, idx, logp)
-    ref_logp = None
-    if ref_model is not None:   # (G4) the frozen reference, only when --kl-coef > 0
-        with torch.no_grad():
-            ref_logits, _, _ = response_logits(ref_model, prompts, responses, pad_id)     # [b, T, V]
-            ref_logp = token_logprobs(ref_logits, targets)                                 # [b, T]
-    # (G3) the clipped surrogate per token, and where the clip bound
-    per_token, clipped = clipped_surrogate(logp, old_logp, adv[idx].to(logp.device), args.epsilon, args.epsilon_high,
-                                           args.clip_ratio_c)                               # [b, T] each
-    stats = {"clip_frac": (clipped.float() * mask).sum().item() / max(1.0, mask.sum().item())}
-    if args.kl_coef > 0 and ref_logp is not None:
-        kl = k3_kl(logp, ref_logp)                                                      # [b, T]
-        # (G4) ℓ + β_KL · k3
-        per_token = per_token + args.kl_coef * kl
-        stats["kl"] = ((kl * mask).sum() / mask.sum().clamp(min=1)).item()
-    # (G5) token-mean or seq-mean-token-mean, over the whole mini-batch's counts
-    loss = aggregate(per_token, mask, args.loss_agg, n_tok, n_seq)
-    with torch.no_grad():
-        stats["entropy_sum"] = (token_entropy(logits.detach()) * mask).sum().item()
-    stats["tokens"] = mask.sum().item()
-    return loss, stats
+def after_step(ref_model, model, step, args):
+    """GRPO has no teacher to move after a step (train.run_steps asks every method)."""
+    return False
 
 
 # ----------------------------------------------------------------------------------------------
@@ -261,14 +270,6 @@ def rows_of(old, idx, like):
     return out
 
 
-def make_grpo(model, tok, opt, args):
-    """GRPO as a method for train.run_steps: its plan and statistics, no teacher. (G4)'s reference is the
-    starting model."""
-    ref = clone_model(model).eval().requires_grad_(False) if args.kl_coef > 0 else None
-    return {"plan": lambda batch, step: grpo_plan(model, batch, args, ref, tok.pad_token_id), "stats": grpo_stats,
-            "after_step": None, "teacher": None, "optimizer": opt}
-
-
 def run_name(s):
     """The run's name from every GRPO setting that differs from its default: grpo, grpo_mb1, grpo_mb2_ep2_c0.
     s: a dict (or namespace) with mini_batches, epochs, clip_ratio_c."""
@@ -280,7 +281,7 @@ def run_name(s):
 
 def main(argv=None):
     ap, args = flags.one_task_args("grpo", argv)   # every flag and its check: machinery/flags.py
-    return train.train_seeds(ap, args, run_name(args), make_grpo)
+    return train.train_seeds(ap, args, run_name(args), sys.modules[__name__])
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ Simplifications, on purpose:
 * Student entropy is logged over the distilled responses (the ones that were run).
 """
 import sys
-from functools import partial
 
 import torch
 
@@ -32,6 +31,12 @@ import train
 from machinery.infra import NonFiniteError, all_finite, clone_model, first_global_index, global_sum, is_main, local_blocks
 from rollout import (batch_positions, chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, micro_batches,
                      response_logits, strip_think, token_entropy)
+
+# The settings that make one SDPO configuration differ from another (the run's name and config carry them):
+# α (T1), CoT (S1), K and γ (T2), the mask ratio (S7), feedback (S8), the empty-step rule, the teacher at a
+# stage start (T3: init and mix)
+KNOBS = ("alpha", "cot", "refresh_every", "gamma", "mask_ratio", "feedback", "skip_empty_steps", "teacher_init",
+         "teacher_mix")
 
 
 # (S8) Environment feedback, per data kind, as the release's scripts run it (docs/PROTOCOL.md, rule 5):
@@ -283,13 +288,14 @@ def teacher_after_step(teacher, student, step, alpha, refresh_every=0, gamma=1.0
 # ----------------------------------------------------------------------------------------------
 # The SDPO update on one graded batch
 # ----------------------------------------------------------------------------------------------
-def sdpo_plan(model, teacher, batch, args, tok, step):
+def prepare_batch(model, teacher, batch, args, tok, step):
     """Teacher prompts (S1, S8) and token masking (S7) for one batch, and its one optimizer step: the
-    micro-batches of the responses with a teacher signal and the GJSD loss of one (S2–S5).
+    micro-batches of the responses with a teacher signal, whose loss micro_batch_loss computes (S2–S5).
 
-    The teacher schedule (T1/T2) runs after the step, in train.run_steps. A step in which no response
-    has a signal still calls the optimizer, with zero gradients, as the release does: AdamW's moments
-    decay and its step count moves, so the weights still move a little.
+    The teacher schedule (T1/T2) runs after the step (after_step, from train.run_steps). A step in which
+    no response has a signal still calls the optimizer, with zero gradients, as the release does: AdamW's
+    moments decay and its step count moves, so the weights keep moving on momentum (one real step followed
+    by 39 such steps moves each coordinate about 5.9 × lr; docs/PROTOCOL.md, rule 2b).
     """
     B = len(batch["response_ids"])
     # the batch's order (the release's length-balanced one by default): it decides which success is "first"
@@ -319,13 +325,11 @@ def sdpo_plan(model, teacher, batch, args, tok, step):
               file=sys.stderr)
     # only the distilled responses are run (none in a process without signal: zero gradient there)
     micro = [[distilled[j] for j in idx] for idx in micro_batches([lengths[i] for i in distilled], args.micro_batch)]
-    loss_of = partial(sdpo_micro_batch, model, teacher, batch, user_texts=user_texts, token_keep=token_keep, tok=tok,
-                      args=args, n_tok=n_tok, n_seq=n_seq)                         # loss_of(idx)
-    return {"steps": [{"micro_batches": micro, "loss_of": loss_of, "tokens": max(1, n_distilled)}],
-            "frozen": teacher, "stats": stats, "skipped": int(n_tok == 0)}
+    return {"steps": [{"micro_batches": micro, "n_tok": n_tok, "n_seq": n_seq, "tokens": max(1, n_distilled)}],
+            "user_texts": user_texts, "token_keep": token_keep, "stats": stats, "skipped": int(n_tok == 0)}
 
 
-def sdpo_stats(plan, results):
+def step_stats(plan, results):
     """The step's statistics: reprompt and distilled shares, loss, ‖∇‖, and per distilled token the
     GJSD, the student's and the teacher's entropies."""
     (loss, parts, grad_norm), tokens = results[0], plan["steps"][0]["tokens"]
@@ -334,20 +338,14 @@ def sdpo_stats(plan, results):
             "teacher_entropy": sum(p["teacher_entropy_sum"] for p in parts) / tokens, "skipped": plan["skipped"]}
 
 
-def sdpo_update(model, teacher, opt, batch, args, tok, step):
-    """The whole update on one batch (the plan, its optimizer step, the statistics), without the teacher
-    schedule (tools/bench.py, tools/gpu_check.py and the tests call it on their own)."""
-    plan = sdpo_plan(model, teacher, batch, args, tok, step)
-    return sdpo_stats(plan, train.apply_plan(model, opt, plan, args.max_grad_norm))
-
-
-def sdpo_micro_batch(model, teacher, batch, idx, user_texts, token_keep, tok, args, n_tok, n_seq):
-    """The SDPO loss of the responses `idx` (all with a teacher signal): (S2)–(S5). Returns (loss, stats).
+def micro_batch_loss(model, teacher, batch, plan, part, idx, args, tok):
+    """The SDPO loss of the responses `idx` (one micro-batch, all with a teacher signal): (S2)–(S5), each
+    equation called here. Returns (loss, stats). To change SDPO's loss, change this function.
 
     Full vocabulary (args.topk None, the built-in model's default): both fp32 log-softmaxes [b, T, V].
     Top-k (S4, the release's 100 on real models): only k+1 values per position (topk_logprobs)."""
     responses = [batch["response_ids"][i] for i in idx]
-    t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], user_texts[i])) for i in idx]
+    t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], plan["user_texts"][i])) for i in idx]
     if args.topk:
         with torch.no_grad():   # (S2) the teacher's logits, in the compute dtype, never a full fp32 copy
             t_logits, _, _ = response_logits(teacher, t_prompts, responses, tok.pad_token_id, as_float=False)
@@ -364,10 +362,11 @@ def sdpo_micro_batch(model, teacher, batch, idx, user_texts, token_keep, tok, ar
         with torch.no_grad():
             entropies = -(s_dist.exp() * s_dist).sum(-1), -(t_dist.exp() * t_dist).sum(-1)   # [b, T] each
     for j, i in enumerate(idx):   # (S7) masked tokens leave the loss
-        mask[j, :len(token_keep[i])] *= token_keep[i].to(mask.device, mask.dtype)
+        keep = plan["token_keep"][i]                                                       # [|y_i|] bools
+        mask[j, :len(keep)] *= keep.to(mask.device, mask.dtype)
     # (S3) GJSD_β(S, sg[T]) at every response token: no gradient ever reaches the teacher
     per_token = generalized_jsd(s_dist, t_dist.detach(), args.beta)                        # [b, T]
-    loss = sdpo_loss(per_token, mask, num_tokens=n_tok, mode=args.loss_agg, num_seqs=n_seq)   # (S5)
+    loss = sdpo_loss(per_token, mask, num_tokens=part["n_tok"], mode=args.loss_agg, num_seqs=part["n_seq"])   # (S5)
     with torch.no_grad():
         fm = mask.float()                                                                    # [b, T]
         stats = {"js_sum": (per_token * fm).sum().item(), "entropy_sum": (entropies[0] * fm).sum().item(),
@@ -375,16 +374,17 @@ def sdpo_micro_batch(model, teacher, batch, idx, user_texts, token_keep, tok, ar
     return loss, stats
 
 
-def make_sdpo(model, tok, opt, args, teacher=None):
-    """SDPO as a method for train.run_steps: the update, and the teacher schedule after each step.
+FROZEN = "teacher"   # what this method's frozen model is (train.py): the teacher, saved beside the student
 
-    teacher: the stage's teacher (continual.py builds it by T3); by default a fresh copy of the student.
-    """
-    teacher = stage_teacher(model) if teacher is None else teacher
-    return {"plan": lambda batch, step: sdpo_plan(model, teacher, batch, args, tok, step), "stats": sdpo_stats,
-            "after_step": lambda step: teacher_after_step(teacher, model, step, args.alpha, args.refresh_every,
-                                                          args.gamma),
-            "teacher": teacher, "optimizer": opt}
+
+def frozen_model(model, args):
+    """The single-task teacher: a fresh copy of the student (T3 at the start; continual.py builds each stage's)."""
+    return stage_teacher(model)
+
+
+def after_step(teacher, model, step, args):
+    """(T1) the EMA or (T2) the refresh of the teacher after the optimizer step; True at a refresh point."""
+    return teacher_after_step(teacher, model, step, args.alpha, args.refresh_every, args.gamma)
 
 
 def run_name(s):
@@ -403,7 +403,7 @@ def run_name(s):
 
 def main(argv=None):
     ap, args = flags.one_task_args("sdpo", argv)   # every flag and its check: machinery/flags.py
-    return train.train_seeds(ap, args, run_name(args), make_sdpo)
+    return train.train_seeds(ap, args, run_name(args), sys.modules[__name__])
 
 
 if __name__ == "__main__":

@@ -1,17 +1,19 @@
-"""train.py — the training loop, in one place: sample → grade → loss → backward → clip → step → teacher → log.
+"""train.py — the training loop, in one place: sample → grade → the method's loss → backward → clip → step →
+teacher → log.
 
-grpo.py and sdpo.py hold the equations; each hands this loop a *method*, a plain dict:
+grpo.py and sdpo.py hold the equations. Each is handed to this loop as it is, a module with the same four
+functions, and its *frozen* model (GRPO's reference, G4, or SDPO's teacher, S2: no gradient reaches it):
 
-    {"plan":       plan(batch, step) -> plan        the batch's optimizer steps: for each, its micro-batches
-                                                    and the loss of one micro-batch (grpo.grpo_plan: G1–G5,
-                                                    or sdpo.sdpo_plan: S1–S8)
-     "stats":      stats(plan, results) -> dict    what the step logs
-     "after_step": after_step(step) or None        SDPO's teacher schedule (T1 EMA / T2 refresh): True at a
-                                                    T2 refresh point (logged as teacher_refresh)
-     "teacher":    the teacher model or None,      kept so that a Ctrl-C can save it
-     "optimizer":  the AdamW optimizer}
+    method.prepare_batch(model, frozen, batch, args, tok, step) -> plan   what the batch gives the loss:
+                     GRPO's advantages and π_old (G1, G2); SDPO's teacher prompts and token masks (S1, S7, S8);
+                     and the batch's optimizer steps, each a list of micro-batches
+    method.micro_batch_loss(model, frozen, batch, plan, part, idx, args, tok) -> (loss, stats)
+                     the loss of one micro-batch: GRPO (G2–G5) or SDPO (S2–S5), every equation called there
+    method.step_stats(plan, results) -> dict                               what the step logs
+    method.after_step(frozen, model, step, args) -> bool                   SDPO's teacher schedule (T1 EMA,
+                     T2 refresh: True at a refresh point); GRPO has none
 
-`run_steps` is the loop, read it top to bottom; `gradient_step` is one optimizer step. `train_one_task`
+`run_steps` is the loop and `update` one batch's optimizer steps: read them top to bottom. `train_one_task`
 is what `python grpo.py` and `python sdpo.py` run: evaluate, train one task, evaluate, save.
 continual.py calls `run_steps` once per stage (C1).
 """
@@ -29,8 +31,8 @@ from machinery import plots
 from machinery import tasks
 from machinery.flags import check_code_jail, check_dir_flag, per_seed
 from machinery.infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, check_weights, checked_total,
-                   clip_gradients, gathered, global_sum, idle_loss, idle_micro_batches, init_distributed, is_main,
-                   my_sample_blocks, process_count, save_checkpoint, update_size, weights_snapshot)
+                             clip_gradients, gathered, global_sum, init_distributed, is_main, my_sample_blocks,
+                             process_count, save_checkpoint, update_size, weights_snapshot)
 from rollout import collect, drop_long_prompts, load_policy
 
 
@@ -111,13 +113,14 @@ def warmup_lr(lr, step, warmup_steps):
     return lr if warmup_steps <= 0 else lr * min(1.0, step / warmup_steps)
 
 
-def run_steps(model, tok, records, args, method, log_path=None, desc="train", start_step=0, on_step=None):
+def run_steps(model, tok, records, args, method, frozen, opt, log_path=None, desc="train", start_step=0,
+              on_step=None):
     """Steps `start_step+1 .. args.steps` of one task. Any step can be resumed: it has its own seed.
 
+    method: the grpo or sdpo module; frozen: its frozen model (GRPO's reference or None, SDPO's teacher).
     on_step(step, row) runs after each logged step (continual.py: in-stage curve, its own log).
     """
-    order, opt = prompt_order(len(records), args), method["optimizer"]
-    warmup = stage_warmup(args.warmup_steps, records)
+    order, warmup = prompt_order(len(records), args), stage_warmup(args.warmup_steps, records)
     bar = tqdm(range(start_step, args.steps), desc=desc, dynamic_ncols=True, leave=False, disable=not is_main())
     with StepBoundarySigint() as sigint:          # Ctrl-C stops at the end of a step (machinery/infra.py)
         for step in bar:
@@ -127,26 +130,14 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
             # ---- 1. sample a group of G responses per prompt and grade them (rollout.py, machinery/tasks.py) ----
             batch = sample_and_grade(model, tok, chosen, args, step)
             t1 = time.time()
-            # ---- 2. the method's losses on this batch: GRPO (G1–G5) or SDPO (S1–S8) ----
+            # ---- 2. the method's update: its loss on every micro-batch, backward, clip, step (update) ----
             torch.manual_seed(update_seed(args.seed, step))
-            lr = warmup_lr(args.lr, step, warmup)
-            for group in opt.param_groups:     # this batch's rate (the release's warmup)
-                group["lr"] = lr
-            plan = method["plan"](batch, step + 1)
-            # ---- 3. its optimizer steps (GRPO: 4 per batch; SDPO: 1): backward over micro-batches, clip, step ----
-            before = weights_snapshot(model)   # θ before the batch's steps, for the update's size (logged)
-            if plan.get("skipped") and getattr(args, "skip_empty_steps", False):
-                # --skip-empty-steps: no signal, no optimizer step, so no momentum move (the release steps anyway)
-                results = [(0.0, [], 0.0) for _ in plan["steps"]]
-            else:
-                with gathered(plan["frozen"]):   # (torchrun: the frozen model's forwards need no collective)
-                    results = [gradient_step(model, opt, s["micro_batches"], s["loss_of"], args.max_grad_norm)
-                               for s in plan["steps"]]
-            stats = {**method["stats"](plan, results), "lr": lr, **update_size(model, before)}
+            lr = warmup_lr(args.lr, step, warmup)   # this batch's rate (the release's warmup)
+            stats = update(model, opt, method, frozen, batch, args, tok, step + 1, lr)
             model.zero_grad(set_to_none=True)   # the gradients' memory is free for the next rollout
-            # ---- 4. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----
-            refreshed = method["after_step"](step + 1) if method.get("after_step") else False
-            # ---- 5. log ----
+            # ---- 3. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----
+            refreshed = method.after_step(frozen, model, step + 1, args)
+            # ---- 4. log ----
             row = step_row(model, batch, stats, step, t0, t1)
             if refreshed:                      # a T2 refresh point, marked on curves.png
                 row["teacher_refresh"] = True
@@ -163,34 +154,41 @@ def run_steps(model, tok, records, args, method, log_path=None, desc="train", st
     return model
 
 
-def apply_plan(model, opt, plan, max_grad_norm):
-    """Every optimizer step of a batch's plan, in order, as run_steps takes them (for grpo_update and
-    sdpo_update, which tools/bench.py and the tests call on their own). Returns [(loss, [stats], ‖∇‖)]."""
-    with gathered(plan["frozen"]):
-        return [gradient_step(model, opt, s["micro_batches"], s["loss_of"], max_grad_norm) for s in plan["steps"]]
+def update(model, opt, method, frozen, batch, args, tok, step, lr=None):
+    """One batch's update: what the method needs from the batch (method.prepare_batch), then its optimizer
+    steps (GRPO: mini-batches × epochs; SDPO: one), each: zero the gradient, the method's loss and its
+    backward on every micro-batch, clip, step. Returns the step's statistics (method.step_stats, the rate,
+    the update's size). lr: this batch's rate (None: the optimizer's own).
 
-
-def gradient_step(model, opt, micro_batches, loss_of, max_grad_norm):
-    """One optimizer step: zero the gradient, backward through each micro-batch's loss, clip, step.
-
-    loss_of(idx) -> (loss, stats) of one micro-batch, already divided by the *whole* batch's count (every
-    process), so the gradients summed over micro-batches (and processes) are the whole batch's gradient
-    however it is split. NonFiniteError before the step on a non-finite loss or gradient (the weights
-    stay as they were), and after it when the step made a weight non-finite.
+    Each micro-batch's loss is already divided by the *whole* batch's count (every process), so the
+    gradients summed over micro-batches (and processes) are the whole batch's gradient however it is split.
+    NonFiniteError before the step on a non-finite loss or gradient (the weights stay as they were), and
+    after it when the step made a weight non-finite.
     """
-    opt.zero_grad(set_to_none=True)
-    total, parts = torch.zeros(()), []
-    for idx in micro_batches:
-        loss, stats = loss_of(idx)
-        loss.backward()                            # the gradient accumulates in p.grad, micro-batch by micro-batch
-        total, parts = total + loss.detach().cpu(), parts + [stats]
-    for _ in range(idle_micro_batches(model, len(micro_batches))):   # (torchrun: ranks with fewer micro-batches)
-        idle_loss(model).backward()
-    total = checked_total(model, total)            # Σ over processes; stops here on a non-finite loss or gradient
-    grad_norm = clip_gradients(model, max_grad_norm)   # ‖∇‖ before clipping, then clipped to max_grad_norm
-    opt.step()
-    check_weights(model)
-    return total, parts, grad_norm
+    for group in opt.param_groups if lr is not None else []:   # this batch's rate (the release's warmup)
+        group["lr"] = lr
+    plan = method.prepare_batch(model, frozen, batch, args, tok, step)
+    before = weights_snapshot(model)   # θ before the batch's steps, for the update's size (logged)
+    results = []                       # (loss, [stats per micro-batch], ‖∇‖) per optimizer step
+    skip = plan.get("skipped") and getattr(args, "skip_empty_steps", False)   # no signal: no step, no momentum move
+    with gathered(frozen):             # (torchrun: the frozen model's forwards need no collective)
+        for part in plan["steps"]:
+            if skip:
+                results.append((0.0, [], 0.0))
+                continue
+            opt.zero_grad(set_to_none=True)
+            total, parts = torch.zeros(()), []
+            for idx in part["micro_batches"]:
+                # the method's loss on these responses: GRPO (G2–G5) or SDPO (S2–S5)
+                loss, stats = method.micro_batch_loss(model, frozen, batch, plan, part, idx, args, tok)
+                loss.backward()        # the gradient accumulates in p.grad, micro-batch by micro-batch
+                total, parts = total + loss.detach().cpu(), parts + [stats]
+            total = checked_total(model, total, len(part["micro_batches"]))   # Σ over processes; stops if non-finite
+            grad_norm = clip_gradients(model, args.max_grad_norm)   # ‖∇‖ before clipping, then clipped
+            opt.step()
+            check_weights(model)
+            results.append((total, parts, grad_norm))
+    return {**method.step_stats(plan, results), "lr": opt.param_groups[0]["lr"], **update_size(model, before)}
 
 
 def step_row(model, batch, stats, step, t0, t1):
@@ -221,11 +219,10 @@ def task_and_test_records(ap, args):
     return records, test
 
 
-def train_one_task(ap, args, method_name, make_method):
+def train_one_task(ap, args, method_name, method):
     """What `python grpo.py` / `python sdpo.py` run: evaluate, train one task, evaluate, save a HF
     checkpoint, log.jsonl and summary.json in runs/<method_name>-<task>-s<seed>/ (the name carries every
-    method setting that differs from its default, e.g. sdpo_a0_cot). make_method(model, tok, opt, args)
-    -> the method dict."""
+    method setting that differs from its default, e.g. sdpo_a0_cot). method: the grpo or sdpo module."""
     records, test = task_and_test_records(ap, args)
     if args.out is not None:   # (an empty --out is an error, not the default)
         check_dir_flag(ap, "--out", args.out)
@@ -251,10 +248,10 @@ def train_one_task(ap, args, method_name, make_method):
     before = acc()
     print(f"{method_name} on {args.task}: Acc@{args.eval_k} before = {100 * before:.1f}% ({len(test)} test prompts)")
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    method = make_method(model, tok, opt, args)
+    frozen = method.frozen_model(model, args)   # GRPO's reference (G4, only with --kl-coef) or SDPO's teacher
     t0 = time.time()
     try:
-        run_steps(model, tok, records, args, method, log_path, desc=f"{method_name}:{args.task}")
+        run_steps(model, tok, records, args, method, frozen, opt, log_path, desc=f"{method_name}:{args.task}")
     except NonFiniteError as e:
         print(f"error: stopped at a non-finite step ({e}); nothing saved from this run", file=sys.stderr)
         sys.exit(1)
@@ -262,8 +259,9 @@ def train_one_task(ap, args, method_name, make_method):
     after = acc()
     processes = process_count()
     save_checkpoint(model, tok, os.path.join(out, "model"))   # (torchrun: gathered, every process takes part)
-    if method.get("teacher") is not None:                      # SDPO: the teacher as it ended
-        save_checkpoint(method["teacher"], tok, os.path.join(out, "teacher"))
+    teacher = frozen if method.FROZEN == "teacher" else None
+    if teacher is not None:                                    # SDPO: the teacher as it ended
+        save_checkpoint(teacher, tok, os.path.join(out, "teacher"))
     if not is_main():
         return before, after
     rows = [json.loads(line) for line in open(log_path)]
@@ -277,13 +275,13 @@ def train_one_task(ap, args, method_name, make_method):
         json.dump({"method": method_name, "task": args.task, "acc_before": before, "acc_after": after,
                    "train_seconds": train_s, "world_size": processes, "args": vars(args)}, f, indent=1)
     curves = plots.plot_curves(rows, os.path.join(out, "curves.png"))
-    saved = [f"{out}/model"] + ([f"{out}/teacher"] if method.get("teacher") is not None else []) + \
+    saved = [f"{out}/model"] + ([f"{out}/teacher"] if teacher is not None else []) + \
         [f"{out}/log.jsonl", f"{out}/summary.json"] + ([curves] if curves else [])
     print("saved " + ", ".join(saved))
     return before, after
 
 
-def train_seeds(ap, args, method_name, make_method):
+def train_seeds(ap, args, method_name, method):
     """`--seed 0,1,2`: train_one_task once per seed, each in its own directory (…-s<seed>), all scored on
     the same test prompts (--eval-seed); then the change in accuracy, mean over seeds with its 95%
     interval (evaluate.mean_interval). Returns [(before, after)] per seed."""
@@ -291,7 +289,7 @@ def train_seeds(ap, args, method_name, make_method):
     for one in per_seed(args):
         if args.out and len(args.seed) > 1:
             one.out = f"{args.out}-s{one.seed}"
-        runs.append(train_one_task(ap, one, method_name, make_method))
+        runs.append(train_one_task(ap, one, method_name, method))
     if len(runs) > 1 and is_main():
         mean, lo, hi = evaluate.mean_interval([after - before for before, after in runs])
         print(f"\n{method_name} on {args.task} over seeds {','.join(map(str, args.seed))}: Acc@{args.eval_k} change "

@@ -34,7 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
 from machinery import claims
-import continual
+from machinery.rundir import seed_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --fast: flags appended to an exercise's command (argparse keeps the last value of a flag); None: as written
@@ -91,7 +91,7 @@ def seeds_numbers(out_dir, name):
         out[(f"{label}: accuracy after the stage", "points")] = 100 * run["acc"][-1][0]["mean"]
         last = []
         for d in summary["seed_dirs"]:
-            mine = [r["js"] for r in continual.seed_log(os.path.join(out_dir, d))
+            mine = [r["js"] for r in seed_log(os.path.join(out_dir, d))
                     if r.get("run") == run_name and "step" in r][-10:]
             last.append(sum(mine) / len(mine))
         js[label] = sum(last) / len(last)
@@ -117,7 +117,7 @@ def key_numbers(number, out_dir):
     if number in (3, 4, 5):
         return seeds_numbers(out_dir, f"lab{number}")
     if number == 6:
-        rows = [r for r in continual.seed_log(os.path.join(runs, "lab6")) if "step" in r]
+        rows = [r for r in seed_log(os.path.join(runs, "lab6")) if "step" in r]
         summary = json.load(open(os.path.join(runs, "lab6", "summary.json")))
         return {("CODING after 30 steps %", "points"): 100 * summary["acc_after"],
                 ("clip fraction, mean over steps %", "relative"): 100 * sum(r["clip_frac"] for r in rows) / len(rows),

@@ -426,7 +426,7 @@ def all_finite(t):
 
 
 # ----------------------------------------------------------------------------------------------
-# The plumbing of one optimizer step (train.gradient_step reads as zero, backward, clip, step)
+# The plumbing of one optimizer step (train.update reads as zero, backward, clip, step)
 # ----------------------------------------------------------------------------------------------
 def idle_micro_batches(model, n_local):
     """Sharded (torchrun): how many idle micro-batches this rank runs after its own n_local, so that every
@@ -434,10 +434,13 @@ def idle_micro_batches(model, n_local):
     return int(global_max(n_local)) - n_local if is_sharded(model) else 0
 
 
-def checked_total(model, total):
+def checked_total(model, total, n_local=0):
     """The step's loss summed over ranks, after its gradients are accumulated; NonFiniteError (before any
     step: the weights stay as they were) on a non-finite loss or gradient. Weights that got no gradient
-    (no data here, or no signal) get zeros, and AdamW still steps, as the release does."""
+    (no data here, or no signal) get zeros, and AdamW still steps, as the release does.
+    n_local: this rank's micro-batches; under torchrun a rank with fewer than the busiest runs idle ones first."""
+    for _ in range(idle_micro_batches(model, n_local)):
+        idle_loss(model).backward()
     for p in model.parameters():
         if p.requires_grad and p.grad is None:
             p.grad = torch.zeros_like(p)

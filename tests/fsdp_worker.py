@@ -19,6 +19,7 @@ import grpo     # noqa: E402
 from machinery import infra    # noqa: E402
 import rollout  # noqa: E402
 import sdpo     # noqa: E402
+import train  # noqa: E402
 from machinery import tasks    # noqa: E402
 
 
@@ -58,7 +59,7 @@ def check_state(out):
     ref = infra.clone_model(again).eval().requires_grad_(False)
     torch.manual_seed(0)
     batch = rollout.collect(again, tok, tasks.builtin_split("math", "test", 1), 4, 16)
-    kl = grpo.grpo_update(again, opt2, batch, args, ref, tok.pad_token_id)["kl"]
+    kl = train.update(again, opt2, grpo, ref, batch, args, tok, 1)["kl"]
     t1, t2 = infra.full_state_dict(teacher), infra.full_state_dict(teacher2)
     # the sharded clone computes with its own weights: zero them, and its logits must change (issue 26)
     zeroed = infra.clone_model(again)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import continual
-from machinery import flags
+from machinery import flags, rundir
 from conftest import interrupted_copy, results_as_if_full
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -154,13 +154,13 @@ def test_paired_differences_are_each_seeds_step_by_step_difference(tmp_path):
 def test_config_json_records_each_runs_own_settings():
     """A sweep's config.json says which α each run had, not only the list (issue 31's trap)."""
     ap, args, stages, benchmarks, configs, _ = continual.parse_args(["--method", "sdpo,grpo", "--alpha", "0,0.05"])
-    fp = continual.fingerprint_of(args, stages, benchmarks, configs)
+    fp = rundir.fingerprint_of(args, stages, benchmarks, configs)
     assert fp["alpha"] == [0.0, 0.05]
     assert fp["runs"]["sdpo_a0"]["alpha"] == 0.0 and fp["runs"]["sdpo_a0.05"]["alpha"] == 0.05
     assert fp["runs"]["grpo"]["method"] == "grpo" and fp["runs"]["grpo"]["mini_batches"] == 4
     # an older run directory's config.json (no "runs") is still this command's run
-    assert continual.same_run({k: v for k, v in fp.items() if k != "runs"}, fp)
-    assert not continual.same_run({**fp, "steps": 41}, fp)
+    assert rundir.same_run({k: v for k, v in fp.items() if k != "runs"}, fp)
+    assert not rundir.same_run({**fp, "steps": 41}, fp)
 
 
 def test_each_method_trains_at_its_own_learning_rate_unless_lr_is_given():
@@ -169,7 +169,7 @@ def test_each_method_trains_at_its_own_learning_rate_unless_lr_is_given():
     _, args, _, _, configs, _ = continual.parse_args(["--method", "grpo,sdpo_0"])
     assert args.lr is None and [s["lr"] for _, s, _ in configs] == [flags.LR["grpo"], flags.LR["sdpo"]]
     assert flags.LR["grpo"] != flags.LR["sdpo"]   # (else this test could not tell them apart)
-    fp = continual.fingerprint_of(args, *continual.parse_args(["--method", "grpo,sdpo_0"])[2:4], configs)
+    fp = rundir.fingerprint_of(args, *continual.parse_args(["--method", "grpo,sdpo_0"])[2:4], configs)
     assert fp["runs"]["sdpo_a0"]["lr"] == flags.LR["sdpo"]
     _, args, _, _, configs, _ = continual.parse_args(["--method", "grpo,sdpo_0", "--lr", "3e-4"])
     assert [s["lr"] for _, s, _ in configs] == [3e-4, 3e-4]

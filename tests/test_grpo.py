@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import grpo
+import train
 from rollout import response_logits, token_logprobs
 
 
@@ -123,7 +124,7 @@ def grads_after_update(model, tok, batch, **kw):
     """Run grpo_update with a no-op optimizer and return the accumulated gradient."""
     m = copy.deepcopy(model)
     opt = torch.optim.SGD(m.parameters(), lr=0.0)
-    grpo.grpo_update(m, opt, batch, args_for(**kw), None, tok.pad_token_id)
+    train.update(m, opt, grpo, None, batch, args_for(**kw), tok, 1)
     return torch.cat([p.grad.flatten() for p in m.parameters()])
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import continual
-from machinery import flags
+from machinery import flags, rundir
 import grpo
 from machinery import infra
 import rollout
@@ -117,15 +117,14 @@ def test_real_models_get_the_release_optimizer_settings_and_tiny_its_own(capsys)
     _, args, _, _, _, defaults = continual.parse_args(["--method", "sdpo"])
     assert args.weight_decay == 0.0 and args.warmup_steps is None and args.mini_batch_order == "balanced"
     assert args.feedback == "release" and args.stage_optimizer == "fresh" and not args.skip_empty_steps
-    assert continual.run_dir_name(args, continual.run_configs(args), defaults) == "sdpo_a0.05-s0"   # no hash
+    assert rundir.run_dir_name(args, continual.run_configs(args), defaults) == "sdpo_a0.05-s0"   # no hash
 
 
 def test_grpo_takes_mini_batches_steps_and_the_ratio_moves(tiny):
     model, tok = tiny
     m = copy.deepcopy(model)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
-    stats = grpo.grpo_update(m, opt, fake_batch(tok), args_for(mini_batches=2, loss_agg="seq-mean-token-mean"),
-                             None, tok.pad_token_id)
+    stats = train.update(m, opt, grpo, None, fake_batch(tok), args_for(mini_batches=2, loss_agg="seq-mean-token-mean"), tok, 1)
     assert next(iter(opt.state.values()))["step"].item() == 2      # two optimizer steps on one batch
     assert stats["clip_frac"] >= 0.0
     # the log keeps each optimizer step's clip fraction: the first is on-policy (ρ = 1), it never clips
@@ -135,7 +134,7 @@ def test_grpo_takes_mini_batches_steps_and_the_ratio_moves(tiny):
     m2 = copy.deepcopy(model)
     opt2 = torch.optim.AdamW(m2.parameters(), lr=1e-3)
     old = grpo.old_policy_logprobs(m2, fake_batch(tok), 0, tok.pad_token_id)
-    grpo.grpo_update(m2, opt2, fake_batch(tok), args_for(mini_batches=2), None, tok.pad_token_id)
+    train.update(m2, opt2, grpo, None, fake_batch(tok), args_for(mini_batches=2), tok, 1)
     new = grpo.old_policy_logprobs(m2, fake_batch(tok), 0, tok.pad_token_id)
     assert max((a - b).abs().max().item() for a, b in zip(old, new)) > 1e-4
 
@@ -176,10 +175,10 @@ def test_a_step_without_signal_still_moves_adam(tiny):
                                  mini_batch_order="balanced", sample_blocks=0,
                                  max_grad_norm=1.0, loss_agg="seq-mean-token-mean")
     batch = fake_batch(tok)
-    sdpo.sdpo_update(m, teacher, opt, batch, args, tok, 1)           # a step with signal: Adam has momentum
+    train.update(m, opt, sdpo, teacher, batch, args, tok, 1)           # a step with signal: Adam has momentum
     before = torch.cat([p.detach().flatten() for p in m.parameters()]).clone()
     batch["rewards"] = torch.zeros(8)
-    stats = sdpo.sdpo_update(m, teacher, opt, batch, args, tok, 2)
+    stats = train.update(m, opt, sdpo, teacher, batch, args, tok, 2)
     after = torch.cat([p.detach().flatten() for p in m.parameters()])
     assert stats["skipped"] == 1 and stats["loss"] == 0.0
     assert next(iter(opt.state.values()))["step"].item() == 2
@@ -281,12 +280,12 @@ def test_the_step_logs_who_was_distilled_by_what(tiny):
     args = types.SimpleNamespace(cot=False, feedback="on", mask_ratio=0.0, micro_batch=0, beta=0.5, topk=None,
                                  mini_batch_order="contiguous", sample_blocks=0, max_grad_norm=1.0,
                                  loss_agg="seq-mean-token-mean")
-    stats = sdpo.sdpo_update(m, sdpo.stage_teacher(m), torch.optim.AdamW(m.parameters()), batch, args, tok, 1)
+    stats = train.update(m, torch.optim.AdamW(m.parameters()), sdpo, sdpo.stage_teacher(m), batch, args, tok, 1)
     # group 1: all four have a success beside them; group 2: 0 and 1 have each other, 2 and 3 have both;
     # so every response has a demonstration and no note is needed
     assert stats["demo_frac"] == 1.0 and stats["feedback_frac"] == 0.0
     batch["rewards"] = torch.tensor([1., 0, 0, 0, 0, 0, 0, 0])
-    stats = sdpo.sdpo_update(m, sdpo.stage_teacher(m), torch.optim.AdamW(m.parameters()), batch, args, tok, 2)
+    stats = train.update(m, torch.optim.AdamW(m.parameters()), sdpo, sdpo.stage_teacher(m), batch, args, tok, 2)
     # responses 1–3 have response 0's success; 0 has none and no note; group 2: only 7 has a note
     assert stats["demo_frac"] == 3 / 8 and stats["feedback_frac"] == 1 / 8
 
@@ -305,7 +304,7 @@ def loop_run(tiny, monkeypatch, tmp_path, rewards, steps=3, **kw):
     vars(args).update(kw)
     opt = torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=0.0)
     seen = []
-    train.run_steps(m, tok, batch["records"][:2], args, sdpo.make_sdpo(m, tok, opt, args),
+    train.run_steps(m, tok, batch["records"][:2], args, sdpo, sdpo.frozen_model(m, args), opt,
                     log_path=str(tmp_path / "log.jsonl"),
                     on_step=lambda step, row: seen.append((row, [p.detach().clone() for p in m.parameters()])))
     return m, opt, seen
@@ -359,9 +358,9 @@ def test_skip_empty_steps_leaves_weights_and_optimizer_unchanged(tiny, monkeypat
                                  mini_batch_order="balanced", sample_blocks=0, max_grad_norm=1.0,
                                  loss_agg="seq-mean-token-mean", alpha=0.0, refresh_every=0, gamma=1.0, steps=2,
                                  prompts_per_step=2, seed=0, lr=1e-3, warmup_steps=0, skip_empty_steps=True)
-    method = sdpo.make_sdpo(m, tiny[1], opt, args)
+    teacher = sdpo.frozen_model(m, args)
     rows = []
-    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, method, start_step=1,
+    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, sdpo, teacher, opt, start_step=1,
                     on_step=lambda step, row: rows.append(row))
     assert rows[0]["skipped"] == 1 and rows[0]["update_rel"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, m.parameters()))
@@ -369,7 +368,7 @@ def test_skip_empty_steps_leaves_weights_and_optimizer_unchanged(tiny, monkeypat
     for k, v in state["state"].items():
         assert all(torch.equal(v[n], after["state"][k][n]) for n in v), k   # moments and step count unchanged
     args.skip_empty_steps = False                                           # the release: AdamW steps anyway
-    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, method, start_step=1,
+    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, sdpo, teacher, opt, start_step=1,
                     on_step=lambda step, row: rows.append(row))
     assert rows[1]["skipped"] == 1 and rows[1]["update_rel"] > 0
 
@@ -432,7 +431,7 @@ def test_table_d6_configurations_have_distinct_names():
 def test_run_directories_differ_when_any_setting_differs():
     def dir_of(argv):
         _, args, _, _, configs, defaults = continual.parse_args(argv)
-        return continual.run_dir_name(args, configs, defaults)
+        return rundir.run_dir_name(args, configs, defaults)
     assert dir_of([]) == "sdpo_a0.05-s0"
     assert dir_of(["--method", "grpo,sdpo"]) == "grpo+sdpo_a0.05-s0"
     assert dir_of(["--lr", "3e-4"]) != dir_of([]) and dir_of(["--lr", "3e-4"]).startswith("sdpo_a0.05-s0-")
@@ -500,13 +499,12 @@ def test_whole_update_with_shared_prefix_equals_packed(tiny, method, monkeypatch
         opt = torch.optim.SGD(m.parameters(), lr=0.0)
         torch.manual_seed(0)
         if method == "grpo":   # two mini-batches: the π_old scoring, the ratio and the clip all run
-            grpo.grpo_update(m, opt, batch, args_for(mini_batches=2, loss_agg="seq-mean-token-mean"), None,
-                             tok.pad_token_id)
+            train.update(m, opt, grpo, None, batch, args_for(mini_batches=2, loss_agg="seq-mean-token-mean"), tok, 1)
         else:
             args = types.SimpleNamespace(cot=False, feedback=False, mask_ratio=0.3, micro_batch=3, beta=0.5,
                                          topk=None, max_grad_norm=1e9, loss_agg="seq-mean-token-mean",
                                          mini_batch_order="balanced", sample_blocks=0)
-            sdpo.sdpo_update(m, sdpo.stage_teacher(model), opt, batch, args, tok, 1)
+            train.update(m, opt, sdpo, sdpo.stage_teacher(model), batch, args, tok, 1)
         return torch.cat([p.grad.flatten() for p in m.parameters()])
     packed, shared = grads(False), grads(True)
     assert packed.abs().max().item() > 0

@@ -13,6 +13,7 @@ import torch
 
 import grpo
 import sdpo
+import train
 from machinery.infra import NonFiniteError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,22 +51,22 @@ def test_grpo_nan_stops_before_the_step(fresh_tiny):
     before = flat(model).clone()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     with pytest.raises(NonFiniteError):
-        grpo.grpo_update(model, opt, batch_for(tok), args_for(), None, tok.pad_token_id)
+        train.update(model, opt, grpo, None, batch_for(tok), args_for(), tok, 1)
     assert torch.equal(flat(model).nan_to_num(7.0), before.nan_to_num(7.0))  # the step was not applied
 
 
 def test_sdpo_nan_never_reaches_the_teacher(fresh_tiny):
     model, tok = fresh_tiny
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    method = sdpo.make_sdpo(model, tok, opt, args_for())
-    teacher_before = flat(method["teacher"]).clone()
+    teacher = sdpo.frozen_model(model, args_for())
+    teacher_before = flat(teacher).clone()
     poison(model)
     with pytest.raises(NonFiniteError):   # the update raises before the step; the schedule refuses too
-        sdpo.sdpo_update(model, method["teacher"], opt, batch_for(tok), args_for(), tok, 1)
+        train.update(model, opt, sdpo, teacher, batch_for(tok), args_for(), tok, 1)
     with pytest.raises(NonFiniteError):
-        method["after_step"](1)
-    assert torch.equal(flat(method["teacher"]), teacher_before)
-    assert torch.isfinite(flat(method["teacher"])).all()
+        sdpo.after_step(teacher, model, 1, args_for())
+    assert torch.equal(flat(teacher), teacher_before)
+    assert torch.isfinite(flat(teacher)).all()
 
 
 SMOKE = ["--method", "grpo,sdpo", "--stages", "math,coding", "--benchmarks", "math,coding",

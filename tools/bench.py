@@ -40,6 +40,7 @@ import grpo
 import rollout
 from machinery import sandbox
 import sdpo
+import train
 from machinery import tasks
 from machinery import tiny
 from machinery.infra import setup_torch
@@ -159,7 +160,7 @@ def bench_fixed(model, tok, device, args):
     # GRPO update on one collected batch (a private copy of the model, its own AdamW)
     m = copy.deepcopy(model)
     opt = torch.optim.AdamW(m.parameters(), lr=margs.lr)
-    t, times = median_time(lambda i: grpo.grpo_update(m, opt, batch, margs, None, tok.pad_token_id), args.repeat, device)
+    t, times = median_time(lambda i: train.update(m, opt, grpo, None, batch, margs, tok, 1), args.repeat, device)
     out["grpo_update_s"], out["grpo_update_times"] = t, times
     # ≈ 6 · parameters · tokens: forward 2·P per token, backward 4·P per token
     out["grpo_update_flops"] = 6 * n_params * out["update_tokens"] / t
@@ -168,7 +169,7 @@ def bench_fixed(model, tok, device, args):
     from torch.profiler import ProfilerActivity, profile
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=acts) as prof:
-        grpo.grpo_update(m, opt, batch, margs, None, tok.pad_token_id)
+        train.update(m, opt, grpo, None, batch, margs, tok, 1)
     ops = prof.key_averages()
     self_time = {e.key: e.self_cpu_time_total for e in ops} if device.type == "cpu" else \
         {e.key: e.self_device_time_total for e in ops}
@@ -195,7 +196,7 @@ def bench_fixed(model, tok, device, args):
 
     def sdpo_step(i):
         spent.append(None)   # marks the start of run i
-        sdpo.sdpo_update(m, teacher, opt, batch, margs, tok, i + 1)
+        train.update(m, opt, sdpo, teacher, batch, margs, tok, i + 1)
         sdpo.teacher_after_step(teacher, m, i + 1, margs.alpha)   # (T1) as train.run_steps does after it
     sdpo.teacher_logprobs = timed_teacher
     try:
@@ -387,7 +388,7 @@ def step_time(model, tok, records, group_size, length, device, repeat):
     t_roll, _ = median_time(roll, repeat, device)
     m = copy.deepcopy(model)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    t_upd, _ = median_time(lambda i: grpo.grpo_update(m, opt, box["batch"], margs, None, tok.pad_token_id), repeat, device)
+    t_upd, _ = median_time(lambda i: train.update(m, opt, grpo, None, box["batch"], margs, tok, 1), repeat, device)
     return {"rollout_s": t_roll, "update_s": t_upd, "step_s": t_roll + t_upd,
             "tokens": len(records) * group_size * length}
 
@@ -650,11 +651,11 @@ def logit_memory_slope(case, vocab=128_000, lengths=(128, 640)):
         batch = {"prompt_ids": [prompt], "response_ids": [response], "records": [{"prompt": "What is 2+3?"}],
                  "texts": ["x"], "rewards": torch.tensor([1.0]), "group_size": 1}
         if method == "sdpo":
-            loss, _ = sdpo.sdpo_micro_batch(model, teacher, batch, [0], ["What is 2+3? \\boxed{5}"],
-                                            [torch.ones(T, dtype=torch.bool)], tok, args, T, 1)
+            plan = {"user_texts": ["What is 2+3? \\boxed{5}"], "token_keep": [torch.ones(T, dtype=torch.bool)]}
+            loss, _ = sdpo.micro_batch_loss(model, teacher, batch, plan, {"n_tok": T, "n_seq": 1}, [0], args, tok)
         else:
-            loss, _ = grpo.grpo_micro_batch(model, batch, [0], torch.tensor([1.0]), None, None, args,
-                                            tok.pad_token_id, T, 1)
+            plan = {"advantages": torch.tensor([1.0]), "old": None}
+            loss, _ = grpo.micro_batch_loss(model, None, batch, plan, {"n_tok": T, "n_seq": 1}, [0], args, tok)
         loss.backward()
         model.zero_grad(set_to_none=True)
         del loss

@@ -36,8 +36,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import continual  # noqa: E402
+import train  # noqa: E402
 import evaluate  # noqa: E402
 from machinery import flags  # noqa: E402
+from machinery import rundir  # noqa: E402
 from machinery import plots  # noqa: E402
 from machinery import tasks  # noqa: E402
 from classroom import tokens  # noqa: E402
@@ -91,7 +93,7 @@ def run_cell(runs, out, config, factor, seed, steps):
     args = flags.per_seed(args)[0]
     device = init_distributed(args.device, args.threads)
     start = stage_dir(runs, seed, RUN_NAMES[config], CODING_STAGE)
-    model, tok = continual.load_checkpoint(start, device, args.dtype, what="stage-3 checkpoint")
+    model, tok = rundir.load_checkpoint(start, device, args.dtype, what="stage-3 checkpoint")
     records = evaluate.benchmark_records("coding", EVAL_N, 0)
     t0 = time.time()
     before, deg_before = coding_acc(model, tok)
@@ -105,9 +107,11 @@ def run_cell(runs, out, config, factor, seed, steps):
     if os.path.exists(log):
         os.remove(log)
     carried = start if args.stage_optimizer == "carry" else None
-    _, rows, _, _ = continual.train_stage(model, tok, "coding", CODING_STAGE, method, settings, args, log, run_name,
-                                          os.path.join(os.path.dirname(path), "partial"), prev_optimizer=carried,
-                                          measure=measure)
+    stage = continual.new_stage(model, tok, "coding", CODING_STAGE, method, settings, args, prev_optimizer=carried)
+    on_step = continual.stage_logger(stage, model, tok, log, run_name, CODING_STAGE, measure=measure)
+    train.run_steps(model, tok, stage["records"], stage["args"], continual.METHODS[method], stage["frozen"], stage["opt"],
+                    desc=f"{run_name} coding", on_step=on_step)
+    rows = stage["rows"]
     after, deg_after = coding_acc(model, tok)
     result = {"config": config, "factor": factor, "seed": seed, "run_name": run_name, "start": start,
               "coding_before": before, "coding_after": after, "degenerate_before": deg_before,
@@ -133,7 +137,7 @@ def along_the_stages(check, runs, out, folder, configs, seed, stages):
     found = {"base": check(model, tok, records)}
     for config in configs:
         for k in stages:
-            model, tok = continual.load_checkpoint(stage_dir(runs, seed, RUN_NAMES[config], k), device, "auto")
+            model, tok = rundir.load_checkpoint(stage_dir(runs, seed, RUN_NAMES[config], k), device, "auto")
             found[f"{config}/stage{k}"] = check(model, tok, records)
     atomic_json(path, found)
     return found

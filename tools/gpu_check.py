@@ -29,6 +29,7 @@ import grpo      # noqa: E402
 from machinery import infra     # noqa: E402
 import rollout   # noqa: E402
 import sdpo      # noqa: E402
+import train  # noqa: E402
 from machinery import tasks     # noqa: E402
 
 PROMPTS, GROUP, NEW_TOKENS = 4, 4, 32
@@ -48,9 +49,9 @@ def update(model, tok, batch, method, blocks=0):
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     torch.manual_seed(7)
     if method == "grpo":
-        return grpo.grpo_update(model, opt, batch, args, None, tok.pad_token_id)
+        return train.update(model, opt, grpo, None, batch, args, tok, 1)
     teacher = sdpo.init_teacher(model)
-    stats = sdpo.sdpo_update(model, teacher, opt, batch, args, tok, 1)
+    stats = train.update(model, opt, sdpo, teacher, batch, args, tok, 1)
     sdpo.ema_update(teacher, model, args.alpha)
     return stats
 
@@ -208,8 +209,7 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
     grpo_args = method_args("grpo", ["--mini-batches", "1", "--micro-batch", "1"])
     for i in range(2):     # (the second: AdamW's states exist from the first, as in a run)
         peak_reset(device)
-        grpo.grpo_update(model, opt, forced_batch(tok, prompt, 2, new, shape["vocab"], i),
-                         grpo_args, None, tok.pad_token_id)
+        train.update(model, opt, grpo, None, forced_batch(tok, prompt, 2, new, shape["vocab"], i), grpo_args, tok, 1)
         model.zero_grad(set_to_none=True)              # (as train.run_steps after every update)
         measured["update: grpo"] = peak_bytes(device, baseline)
     peak_reset(device)
@@ -222,8 +222,8 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
     teacher = sdpo.init_teacher(model)
     for i in range(2):
         peak_reset(device)
-        sdpo.sdpo_update(model, teacher, opt, forced_batch(tok, prompt, 2, new, shape["vocab"], 10 + i), sdpo_args,
-                         tok, 1)
+        train.update(model, opt, sdpo, teacher, forced_batch(tok, prompt, 2, new, shape["vocab"], 10 + i), sdpo_args,
+                     tok, 1)
         model.zero_grad(set_to_none=True)
         measured["update: sdpo top-100"] = peak_bytes(device, baseline)
     # the teacher is a model of its own (issue 26): zero a clone's weights and its logits must change
