@@ -59,7 +59,7 @@ def test_the_formulas_logit_bytes_are_what_an_update_measures():
     """bench.LOGIT_BYTES (the update's bytes per token × vocabulary id in memory_per_rank and docs/GPU.md)
     against a fresh measurement of SDPO's update at the release's top-k 100 with bf16 compute: within 25%."""
     from tools import bench
-    code = ("import bench, rollout, torch; torch.set_num_threads(1); rollout.ROWS_PER_CHUNK = 64; "
+    code = ("from tools import bench; import rollout, torch; torch.set_num_threads(1); rollout.ROWS_PER_CHUNK = 64; "
             "print(bench.logit_memory_slope('sdpo top-100'))")
     env = dict(os.environ, PYTHONPATH=ROOT, MALLOC_MMAP_THRESHOLD_="131072")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)

@@ -466,7 +466,7 @@ def test_without_a_jail_coding_is_refused_unless_unsafe(monkeypatch):
     assert sandbox.run_programs([(RIGHT_ADD, "not json")]) == [0.0]   # (nothing to run: nothing refused)
     monkeypatch.setattr(sandbox, "ALLOW_UNJAILED", True)
     assert sandbox.run_programs([(RIGHT_ADD, ASSERT_TESTS)]) == [1.0]
-    out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, %r); import sandbox, continual; "
+    out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, %r); from machinery import sandbox; import continual; "
                           "sandbox.JAILS = (); continual.main(['--stages', 'coding', '--steps', '1'])" % ROOT],
                          capture_output=True, text=True, cwd=tempfile.mkdtemp())
     assert out.returncode == 2 and "error: no OS jail" in out.stderr and "Traceback" not in out.stderr
