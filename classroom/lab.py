@@ -163,7 +163,7 @@ def key_numbers_table(numbers):
     return "\n".join(lines) + "\n"
 
 
-def stated_numbers(solutions=os.path.join(ROOT, "classroom", "classroom/SOLUTIONS.md")):
+def stated_numbers(solutions=os.path.join(ROOT, "classroom", "SOLUTIONS.md")):
     """{exercise: {name: (value, kind)}} from classroom/SOLUTIONS.md's key-number table."""
     text = open(solutions).read()
     kinds = {f"±{t:g}" + (" relative" if k == "relative" else f" {k}"): k for k, t in TOLERANCE.items()}

@@ -54,7 +54,7 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
     torch.manual_seed(seed)
     batch = collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, sample_batch=sample_batch)
     adv = grpo.group_advantages(batch["rewards"], group_size)                                # [N*G] (G1)
-    # (S1) the demonstration: the first success in the release's length-balanced order, as sdpo_update picks it
+    # (S1) the demonstration: the first success in the release's length-balanced order, as sdpo.prepare_batch picks it
     users, m, _ = sdpo.build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"], group_size,
                                              position=batch_positions(batch))                     # (S1)
     # the signalled responses, sample_batch at a time: one forward each for student and teacher (S2)

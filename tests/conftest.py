@@ -42,7 +42,7 @@ def random_logp(*shape, seed=0, sharp=1.0):
 
 
 def gjsd_loss(student_logp, teacher_logp, token_mask, beta=0.5, **kw):
-    """What sdpo_micro_batch computes from two log-distributions [b, T, V]: the per-token GJSD (S3) against
+    """What sdpo.micro_batch_loss computes from two log-distributions [b, T, V]: the per-token GJSD (S3) against
     sg[teacher], reduced by sdpo.sdpo_loss (S5). Returns (loss, per-token GJSD [b, T])."""
     per_token = sdpo.generalized_jsd(student_logp, teacher_logp.detach(), beta)
     return sdpo.sdpo_loss(per_token, token_mask, **kw), per_token

@@ -115,7 +115,7 @@ def check_memory(out, tokens=512):
     teacher = sdpo.init_teacher(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
     for _ in range(2):
-        with infra.gathered(teacher):                    # as sdpo_update: the teacher whole for the update
+        with infra.gathered(teacher):                    # as train.update: the teacher whole for the update
             with torch.no_grad():
                 t_logp = torch.log_softmax(teacher(input_ids=ids).logits.float(), -1)
             s_logp = torch.log_softmax(model(input_ids=ids).logits.float(), -1)

@@ -121,7 +121,7 @@ def args_for(**kw):
 
 
 def grads_after_update(model, tok, batch, **kw):
-    """Run grpo_update with a no-op optimizer and return the accumulated gradient."""
+    """Run train.update (GRPO) with a no-op optimizer and return the accumulated gradient."""
     m = copy.deepcopy(model)
     opt = torch.optim.SGD(m.parameters(), lr=0.0)
     train.update(m, opt, grpo, None, batch, args_for(**kw), tok, 1)

@@ -89,7 +89,7 @@ def changed(module, old, new):
     path = os.path.join(ROOT, f"{module}.py")
     source = open(path).read()
     assert source.count(old) == 1, f"LAB.md exercise 11: '{old}' is no longer in {module}.py exactly once"
-    m = types.ModuleType(f"{module}_changed")
+    m = types.ModuleType(f"{module.replace('/', '_')}_changed")
     m.__file__ = path
     exec(compile(source.replace(old, new), path, "exec"), m.__dict__)
     return m
@@ -122,7 +122,7 @@ def test_change_one_line_b_no_tail_bucket_in_s4():
 
 def test_change_one_line_c_beta_zero_in_s3():
     import sdpo
-    f = changed("flags", 'g.add_argument("--beta", type=float, default=0.5,', 'g.add_argument("--beta", type=float, default=0.0,')
+    f = changed("machinery/flags", 'g.add_argument("--beta", type=float, default=0.5,', 'g.add_argument("--beta", type=float, default=0.0,')
     beta = f.parser("sdpo", "", "").parse_args([]).beta
     S, T = pair()
     assert beta == 0.0

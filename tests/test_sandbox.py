@@ -619,7 +619,7 @@ def test_as_a_normal_user_every_attack_holds():
     user, python = found
     tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="sandbox-as-user-"))   # (pytest's tmp_path is root's alone)
     os.chmod(tmp_path, 0o755)
-    shutil.copy(os.path.join(ROOT, "machinery/sandbox.py"), tmp_path / "machinery/sandbox.py")
+    shutil.copy(os.path.join(ROOT, "machinery/sandbox.py"), tmp_path / "sandbox.py")
     new = JAIL_ONLY
     write_secret()
     if os.path.exists(MARK):
