@@ -210,6 +210,29 @@ def test_the_method_files_have_no_rank_world_or_shard_names(f):
     assert not found, f"{f} uses {found}: move them behind a named helper in machinery/infra.py"
 
 
+# The only names the method files take from the infrastructure (issue 44): each says what it does for one
+# process, and under torchrun does the same for all (a sum over processes, this process's sample blocks, the
+# whole weights for a while). A new one is a decision, made here.
+ALLOWED_HELPERS = {
+    "train.py": {"Interrupted", "NonFiniteError", "StepBoundarySigint", "append_jsonl", "check_weights", "checked_total",
+                 "clip_gradients", "gathered", "global_sum", "init_distributed", "is_main", "my_sample_blocks",
+                 "process_count", "save_checkpoint", "update_size", "weights_snapshot"},
+    "grpo.py": {"clone_model", "gathered", "global_sum", "local_blocks"},
+    "sdpo.py": {"NonFiniteError", "all_finite", "clone_model", "first_global_index", "global_sum", "is_main",
+                "local_blocks"},
+}
+
+
+@pytest.mark.parametrize("f", sorted(ALLOWED_HELPERS))
+def test_the_method_files_take_only_the_allowed_helpers_from_the_infrastructure(f):
+    tree = ast.parse(open(os.path.join(ROOT, f)).read())
+    taken = {a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == "machinery.infra"
+             for a in node.names}
+    whole = [a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names if "infra" in a.name]
+    assert not whole, f"{f} imports the whole infrastructure module: import the helpers it needs by name"
+    assert taken <= ALLOWED_HELPERS[f], f"{f} takes {sorted(taken - ALLOWED_HELPERS[f])} from machinery/infra.py"
+
+
 MAX_DEPTH = 4
 DEEPER = {"sdpo.py:kl_from_logp": 5, "rollout.py:fill_reprompt": 5, "rollout.py:strip_think": 5,
           "drift.py:normalized_spectral_shift": 6, "drift.py:principal_angles": 6, "drift.py:principal_mask_overlap": 6,
