@@ -165,8 +165,9 @@ def update(model, opt, method, frozen, batch, args, tok, step, lr=None):
     NonFiniteError before the step on a non-finite loss or gradient (the weights stay as they were), and
     after it when the step made a weight non-finite.
     """
-    for group in opt.param_groups if lr is not None else []:   # this batch's rate (the release's warmup)
-        group["lr"] = lr
+    if lr is not None:                 # this batch's rate (the release's warmup)
+        for group in opt.param_groups:
+            group["lr"] = lr
     plan = method.prepare_batch(model, frozen, batch, args, tok, step)
     before = weights_snapshot(model)   # θ before the batch's steps, for the update's size (logged)
     results = []                       # (loss, [stats per micro-batch], ‖∇‖) per optimizer step
