@@ -175,11 +175,11 @@ def start_seed(args, stages, benchmarks, run_dir, progress, device, base_evals):
     """One seed's run directory opened: θ_0 loaded and (C2) its row of the accuracy matrix, the drift
     meter (A4–A8), a log without the lines a kill cut. Returns what every stage of the seed shares."""
     base_model, tok = load_policy(args.model, device, args.dtype, enable_thinking=args.enable_thinking)   # θ_0
-    evaluate_base(args, base_model, tok, benchmarks, eval_settings(args), run_dir, progress,
-                  os.path.join(run_dir, "progress.json"), base_evals)
+    progress_path = os.path.join(run_dir, "progress.json")
+    evaluate_base(args, base_model, tok, benchmarks, eval_settings(args), run_dir, progress, progress_path, base_evals)
     meter = drift.drift_meter(args, base_model, tok, benchmarks, run_dir, device)
     exp = {"args": args, "stages": stages, "benchmarks": benchmarks, "run_dir": run_dir, "progress": progress,
-           "progress_path": os.path.join(run_dir, "progress.json"), "log_path": os.path.join(run_dir, "log.jsonl"),
+           "progress_path": progress_path, "log_path": os.path.join(run_dir, "log.jsonl"),
            "partial_dir": os.path.join(run_dir, "partial"), "base_model": base_model, "meter": meter}
     rundir.repair_log(exp["log_path"])
     return exp

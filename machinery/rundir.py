@@ -175,6 +175,9 @@ def seconds_of(run_dir):
         st.get("seconds", 0.0) for k, v in progress.items() if k != "base" for st in v["stages"])
 
 
+# ----------------------------------------------------------------------------------------------
+# Damaged state: say which file and what to do, or recover safely (nothing is deleted silently)
+# ----------------------------------------------------------------------------------------------
 def fail(message):
     print(f"error: {message}", file=sys.stderr)
     sys.exit(1)
@@ -341,6 +344,9 @@ def print_stage(run_name, k, stages, progress, acc, deg, train_s):
           f"degenerate {100 * sum(deg.values()) / len(deg):.1f}%, {train_s:.0f}s training | {fmt_row(acc)}")
 
 
+# ----------------------------------------------------------------------------------------------
+# One seed's report: report.md and its figures
+# ----------------------------------------------------------------------------------------------
 def run_figures(results, run_dir):
     """One seed's figures (machinery/plots.py), with the paper's names in the legends: [(path or None, alt text)]."""
     rows = seed_log(run_dir)
@@ -425,6 +431,9 @@ def write_report(results, run_dir):
     return text
 
 
+# ----------------------------------------------------------------------------------------------
+# Several seeds: means with 95% intervals, and a verdict per claim (machinery/claims.py)
+# ----------------------------------------------------------------------------------------------
 def summarize_seeds(seed_results, seeds, seed_dirs, seconds):
     """results.json over seeds: per run the accuracy matrix and every claim metric as
     {mean, low, high, per_seed} (evaluate.mean_interval), then the claims with their verdicts."""
