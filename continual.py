@@ -39,7 +39,8 @@ from machinery import claims, flags, rundir
 from machinery.flags import per_seed
 from machinery.infra import (append_jsonl, atomic_json, init_distributed, is_main, load_optimizer, load_teacher,
                              stage_checkpoint)
-from rollout import drop_long_prompts, load_policy
+from machinery.models import load_policy
+from rollout import acc_at_k, drop_long_prompts
 
 # ----------------------------------------------------------------------------------------------
 # Metrics (Appendix A)
@@ -247,7 +248,7 @@ def stage_logger(stage, model, tok, log_path, run_name, stage_idx, measure=None)
         row.update({"run": run_name, "stage": stage_idx + 1, "domain": stage["domain"]})
         if args.curve_every > 0 and step % args.curve_every == 0:  # the light in-stage curve
             torch.manual_seed(args.eval_seed)   # (training steps seed themselves: train.run_steps)
-            stage["curve"].append([step, evaluate.acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens,
+            stage["curve"].append([step, acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens,
                                                            batch_size=args.sample_batch)[0]])
         if measure:
             measure(step, row, model)

@@ -32,7 +32,8 @@ from machinery import tasks
 from evaluate import collapse
 from machinery.flags import MASK_Q, RANK_FRAC, check_device_flag
 from machinery.infra import full_state_dict, gathered, is_main, setup_torch, with_stage_checkpoints, write_atomically
-from rollout import SAMPLE_BATCH, chat_messages, encode_chat, load_model, response_logits, sample, sampled_logprobs
+from machinery.models import load_model
+from rollout import SAMPLE_BATCH, chat_messages, encode_chat, response_logits, sample, sampled_logprobs
 
 
 

@@ -23,11 +23,9 @@ import torch
 
 from machinery import tasks
 from machinery.flags import MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag
-from machinery.infra import gather_lists, init_distributed, is_main, my_share, shard
-from rollout import (DTYPES, MODEL_DIRS, SAMPLE_BATCH, chat_messages, decode, drop_long_prompts, encode_chat,
-                     fill_reprompt, load_model, sample)
-
-EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
+from machinery.infra import init_distributed, is_main, shard
+from machinery.models import DTYPES, MODEL_DIRS, load_model
+from rollout import EVAL_TEMPERATURE, EVAL_TOP_P, SAMPLE_BATCH, acc_at_k, drop_long_prompts, fill_reprompt
 
 
 def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0, split="test"):
@@ -41,31 +39,6 @@ def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0, split="test")
     if max_prompt_len:
         records = drop_long_prompts(tok, records, max_prompt_len, f"{name} test prompts")
     return records[:n]
-
-
-@torch.no_grad()
-def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPERATURE, top_p=EVAL_TOP_P,
-             prompts=None, batch_size=SAMPLE_BATCH, progress=False):
-    """(C3) Acc@k = mean over prompts of (1/k) Σ_j correct(y_j), y_j ~ π(·|x) at the eval temperature.
-
-    prompts: optional user texts replacing each record's prompt (the teacher check's reprompts).
-    batch_size: sequences generated at once (--sample-batch): it bounds the KV cache, not the result's size.
-    progress: a progress bar over the `generate` calls.
-    Returns (accuracy, per-prompt accuracies [N], responses [N*k], scores [N*k],
-    hit_limit [N*k]: whether each response ran to max_new_tokens without an EOS).
-    """
-    texts = [None] * len(records) if prompts is None else prompts
-    mine = my_share(len(records))  # data parallel: each rank samples its share, the results are gathered
-    prompt_ids = [encode_chat(tok, chat_messages(records[i], texts[i])) for i in mine]
-    ids = sample(model, tok, prompt_ids, k, max_new_tokens, temperature, top_p, batch_size,
-                 progress=progress) if prompt_ids else []
-    responses = decode(tok, ids) if ids else []
-    scores = tasks.grade_many([records[i] for i in mine for _ in range(k)], responses)
-    hit_limit = [len(i) >= max_new_tokens for i in ids]
-    responses, scores, hit_limit = gather_lists(responses), gather_lists(scores), gather_lists(hit_limit)
-    # (C3) the mean correctness of each prompt's k samples, then the mean over prompts
-    per_prompt = [sum(scores[i * k:(i + 1) * k]) / k for i in range(len(records))]
-    return sum(per_prompt) / max(1, len(per_prompt)), per_prompt, responses, scores, hit_limit
 
 
 # ----------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from machinery import flags
 from machinery import tasks
 import train
 from machinery.infra import NonFiniteError, all_finite, clone_model, first_global_index, global_sum, is_main, local_blocks
-from rollout import (batch_positions, chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, micro_batches,
+from rollout import (batch_positions, chat_messages, encode_chat, fill_reprompt, logsumexp_fp32, micro_batches,
                      response_logits, strip_think, token_entropy)
 
 # The settings that make one SDPO configuration differ from another (the run's name and config carry them):
@@ -157,16 +157,16 @@ def topk_logprobs(student_logits, teacher_logits, k):
     empty and GJSD is unchanged). From raw logits, without a full-vocabulary fp32 log-softmax on either side.
 
     log p(v) = x_v − logsumexp(x): only the k gathered values and one fp32 logsumexp per position are
-    made (rollout.chunked_logsumexp, chunk by chunk), so at 8k tokens × 152k ids the student keeps its
+    made (rollout.logsumexp_fp32: chunk by chunk with the speed-ups), so at 8k tokens × 152k ids the student keeps its
     logits (bf16 on GPUs) and nothing else of size V. The same numbers as
     a brute-force top-k of log_softmax(S), log_softmax(T) up to float rounding (tests/test_sdpo.py).
     student_logits, teacher_logits: [..., V]. Returns ([..., k+1], [..., k+1]).
     """
     ids = student_logits.topk(k, dim=-1).indices                            # [..., k] the student's top-k
     # (S4) log p = x − logsumexp(x), on the student's top-k ids only
-    s_k = student_logits.gather(-1, ids).float() - chunked_logsumexp(student_logits).unsqueeze(-1)   # [..., k]
+    s_k = student_logits.gather(-1, ids).float() - logsumexp_fp32(student_logits).unsqueeze(-1)   # [..., k]
     with torch.no_grad():
-        t_k = teacher_logits.gather(-1, ids).float() - chunked_logsumexp(teacher_logits).unsqueeze(-1)
+        t_k = teacher_logits.gather(-1, ids).float() - logsumexp_fp32(teacher_logits).unsqueeze(-1)
     # (S4) tail bucket log(1 − Σ_k p)
     s_tail = log1m_exp(torch.logsumexp(s_k, -1, keepdim=True))              # [..., 1]
     t_tail = log1m_exp(torch.logsumexp(t_k, -1, keepdim=True))              # [..., 1]

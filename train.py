@@ -33,7 +33,8 @@ from machinery.flags import check_code_jail, check_dir_flag, per_seed
 from machinery.infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, check_weights, checked_total,
                              clip_gradients, gathered, global_sum, init_distributed, is_main, my_sample_blocks,
                              process_count, save_checkpoint, update_size, weights_snapshot)
-from rollout import collect, drop_long_prompts, load_policy
+from machinery.models import load_policy
+from rollout import acc_at_k, collect, drop_long_prompts
 
 
 def train_records(task, n=4000, seed=0):
@@ -244,7 +245,7 @@ def train_one_task(ap, args, method_name, method):
 
     def acc():   # the evaluation's own seed: the same test prompts and sampling whatever the training seed
         torch.manual_seed(args.eval_seed)
-        return evaluate.acc_at_k(model, tok, test, args.eval_k, args.max_new_tokens, batch_size=args.sample_batch)[0]
+        return acc_at_k(model, tok, test, args.eval_k, args.max_new_tokens, batch_size=args.sample_batch)[0]
 
     before = acc()
     print(f"{method_name} on {args.task}: Acc@{args.eval_k} before = {100 * before:.1f}% ({len(test)} test prompts)")

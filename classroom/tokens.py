@@ -31,7 +31,9 @@ import grpo
 import sdpo
 from machinery import tasks
 from machinery.infra import setup_torch
-from rollout import SAMPLE_BATCH, batch_positions, chat_messages, collect, encode_chat, load_model, response_logits, right_pad
+from machinery.models import load_model
+from machinery.padding import right_pad
+from rollout import SAMPLE_BATCH, batch_positions, chat_messages, collect, encode_chat, response_logits
 
 try:
     import matplotlib

@@ -29,7 +29,9 @@ import torch
 from machinery import sandbox
 from machinery import tasks
 from machinery.infra import sample_blocks_per_step
-from rollout import BUILT_IN_MODELS, DTYPES, SAMPLE_BATCH
+from machinery.models import BUILT_IN_MODELS, DTYPES
+import rollout
+from rollout import SAMPLE_BATCH
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
 GRPO_DEFAULTS = {"mini_batches": 4, "epochs": 1, "clip_ratio_c": 3.0}   # the release's baseline_grpo.yaml
@@ -187,6 +189,9 @@ def add_scale(ap):
                    help="sample each step's prompts in this many independently seeded blocks (0 = one per rank); "
                         "a one-process run with --sample-blocks N reproduces an N-rank torchrun run")
     g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in the backward (big models)")
+    g.add_argument("--plain", action="store_true", help="turn every speed-up off (rollout.SPEEDUPS): plain generate "
+                   "with its own cache, one packed forward per (prompt, response), no chunking; the same numbers up "
+                   "to float summation order, slower")
     g.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this many tokens (0 = keep all)")
     thinking = g.add_mutually_exclusive_group()   # (one or the other, never both)
     thinking.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None,
@@ -318,6 +323,7 @@ def check_common(ap, args):
     for key, value in model_defaults(args.model).items():   # flags left to the model's default
         if getattr(args, key) is None:
             setattr(args, key, value)
+    rollout.SPEEDUPS = not args.plain   # --plain: the plain path, every speed-up off (rollout.py's switch)
 
 
 def check_grpo(ap, args, used=True):

@@ -13,7 +13,7 @@ full-batch gradient. SDPO's teacher (and GRPO's reference) is sharded the same w
 updates each rank's shard from the student's matching shard. Checkpoints are gathered into one
 Hugging Face directory. Under torchrun this holds even for one process (one GPU runs the code that
 sixty-four run). Without torchrun nothing is sharded and every collective below is a no-op;
-`--dtype bf16` then means bf16 autocast over fp32 weights (`rollout.load_model`).
+`--dtype bf16` then means bf16 autocast over fp32 weights (`machinery.models.load_model`).
 """
 import atexit
 import contextlib
@@ -237,10 +237,10 @@ def fsdp_modules(model):
 def shard(model, device=None):
     """FSDP2 over all ranks: `fully_shard` each decoder layer, then the root (embeddings, final norm,
     LM head); each rank keeps its 1/N of every weight, moved to `device`. When the model computes in
-    bf16 over fp32 weights (`model.compute_dtype`, set by rollout.load_model) a MixedPrecisionPolicy
+    bf16 over fp32 weights (`model.compute_dtype`, set by models.load_model) a MixedPrecisionPolicy
     all-gathers the fp32 shards as bf16 for compute and reduce-scatters the gradients in fp32.
     Gradients are *summed* over ranks (our losses carry the global normalisation). Without torchrun the
-    model is returned as it is. A model that only rank 0 has read (rollout.load_model under torchrun:
+    model is returned as it is. A model that only rank 0 has read (models.load_model under torchrun:
     the other ranks hold it on the meta device) is filled from rank 0's weights, each rank its shard."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard

@@ -25,7 +25,7 @@ from machinery import claims, plots, tasks
 from machinery.infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states,
                              damaged_files, is_main, read_jsonl, save_checkpoint, shard, stage_checkpoint,
                              under_torchrun, with_stage_checkpoints, write_atomically)
-from rollout import load_model
+from machinery.models import load_model
 
 
 # ----------------------------------------------------------------------------------------------
@@ -78,7 +78,7 @@ def finish(args, configs, defaults, seeds, dirs, results, t_start):
 def run_dir_name(args, configs, defaults):
     """runs/<configurations>-s<seed>[-<hash>]: the hash of every other flag that differs from its default,
     so two different experiments never share a directory (the same command always finds its own)."""
-    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "seed", "threads", *grpo.KNOBS, *sdpo.KNOBS}
+    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "seed", "threads", "plain", *grpo.KNOBS, *sdpo.KNOBS}
     changed = {k: v for k, v in sorted(vars(args).items()) if k not in per_config and v != defaults.get(k)}
     suffix = "-" + hashlib.sha1(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:6] if changed else ""
     seeds = args.seed if isinstance(args.seed, list) else [args.seed]   # several: the summary over the seeds
@@ -101,7 +101,7 @@ def write_seeds_summary(args, configs, defaults, all_results, dirs):
 def fingerprint_of(args, stages, benchmarks, configs=()):
     """What config.json records: every flag except where the run is written, and under "runs" each
     configuration's own settings (a sweep's --alpha is a list; each run has one α)."""
-    fingerprint = {k: v for k, v in vars(args).items() if k not in ("overwrite", "name", "runs_dir", "threads")}
+    fingerprint = {k: v for k, v in vars(args).items() if k not in ("overwrite", "name", "runs_dir", "threads", "plain")}
     fingerprint.update(stages=stages, benchmarks=benchmarks,
                        runs={name: {"method": method, **settings} for method, settings, name in configs})
     return json.loads(json.dumps(fingerprint))

@@ -43,7 +43,9 @@ import torch
 from machinery import tasks
 from machinery.flags import check_dir_flag
 from machinery.infra import save_checkpoint, setup_torch
-from rollout import TINY_DIR, chat_messages, encode_chat, fill_reprompt, load_model, round_up
+from machinery.models import TINY_DIR, load_model
+from machinery.padding import round_up
+from rollout import chat_messages, encode_chat, fill_reprompt
 
 SPECIALS = ["<|pad|>", "<|bos|>", "<|im_start|>", "<|im_end|>", "<|unk|>"]
 CHARS = ["\n"] + [chr(c) for c in range(32, 127)]

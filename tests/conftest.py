@@ -23,7 +23,7 @@ def pytest_configure(config):
 def tiny():
     """The committed tiny model and its tokenizer (fp32, CPU)."""
     from machinery.infra import setup_torch
-    from rollout import load_model
+    from machinery.models import load_model
     setup_torch("cpu")
     return load_model("tiny", "cpu")
 

@@ -17,6 +17,7 @@ from tools import bench    # noqa: E402
 from machinery import flags    # noqa: E402
 import grpo     # noqa: E402
 from machinery import infra    # noqa: E402
+from machinery import models    # noqa: E402
 import rollout  # noqa: E402
 import sdpo     # noqa: E402
 import train  # noqa: E402
@@ -34,7 +35,7 @@ def step(model, opt, ids):
 
 def check_state(out):
     """Checkpoint, optimizer state and teacher survive a save and a load into freshly sharded models."""
-    model, tok = rollout.load_model("tiny", "cpu")
+    model, tok = models.load_model("tiny", "cpu")
     model = infra.shard(model, "cpu")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(3, 90, (2, 16), generator=torch.Generator().manual_seed(0))
@@ -44,7 +45,7 @@ def check_state(out):
     sdpo.ema_update(teacher, model, 0.3)                  # (T1) shard by shard
     ckpt = os.path.join(out, "ckpt")
     infra.save_checkpoint(model, tok, ckpt, opt=opt, teacher=teacher)   # (states: one file per rank)
-    again, _ = rollout.load_model(ckpt, "cpu")           # the directory from_pretrained loads
+    again, _ = models.load_model(ckpt, "cpu")           # the directory from_pretrained loads
     again = infra.shard(again, "cpu")
     opt2 = torch.optim.AdamW(again.parameters(), lr=1e-3)
     infra.load_optimizer(ckpt, again, opt2)
@@ -91,7 +92,7 @@ def check_memory(out, tokens=512):
     """A model big enough to see (33M parameters), built sharded (never whole on one rank): the peak
     resident memory of SDPO-like steps on each rank, against bench.memory_per_rank (fp32 compute)."""
     from transformers import AutoConfig, AutoModelForCausalLM
-    cfg = AutoConfig.from_pretrained(rollout.TINY_DIR)
+    cfg = AutoConfig.from_pretrained(models.TINY_DIR)
     cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers = 512, 2048, 8
     cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim = 8, 8, 64
     ids = torch.randint(3, cfg.vocab_size, (1, tokens), generator=torch.Generator().manual_seed(0))

@@ -14,6 +14,7 @@ import drift
 import evaluate
 import rollout
 from machinery import tasks
+from machinery import models, padding, speedups
 
 
 def prompts_of(tok, names, n):
@@ -26,13 +27,13 @@ def test_the_static_cache_generates_what_the_dynamic_cache_generates(tiny):
     model, tok = tiny
     prompts = prompts_of(tok, ["math", "tooluse", "coding"], 3)             # lengths differ: left padding
     ours = rollout.sample(model, tok, prompts, 2, 32, temperature=0)
-    ids, mask = rollout.left_pad([p for p in prompts for _ in range(2)], tok.pad_token_id, "cpu")
+    ids, mask = padding.left_pad([p for p in prompts for _ in range(2)], tok.pad_token_id, "cpu")
     with torch.no_grad():
         out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=32, do_sample=False,
                              pad_token_id=tok.pad_token_id, eos_token_id=sorted(rollout.eos_ids_of(model, tok)))
     plain = [rollout.cut_at_eos(row, rollout.eos_ids_of(model, tok)) for row in out[:, ids.shape[1]:].tolist()]
     assert ours == plain
-    cache = rollout.generation_cache(model, ids, mask, 32, group_size=2)
+    cache = speedups.generation_cache(model, ids, mask, 32, group_size=2)
     assert cache.get_seq_length() == ids.shape[1] - 1       # every prompt token but the last, already written
 
 
@@ -137,10 +138,10 @@ def test_a_saved_checkpoint_reloads_with_the_attention_it_was_trained_with(tiny,
     assert model.config._attn_implementation == "eager"
     model.save_pretrained(tmp_path / "ckpt")
     tok.save_pretrained(tmp_path / "ckpt")
-    again, _ = rollout.load_model(str(tmp_path / "ckpt"), "cpu")
+    again, _ = models.load_model(str(tmp_path / "ckpt"), "cpu")
     assert again.config._attn_implementation == "eager"
     big = type(model.config)(hidden_size=1024, num_attention_heads=8, num_key_value_heads=8)
-    assert rollout.attention_of(big) == {}
+    assert models.attention_of(big) == {}
 
 
 # ---- the world's criteria (issue 25): W1 and W3, judged on the committed base's saved evaluation ----

@@ -16,7 +16,8 @@ sys.path.insert(0, ROOT)
 import continual  # noqa: E402
 
 # Lowest first. A module may import only modules listed before it (and never from inside a function).
-LAYERS = ["machinery.sandbox", "machinery.tasks", "machinery.infra", "rollout", "machinery.flags", "evaluate",
+LAYERS = ["machinery.sandbox", "machinery.tasks", "machinery.infra", "machinery.padding", "machinery.speedups",
+          "machinery.models", "rollout", "machinery.flags", "evaluate",
           "machinery.plots", "train", "grpo", "sdpo", "drift", "razor", "machinery.claims", "machinery.rundir", "continual",
           "classroom.tokens", "machinery.tiny", "tools.bench", "classroom.lab", "tools.gpu_check", "tools.world",
           "tools.coding_ablation"]

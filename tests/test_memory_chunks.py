@@ -14,9 +14,10 @@ SCRIPT = r'''
 import json, torch
 from transformers import LlamaConfig, LlamaForCausalLM
 import drift, rollout
+from machinery import models
 torch.manual_seed(0)
 torch.set_num_threads(1)
-_, tok = rollout.load_model("tiny")
+_, tok = models.load_model("tiny")
 V, T = 128_000, 32
 cfg = LlamaConfig(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                   num_key_value_heads=2, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
@@ -59,7 +60,7 @@ def test_the_formulas_logit_bytes_are_what_an_update_measures():
     """bench.LOGIT_BYTES (the update's bytes per token × vocabulary id in memory_per_rank and docs/GPU.md)
     against a fresh measurement of SDPO's update at the release's top-k 100 with bf16 compute: within 25%."""
     from tools import bench
-    code = ("from tools import bench; import rollout, torch; torch.set_num_threads(1); rollout.ROWS_PER_CHUNK = 64; "
+    code = ("from tools import bench; from machinery import speedups; import torch; torch.set_num_threads(1); speedups.ROWS_PER_CHUNK = 64; "
             "print(bench.logit_memory_slope('sdpo top-100'))")
     env = dict(os.environ, PYTHONPATH=ROOT, MALLOC_MMAP_THRESHOLD_="131072")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)

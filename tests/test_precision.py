@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from machinery import infra
+from machinery import models
 import rollout
 import sdpo
 import train
@@ -15,7 +16,7 @@ import train
 def displacement(dtype, steps=30, lr=1e-6):
     """‖θ_30 − θ_0‖ after `steps` AdamW steps of next-token loss on one fixed batch."""
     torch.manual_seed(0)
-    model, _ = rollout.load_model("tiny", "cpu", dtype)
+    model, _ = models.load_model("tiny", "cpu", dtype)
     start = [p.detach().float().clone() for p in model.parameters()]
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     ids = torch.randint(3, model.config.vocab_size, (8, 32), generator=torch.Generator().manual_seed(1))
@@ -29,7 +30,7 @@ def displacement(dtype, steps=30, lr=1e-6):
 
 
 def test_bf16_compute_over_fp32_weights_trains_like_fp32():
-    model, _ = rollout.load_model("tiny", "cpu", "bf16")
+    model, _ = models.load_model("tiny", "cpu", "bf16")
     assert next(model.parameters()).dtype == torch.float32 and model.compute_dtype == torch.bfloat16
     assert model(input_ids=torch.tensor([[3, 4, 5]])).logits.dtype == torch.bfloat16   # the forward is autocast
     fp32, bf16, bf16_weights = displacement("fp32"), displacement("bf16"), displacement("bf16-weights")
@@ -38,23 +39,24 @@ def test_bf16_compute_over_fp32_weights_trains_like_fp32():
 
 
 def test_dtype_names():
-    assert rollout.resolve_dtype("auto", "cpu") == (torch.float32, torch.float32)
-    assert rollout.resolve_dtype("auto", "cuda") == (torch.float32, torch.bfloat16)
-    assert rollout.resolve_dtype("bf16-weights", "cpu") == (torch.bfloat16, torch.bfloat16)
-    model, _ = rollout.load_model("tiny", "cpu", "bf16-weights")
+    assert models.resolve_dtype("auto", "cpu") == (torch.float32, torch.float32)
+    assert models.resolve_dtype("auto", "cuda") == (torch.float32, torch.bfloat16)
+    assert models.resolve_dtype("bf16-weights", "cpu") == (torch.bfloat16, torch.bfloat16)
+    model, _ = models.load_model("tiny", "cpu", "bf16-weights")
     assert model.dtype == torch.bfloat16
 
 
-def test_bf16_autocast_samples_like_fp32_with_and_without_the_shared_prefill():
+def test_bf16_autocast_samples_like_fp32_with_and_without_the_shared_prefill(monkeypatch):
     """The autocast wrapper keeps forward's signature (generate reads it): without that, generate misread
     the shared-prefill cache and sampled garbage (math Acc@4 3.9% instead of 22.7%)."""
     from machinery import tasks
-    fp32, tok = rollout.load_model("tiny", "cpu", "fp32")
-    bf16, _ = rollout.load_model("tiny", "cpu", "bf16")
+    fp32, tok = models.load_model("tiny", "cpu", "fp32")
+    bf16, _ = models.load_model("tiny", "cpu", "bf16")
     prompts = [rollout.encode_chat(tok, rollout.chat_messages(r)) for r in tasks.builtin_split("math", "test", 4)]
     want = rollout.sample(fp32, tok, prompts, 2, 24, temperature=0)
-    shared = rollout.sample(bf16, tok, prompts, 2, 24, temperature=0, share_prefill=True)
-    plain = rollout.sample(bf16, tok, prompts, 2, 24, temperature=0, share_prefill=False)
+    shared = rollout.sample(bf16, tok, prompts, 2, 24, temperature=0)
+    monkeypatch.setattr(rollout, "SPEEDUPS", False)   # plain generate: its own cache, no shared prefill
+    plain = rollout.sample(bf16, tok, prompts, 2, 24, temperature=0)
     assert shared == plain
     assert sum(a == b for a, b in zip(shared, want)) >= 6   # bf16 rounding may flip a near-tie, not the answers
 
@@ -73,7 +75,7 @@ def test_a_clone_computes_with_its_own_weights(dtype):
     """infra.clone_model (SDPO's teacher, GRPO's reference): zero the clone's weights and its logits must
     change. With bf16 autocast as a closure over the student's bound forward, the clone kept calling the
     student (difference 0.0)."""
-    model, _ = rollout.load_model("tiny", "cpu", dtype)
+    model, _ = models.load_model("tiny", "cpu", dtype)
     clone = infra.clone_model(model)
     ids = torch.tensor([[3, 4, 5, 6, 7]])
     with torch.no_grad():
@@ -87,7 +89,7 @@ def test_a_clone_computes_with_its_own_weights(dtype):
 def test_an_sdpo_step_with_alpha_0_leaves_the_teacher_as_it_was(dtype):
     """(T1, α = 0) one SDPO step moves the student, and the teacher's outputs stay bit-identical."""
     from test_grpo import fake_batch
-    model, tok = rollout.load_model("tiny", "cpu", dtype)
+    model, tok = models.load_model("tiny", "cpu", dtype)
     teacher = sdpo.stage_teacher(model)
     ids = torch.tensor([[3, 4, 5, 6, 7]])
     before, student_before = logits_of(teacher, ids), logits_of(model, ids)

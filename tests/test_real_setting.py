@@ -13,6 +13,7 @@ import torch
 import rollout
 import sdpo
 import train
+from machinery import models
 from test_grpo import fake_batch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,7 +23,7 @@ def hub_cache_with_tiny(root, repo="local-org/tiny-llama", commit="0" * 40):
     """The Hugging Face cache layout for `repo` holding the committed tiny model (what a download leaves)."""
     base = os.path.join(root, "models--" + repo.replace("/", "--"))
     snap = os.path.join(base, "snapshots", commit)
-    shutil.copytree(rollout.TINY_DIR, snap)
+    shutil.copytree(models.TINY_DIR, snap)
     os.makedirs(os.path.join(base, "refs"))
     with open(os.path.join(base, "refs", "main"), "w") as f:
         f.write(commit)
@@ -31,7 +32,7 @@ def hub_cache_with_tiny(root, repo="local-org/tiny-llama", commit="0" * 40):
 
 def test_hub_id_code_path_loads_from_the_cache_offline(tmp_path):
     repo = hub_cache_with_tiny(str(tmp_path))
-    code = ("import torch, rollout; m, t = rollout.load_model(%r, 'cpu'); "
+    code = ("import torch, rollout; from machinery import models; m, t = models.load_model(%r, 'cpu'); "
             "ids = rollout.sample(m, t, [rollout.encode_chat(t, [{'role': 'user', 'content': 'hi'}])], 2, 5); "
             "print('ok', type(m).__name__, m.dtype, len(ids))") % repo
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path), HF_HOME=str(tmp_path / "home"),
@@ -101,6 +102,6 @@ def test_enable_thinking_reaches_templates_that_take_it(tiny):
 
 
 def test_load_model_keeps_the_thinking_switch_on_the_tokenizer():
-    _, tok = rollout.load_model("tiny", enable_thinking=False)
+    _, tok = models.load_model("tiny", enable_thinking=False)
     assert tok.enable_thinking is False
-    assert rollout.load_model("tiny")[1].enable_thinking is None
+    assert models.load_model("tiny")[1].enable_thinking is None

@@ -5,8 +5,7 @@ import torch.nn.functional as F
 
 import rollout
 
-from rollout import (chat_messages, cut_at_eos, decode, encode_chat, micro_batches, pack, response_logits,
-                     sample, token_logprobs)
+from rollout import chat_messages, cut_at_eos, decode, encode_chat, micro_batches, pack, response_logits, sample, token_logprobs
 
 
 def test_cut_at_eos_keeps_the_eos_and_nothing_after():
@@ -64,7 +63,7 @@ def test_logprobs_equal_negative_cross_entropy(tiny):
 
 def test_committed_model_loads_with_from_pretrained_and_generates():
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from rollout import TINY_DIR
+    from machinery.models import TINY_DIR
     model = AutoModelForCausalLM.from_pretrained(TINY_DIR)
     tok = AutoTokenizer.from_pretrained(TINY_DIR)
     assert 0.5e6 < sum(p.numel() for p in model.parameters()) < 3e6
@@ -91,14 +90,16 @@ def shared_vs_packed_case(tok, seed=0):
     return [prompts[i] for i in which], responses
 
 
-def test_shared_prefix_gives_the_packed_log_probs_and_gradients(tiny):
+def test_shared_prefix_gives_the_packed_log_probs_and_gradients(tiny, monkeypatch):
+    """speedups.shared_prefix_logits (rollout.SPEEDUPS on) against the plain packed forward (off)."""
     import copy
     model, tok = tiny
     prompts, responses = shared_vs_packed_case(tok)
     grads = []
     for share in (False, True):
+        monkeypatch.setattr(rollout, "SPEEDUPS", share)
         m = copy.deepcopy(model)
-        logits, mask, targets = response_logits(m, prompts, responses, tok.pad_token_id, share_prefix=share)
+        logits, mask, targets = response_logits(m, prompts, responses, tok.pad_token_id)
         logp = token_logprobs(logits, targets)                                            # [B, T]
         weights = torch.linspace(-1, 2, logp.shape[0])[:, None]                           # any loss will do
         (logp * mask * weights).sum().backward()
@@ -133,14 +134,17 @@ def test_log_probs_recorded_while_sampling_are_a_fresh_forwards(tiny):
 
 
 def test_shared_prefix_is_used_only_when_prompts_repeat(tiny, monkeypatch):
-    import rollout
+    from machinery import speedups
     model, tok = tiny
     calls = []
-    real = rollout.shared_prefix_logits
-    monkeypatch.setattr(rollout, "shared_prefix_logits", lambda *a: calls.append(1) or real(*a))
+    real = speedups.shared_prefix_logits
+    monkeypatch.setattr(speedups, "shared_prefix_logits", lambda *a: calls.append(1) or real(*a))
     prompts, responses = shared_vs_packed_case(tok)
     rollout.response_logits(model, prompts[:1] + prompts[3:4], responses[:2], tok.pad_token_id)
     assert calls == []                                       # two different prompts: the packed path
+    rollout.response_logits(model, prompts[:3], responses[:3], tok.pad_token_id)
+    assert calls == [1]
+    monkeypatch.setattr(rollout, "SPEEDUPS", False)          # the switch: the plain path whatever the prompts
     rollout.response_logits(model, prompts[:3], responses[:3], tok.pad_token_id)
     assert calls == [1]
 

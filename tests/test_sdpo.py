@@ -8,7 +8,8 @@ import torch
 from machinery import flags
 import sdpo
 from conftest import gjsd_loss, random_logp
-from rollout import chat_messages, chunked_logsumexp, encode_chat, fill_reprompt, response_logits, token_entropy
+from machinery.speedups import chunked_logsumexp
+from rollout import chat_messages, encode_chat, fill_reprompt, response_logits, token_entropy
 
 
 def brute_kl(p, q):
@@ -101,7 +102,7 @@ def test_topk_tail_sums_to_one_and_full_k_is_exact():
 
 @pytest.mark.parametrize("rows", [1, 5, 1024])
 def test_chunked_logsumexp_equals_torch_in_value_and_gradient(rows):
-    """rollout.chunked_logsumexp against torch.logsumexp in float64, any chunk size, bf16 input too."""
+    """speedups.chunked_logsumexp against torch.logsumexp in float64, any chunk size, bf16 input too."""
     x = torch.randn(3, 4, 50, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     w = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     a = x.float().requires_grad_()
@@ -285,7 +286,8 @@ def test_the_thinking_variant_thinks_and_cot_keeps_its_trace():
     """(S6) on the built-in world: machinery/tiny_model_think writes a <think> trace first, so SDPO-CoT's teacher sees
     the demonstration's trace and plain SDPO's does not (on machinery/tiny_model the two were the same)."""
     from machinery import tasks
-    from rollout import collect, load_model
+    from machinery.models import load_model
+    from rollout import collect
     model, tok = load_model("tiny_think", "cpu")
     recs = tasks.builtin_split("math", "test", 4, 0)
     torch.manual_seed(0)

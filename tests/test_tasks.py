@@ -20,7 +20,7 @@ def test_tokenizer_round_trip_exact():
 
 def test_committed_tokenizer_loads_with_autotokenizer_and_has_chat_template():
     from transformers import AutoTokenizer
-    from rollout import TINY_DIR
+    from machinery.models import TINY_DIR
     tok = AutoTokenizer.from_pretrained(TINY_DIR)
     text = tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "Q\n{x}"}],
                                    tokenize=False, add_generation_prompt=True)

@@ -39,13 +39,16 @@ from machinery import flags
 import grpo
 import rollout
 from machinery import sandbox
+from machinery import speedups
 import sdpo
 import train
 from machinery import tasks
 from machinery import tiny
 from machinery.infra import setup_torch
-from rollout import (ROWS_PER_CHUNK, SAMPLE_BATCH, with_autocast, chat_messages, collect, encode_chat, left_pad,
-                     load_model, micro_batches, round_up)
+from machinery.models import load_model, with_autocast
+from machinery.padding import left_pad, round_up
+from machinery.speedups import ROWS_PER_CHUNK
+from rollout import SAMPLE_BATCH, chat_messages, collect, encode_chat, micro_batches
 
 
 def sync(device):
@@ -109,7 +112,7 @@ def method_args(extra=()):
 
 def update_tokens(batch, unique=True):
     """Tokens a training forward processes, padding excluded: each distinct prompt once (the shared
-    prefix, rollout.shared_prefix_logits) plus every response token; unique=False counts every
+    prefix, speedups.shared_prefix_logits) plus every response token; unique=False counts every
     prompt copy (a packed forward without sharing)."""
     prompts = {tuple(p) for p in batch["prompt_ids"]} if unique else [tuple(p) for p in batch["prompt_ids"]]
     return sum(len(p) for p in prompts) + sum(len(r) for r in batch["response_ids"])
@@ -221,7 +224,7 @@ def bench_fixed(model, tok, device, args):
     # evaluation: Acc@k sampling + grading, no gradients
     test = evaluate.benchmark_records(args.task, args.eval_prompts, args.seed) if args.task in tasks.GENERATORS \
         else records
-    t, _ = median_time(lambda i: evaluate.acc_at_k(model, tok, test, args.eval_k, args.max_new_tokens), args.repeat, device)
+    t, _ = median_time(lambda i: rollout.acc_at_k(model, tok, test, args.eval_k, args.max_new_tokens), args.repeat, device)
     out["eval_seqs_per_s"] = len(test) * args.eval_k / t
 
     # the machine's dense matmul rate, on this run: large square, and the model's own MLP shape
@@ -244,10 +247,10 @@ def bench_fixed(model, tok, device, args):
 # ----------------------------------------------------------------------------------------------
 def dynamic_cache(model, ids, mask, max_new_tokens, group_size=0):
     """transformers' default generation cache (a DynamicCache, grown by torch.cat at every token) with the
-    same shared prefill: what rollout.generation_cache replaced, for the comparison."""
+    same shared prefill: what speedups.generation_cache replaced, for the comparison."""
     if group_size <= 1:
         return None
-    cache = rollout.shared_prefill(model, ids[::group_size], mask[::group_size])
+    cache = speedups.shared_prefill(model, ids[::group_size], mask[::group_size])
     cache.batch_repeat_interleave(group_size)
     return cache
 
@@ -262,9 +265,9 @@ def bench_eval(model, tok, device, args):
                       "max_new_tokens": args.eval_max_new_tokens}}
 
     def sampling(batch_size, cache_fn=None, m=model, warm=True):
-        real = rollout.generation_cache
+        real = speedups.generation_cache
         if cache_fn:
-            rollout.generation_cache = cache_fn
+            speedups.generation_cache = cache_fn
         try:
             made = []
 
@@ -274,7 +277,7 @@ def bench_eval(model, tok, device, args):
                                            batch_size=batch_size))
             t, _ = median_time(run, args.repeat, device, warmup=0 if warm else 1)
         finally:
-            rollout.generation_cache = real
+            speedups.generation_cache = real
         tokens = statistics.median(sum(len(r) for r in ids) for ids in made[-args.repeat:])   # (the timed runs)
         return {"s": t, "tokens": tokens, "tokens_per_s": tokens / t}
 
@@ -533,7 +536,7 @@ def memory_per_rank(s, ranks, method="sdpo", tokens=10240, rollout_seqs=32, comp
                           + T·(4d + 3ff)·c·2     one layer's activations, recomputed, and their gradients
                           + T·V·b                the logits and everything made from them, forward and
                                                  backward: b measured (LOGIT_BYTES, `--logit-memory`)
-                          + min(T, R)·V·k        one chunk of R = rollout.ROWS_PER_CHUNK positions' fp32
+                          + min(T, R)·V·k        one chunk of R = speedups.ROWS_PER_CHUNK positions' fp32
                                                  temporaries: k = 8 (an fp32 copy and one temporary) with
                                                  bf16 logits, 4 with fp32 ones (no copy is made)
       rollout             + (P + P_r)·c          the student gathered for sampling; the largest module (the
@@ -671,7 +674,7 @@ def measure_logit_memory():
     for case in LOGIT_CASES:
         # (chunks of 64 positions: the chunk's own fp32 temporaries are then the same at both lengths and
         # leave the slope; they are the separate term min(T, ROWS_PER_CHUNK)·V·chunk_bytes of memory_per_rank)
-        code = (f"from tools import bench; import rollout, torch; torch.set_num_threads(1); rollout.ROWS_PER_CHUNK = 64; "
+        code = (f"from tools import bench; from machinery import speedups; import torch; torch.set_num_threads(1); speedups.ROWS_PER_CHUNK = 64; "
                 f"print(bench.logit_memory_slope({case!r}))")
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -44,7 +44,7 @@ from machinery import plots  # noqa: E402
 from machinery import tasks  # noqa: E402
 from classroom import tokens  # noqa: E402
 from machinery.infra import atomic_json, init_distributed  # noqa: E402
-from rollout import fill_reprompt  # noqa: E402
+from rollout import acc_at_k, fill_reprompt  # noqa: E402
 
 STAGES = ["math", "science", "tooluse", "coding"]
 CODING_STAGE = 3                      # 0-based: the reference's fourth stage (its prompt order and seeds)
@@ -157,7 +157,7 @@ def feedback_check(model, tok, records):
     that its grader has a report on, Acc@k of the same model with that report in S8's reprompt, against
     Acc@k without it on the same prompts. W4 checks the demonstration; this checks the feedback."""
     torch.manual_seed(0)
-    _, per_prompt, responses, scores, _ = evaluate.acc_at_k(model, tok, records, CHECK_K, 64)
+    _, per_prompt, responses, scores, _ = acc_at_k(model, tok, records, CHECK_K, 64)
     shown, reprompts, before = [], [], []
     for i, rec in enumerate(records):
         failed = [r for r, sc in zip(responses[i * CHECK_K:(i + 1) * CHECK_K], scores[i * CHECK_K:(i + 1) * CHECK_K])
@@ -169,7 +169,7 @@ def feedback_check(model, tok, records):
             before.append(per_prompt[i])
     if not shown:
         return {"prompts_with_feedback": 0, "without": None, "with_feedback": None}
-    with_fb, _, _, _, _ = evaluate.acc_at_k(model, tok, shown, CHECK_K, 64, prompts=reprompts)
+    with_fb, _, _, _, _ = acc_at_k(model, tok, shown, CHECK_K, 64, prompts=reprompts)
     return {"prompts_with_feedback": len(shown), "without": sum(before) / len(before), "with_feedback": with_fb}
 
 

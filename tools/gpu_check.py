@@ -27,6 +27,7 @@ import drift     # noqa: E402
 from machinery import flags     # noqa: E402
 import grpo      # noqa: E402
 from machinery import infra     # noqa: E402
+from machinery import models    # noqa: E402
 import rollout   # noqa: E402
 import sdpo      # noqa: E402
 import train  # noqa: E402
@@ -60,7 +61,7 @@ def reference(out, model_name, ranks):
     infra.setup_torch("cpu")
     result = {}
     for method in ("grpo", "sdpo"):
-        model, tok = rollout.load_model(model_name, "cpu", "fp32")
+        model, tok = models.load_model(model_name, "cpu", "fp32")
         records = tasks.builtin_split("math", "train", PROMPTS, seed=3)
         torch.manual_seed(11 if method == "grpo" else 12)
         batch = rollout.collect(model, tok, records, GROUP, NEW_TOKENS)
@@ -80,7 +81,7 @@ def check(out, model_name, device_arg, dtype, tol):
     ref = json.load(open(os.path.join(out, "reference.json")))
     bad, measured = [], {}
     for method in ("grpo", "sdpo"):
-        model, tok = rollout.load_model(model_name, device, dtype)
+        model, tok = models.load_model(model_name, device, dtype)
         model = infra.shard(model, device)
         saved = ref[method]["batch"]
         n = len(saved["response_ids"])
@@ -195,7 +196,7 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
     compute = torch.bfloat16 if device.type == "cuda" else torch.float32
     c = 2 if compute == torch.bfloat16 else 4
     shape = MEMORY_SHAPES[shape_name]
-    _, tok = rollout.load_model("tiny", "cpu")
+    _, tok = models.load_model("tiny", "cpu")
     prompt = rollout.encode_chat(tok, rollout.chat_messages({"prompt": "What is 2+3?"}))
     new = tokens - len(prompt)
     baseline = 0 if device.type == "cuda" else peak_bytes(device, 0)
@@ -266,7 +267,7 @@ def main(argv=None):
     ap.add_argument("out")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="bf16", choices=list(rollout.DTYPES))
+    ap.add_argument("--dtype", default="bf16", choices=list(models.DTYPES))
     # 10%: in bf16 the SDPO gradient norm (of a JSD between two nearly equal distributions) came out 8.1% off
     # the fp32 reference on the tiny model rebuilt in issue 25 (0.0860 vs 0.0936; 2 CPU ranks), where the
     # previous model was inside 5%. A wrong update is off by far more (the test changes the loss by 20%).

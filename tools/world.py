@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import evaluate  # noqa: E402
 from machinery import flags  # noqa: E402
 from machinery import tasks  # noqa: E402
-from rollout import load_model  # noqa: E402
+from machinery.models import load_model  # noqa: E402
+from rollout import acc_at_k  # noqa: E402
 
 METHODS = {"GRPO": ["grpo.py"], "SDPO_0": ["sdpo.py", "--alpha", "0"]}
 LR_GRID = [1e-4, 2e-4, 4e-4]
@@ -121,7 +122,7 @@ def tool_errors(lrs, n=64, k=8):
     for label, path in models:
         model, tok = load_model(path)
         torch.manual_seed(0)
-        acc, _, responses, scores, _ = evaluate.acc_at_k(model, tok, records, k=k)
+        acc, _, responses, scores, _ = acc_at_k(model, tok, records, k=k)
         kinds, per_tool = tool_error_kinds(records, responses, scores, k)
         print(f"| {label} | {100 * acc:.1f} | {kinds['right']} | {kinds['wrong tool']} | {kinds['right tool, wrong input']} | "
               + ", ".join(f"{t} {100 * a:.0f}" for t, a in per_tool.items()) + " |")
