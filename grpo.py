@@ -30,8 +30,8 @@ import torch
 from machinery import flags
 import train
 from machinery.flags import GRPO_DEFAULTS
-from machinery.infra import clone_model, gathered, global_sum, local_blocks
-from rollout import batch_order, micro_batches, response_logits, token_entropy, token_logprobs
+from machinery.infra import clone_model
+from rollout import batch_order, micro_batches, response_logits, response_logprobs, token_entropy, token_logprobs
 
 # The settings that make one GRPO configuration differ from another (the run's name and config carry them)
 KNOBS = ("mini_batches", "epochs", "clip_ratio_c")
@@ -135,12 +135,12 @@ def prepare_batch(model, ref_model, batch, args, tok, step):
     lengths = [len(r) for r in batch["response_ids"]]
     seq_lengths = [len(p) + len(r) for p, r in zip(batch["prompt_ids"], batch["response_ids"])]
     steps = []
-    for mini in mini_batch_split(len(adv), batch["group_size"], args, seq_lengths):
-        # (G5) the whole mini-batch's token and sequence counts (all processes): every micro-batch
-        # divides by them, so summing micro-batch gradients gives the mini-batch gradient
+    for mini in mini_batch_split(len(adv), batch["group_size"], args, seq_lengths, batch.get("blocks", 1)):
+        # (G5) the mini-batch's token and sequence counts: every micro-batch divides by them, so summing
+        # micro-batch gradients gives the mini-batch gradient (train.update makes them the whole batch's)
         steps.append({"micro_batches": micro_batches_of(mini, lengths, args.micro_batch),
-                      "n_tok": global_sum(sum(lengths[i] for i in mini)), "n_seq": global_sum(len(mini)),
-                      "tokens": max(1, sum(lengths[i] for i in mini))})   # (this process's: for the stats)
+                      "n_tok": sum(lengths[i] for i in mini), "n_seq": len(mini),
+                      "tokens": max(1, sum(lengths[i] for i in mini))})   # (for the stats)
     return {"steps": steps, "advantages": adv, "old": old, "group_size": batch["group_size"]}
 
 
@@ -208,7 +208,7 @@ def several_steps(args):
     return args.epochs > 1 or args.mini_batches > 1
 
 
-def mini_batch_split(n, group_size, args, seq_lengths=None):
+def mini_batch_split(n, group_size, args, seq_lengths=None, blocks=1):
     """Index lists of the optimizer steps on one batch: `epochs` passes of `mini_batches` parts each.
 
     As the release does: the batch put in its order, then cut into contiguous mini-batches (verl's
@@ -219,10 +219,9 @@ def mini_batch_split(n, group_size, args, seq_lengths=None):
       shortest band of the even-ranked, the longer even-ranked, the longest odd-ranked, the shorter ones.
     --mini-batch-order contiguous: sampling order, so whole groups: 8 prompts × G = 8, 4 mini-batches ->
       responses 0–15, 16–31, 32–47, 48–63, each two whole groups.
-    With several sample blocks on this rank (`--sample-blocks`), each block is ordered and split the
-    same way, so one process with N blocks takes the same steps as N ranks.
+    With several sample blocks in the batch (`blocks`, `--sample-blocks`), each block is ordered and split
+    the same way, so one process with N blocks takes the same steps as N processes.
     """
-    blocks = local_blocks(args.sample_blocks)                                  # sample blocks on this rank
     per_block = n // blocks                                                    # responses per block
     if args.mini_batch_order == "balanced":
         order = batch_order(seq_lengths, blocks, "balanced")                  # [blocks][per_block]
@@ -243,23 +242,9 @@ def micro_batches_of(mini, lengths, size):
     return [[mini[j] for j in idx] for idx in micro_batches([lengths[i] for i in mini], size)]
 
 
-@torch.no_grad()
 def old_policy_logprobs(model, batch, micro_batch, pad_id):
-    """log π_old(y_t|h_t) of every response under the sampling policy, before any update: a list of [|y_i|]."""
-    with gathered(model):   # sharded: a plain forward per micro-batch on every rank (infra.gathered)
-        return _old_policy_logprobs(model, batch, micro_batch, pad_id)
-
-
-def _old_policy_logprobs(model, batch, micro_batch, pad_id):
-    lengths = [len(r) for r in batch["response_ids"]]
-    old = [None] * len(lengths)
-    for idx in micro_batches(lengths, micro_batch):
-        logits, _, targets = response_logits(model, [batch["prompt_ids"][i] for i in idx],
-                                             [batch["response_ids"][i] for i in idx], pad_id)
-        lp = token_logprobs(logits, targets)                                       # [b, T]
-        for j, i in enumerate(idx):
-            old[i] = lp[j, :lengths[i]]
-    return old
+    """(G2) log π_old(y_t|h_t) of every response under the sampling policy, before any update: a list of [|y_i|]."""
+    return response_logprobs(model, batch["prompt_ids"], batch["response_ids"], pad_id, micro_batch)
 
 
 def rows_of(old, idx, like):

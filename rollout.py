@@ -236,6 +236,22 @@ def decode(tok, response_ids):
 
 
 
+@torch.no_grad()
+def response_logprobs(model, prompt_ids, response_ids, pad_id, micro_batch=0):
+    """log π(y_t | h_t) of every response under `model`, no gradient (GRPO's π_old, G2): a list of [|y_i|]
+    tensors, computed `micro_batch` responses at a time (0: all at once)."""
+    lengths = [len(r) for r in response_ids]
+    out = [None] * len(lengths)
+    with gathered(model):   # sharded: a plain forward per micro-batch on every rank (infra.gathered)
+        for idx in micro_batches(lengths, micro_batch):
+            logits, _, targets = response_logits(model, [prompt_ids[i] for i in idx], [response_ids[i] for i in idx],
+                                                 pad_id)                                 # [b, T, V]
+            lp = token_logprobs(logits, targets)                                           # [b, T]
+            for j, i in enumerate(idx):
+                out[i] = lp[j, :lengths[i]]
+    return out
+
+
 def logsumexp_fp32(logits):
     """log Σ_v exp(x_v) in fp32 over the last dimension, [..., V] -> [...], with its gradient (SDPO's top-k).
     Speed-ups on: chunk by chunk, without an fp32 copy of the logits (speedups.chunked_logsumexp)."""

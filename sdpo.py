@@ -28,7 +28,7 @@ import torch
 from machinery import flags
 from machinery import tasks
 import train
-from machinery.infra import NonFiniteError, all_finite, clone_model, first_global_index, global_sum, is_main, local_blocks
+from machinery.infra import NonFiniteError, all_finite, clone_model
 from rollout import (batch_positions, chat_messages, encode_chat, fill_reprompt, logsumexp_fp32, micro_batches,
                      response_logits, strip_think, token_entropy)
 
@@ -299,16 +299,15 @@ def prepare_batch(model, teacher, batch, args, tok, step):
     """
     B = len(batch["response_ids"])
     # the batch's order (the release's length-balanced one by default): it decides which success is "first"
-    position = batch_positions(batch, local_blocks(args.sample_blocks), args.mini_batch_order)
+    position = batch_positions(batch, batch.get("blocks", 1), args.mini_batch_order)
     # (S1, S8) the teacher's user turn for each response; has_demo[i] = m_i = 1 where it has something to show
     user_texts, has_demo, demo_of = build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
                                                           batch["group_size"], args.cot, args.feedback, position,
                                                           batch.get("feedback"))
     lengths = [len(r) for r in batch["response_ids"]]
     # (S7) the tokens distilled this step (every token unless --mask-ratio); response i's draw is seeded
-    # by its index in the whole batch (all processes), so the masks do not depend on how it is split
-    offset = first_global_index(B) if args.mask_ratio > 0 else 0
-    token_keep = token_keep_masks(lengths, args.mask_ratio, offset)                # [|y_i|] bools, per response
+    # by its index in the whole batch, so the masks do not depend on how it is split
+    token_keep = token_keep_masks(lengths, args.mask_ratio, batch.get("first_index", 0))  # [|y_i|] bools, per response
     n_kept = [int(k.sum()) for k in token_keep]                                     # tokens kept, per response
     distilled = [i for i in range(B) if has_demo[i] > 0 and n_kept[i] > 0]          # the responses in the loss
     n_distilled = sum(n_kept[i] for i in distilled)
@@ -317,16 +316,12 @@ def prepare_batch(model, teacher, batch, args, tok, step):
              "demo_frac": sum(by_demo) / max(1, B),                                 # ... by a successful sibling
              "feedback_frac": sum(float(m) > 0 and not d for m, d in zip(has_demo, by_demo)) / max(1, B),  # (S8)
              "distilled_token_frac": n_distilled / max(1, sum(lengths))}
-    # (S5) the whole batch's counts (all processes): distilled tokens (token-mean), responses (seq-mean)
-    n_tok, n_seq = global_sum(n_distilled), global_sum(B)
-    if n_tok == 0 and is_main():
-        print(f"warning: step {step}: no response had a successful sibling or feedback, so no teacher signal; "
-              f"zero gradient (AdamW still takes its step, as the release does, unless --skip-empty-steps)",
-              file=sys.stderr)
-    # only the distilled responses are run (none in a process without signal: zero gradient there)
+    # only the distilled responses are run (none without a signal: zero gradient from them)
     micro = [[distilled[j] for j in idx] for idx in micro_batches([lengths[i] for i in distilled], args.micro_batch)]
-    return {"steps": [{"micro_batches": micro, "n_tok": n_tok, "n_seq": n_seq, "tokens": max(1, n_distilled)}],
-            "user_texts": user_texts, "token_keep": token_keep, "stats": stats, "skipped": int(n_tok == 0)}
+    # (S5) the counts the loss divides by: distilled tokens (token-mean), responses (seq-mean); train.update
+    # makes them the whole batch's when several processes share it
+    return {"steps": [{"micro_batches": micro, "n_tok": n_distilled, "n_seq": B, "tokens": max(1, n_distilled)}],
+            "user_texts": user_texts, "token_keep": token_keep, "stats": stats}
 
 
 def step_stats(plan, results):
@@ -335,7 +330,8 @@ def step_stats(plan, results):
     (loss, parts, grad_norm), tokens = results[0], plan["steps"][0]["tokens"]
     return {**plan["stats"], "loss": loss, "grad_norm": grad_norm, "js": sum(p["js_sum"] for p in parts) / tokens,
             "entropy": sum(p["entropy_sum"] for p in parts) / tokens,
-            "teacher_entropy": sum(p["teacher_entropy_sum"] for p in parts) / tokens, "skipped": plan["skipped"]}
+            "teacher_entropy": sum(p["teacher_entropy_sum"] for p in parts) / tokens,
+            "skipped": int(plan["steps"][0]["n_tok"] == 0)}   # (the whole batch's count, train.update)
 
 
 def micro_batch_loss(model, teacher, batch, plan, part, idx, args, tok):

@@ -31,7 +31,8 @@ from machinery import plots
 from machinery import tasks
 from machinery.flags import check_code_jail, check_dir_flag, per_seed
 from machinery.infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, check_weights, checked_total,
-                             clip_gradients, gathered, global_sum, init_distributed, is_main, my_sample_blocks,
+                             clip_gradients, first_global_index, gathered, global_sum, init_distributed, is_main,
+                             my_sample_blocks,
                              process_count, save_checkpoint, update_size, weights_snapshot)
 from machinery.models import load_policy
 from rollout import acc_at_k, collect, drop_long_prompts
@@ -89,6 +90,8 @@ def sample_and_grade(model, tok, chosen, args, step):
     batch = {k: [x for p in parts for x in p[k]] for k in ("records", "prompt_ids", "response_ids", "texts", "feedback")}
     batch["rewards"] = torch.cat([p["rewards"] for p in parts])    # [N*G] (this process's prompts)
     batch["group_size"] = args.group_size
+    batch["blocks"] = max(1, len(mine))   # sample blocks in it: the batch's order is made block by block
+    batch["first_index"] = first_global_index(len(batch["response_ids"]))   # its first response in the whole batch
     return batch
 
 
@@ -170,9 +173,16 @@ def update(model, opt, method, frozen, batch, args, tok, step, lr=None):
         for group in opt.param_groups:
             group["lr"] = lr
     plan = method.prepare_batch(model, frozen, batch, args, tok, step)
+    for part in plan["steps"]:         # (G5, S5) each step's token and response counts over the whole batch
+        part["n_tok"], part["n_seq"] = global_sum(part["n_tok"]), global_sum(part["n_seq"])
+    empty = all(part["n_tok"] == 0 for part in plan["steps"])   # SDPO: no response had a teacher signal
+    if empty and is_main():
+        print(f"warning: step {step}: no token in the loss (SDPO: no response had a successful sibling or feedback); "
+              f"zero gradient (AdamW still takes its step, as the release does, unless --skip-empty-steps)",
+              file=sys.stderr)
     before = weights_snapshot(model)   # θ before the batch's steps, for the update's size (logged)
     results = []                       # (loss, [stats per micro-batch], ‖∇‖) per optimizer step
-    skip = plan.get("skipped") and getattr(args, "skip_empty_steps", False)   # no signal: no step, no momentum move
+    skip = empty and getattr(args, "skip_empty_steps", False)   # no signal: no step, no momentum move
     with gathered(frozen):             # (torchrun: the frozen model's forwards need no collective)
         for part in plan["steps"]:
             if skip:

@@ -211,16 +211,17 @@ def test_the_method_files_have_no_rank_world_or_shard_names(f):
     assert not found, f"{f} uses {found}: move them behind a named helper in machinery/infra.py"
 
 
-# The only names the method files take from the infrastructure (issue 44): each says what it does for one
-# process, and under torchrun does the same for all (a sum over processes, this process's sample blocks, the
-# whole weights for a while). A new one is a decision, made here.
+# The only names the method files take from the infrastructure (issue 44). The loop (train.py) holds what
+# several processes need (the whole batch's counts, the sample blocks, the whole weights for a while); the
+# method files take only what one process needs too: a frozen copy of a model, and the finite check of the
+# teacher's update. No count over processes, no gathering: those come from the batch and from train.update.
+# A new one is a decision, made here.
 ALLOWED_HELPERS = {
     "train.py": {"Interrupted", "NonFiniteError", "StepBoundarySigint", "append_jsonl", "check_weights", "checked_total",
-                 "clip_gradients", "gathered", "global_sum", "init_distributed", "is_main", "my_sample_blocks",
-                 "process_count", "save_checkpoint", "update_size", "weights_snapshot"},
-    "grpo.py": {"clone_model", "gathered", "global_sum", "local_blocks"},
-    "sdpo.py": {"NonFiniteError", "all_finite", "clone_model", "first_global_index", "global_sum", "is_main",
-                "local_blocks"},
+                 "clip_gradients", "first_global_index", "gathered", "global_sum", "init_distributed", "is_main",
+                 "my_sample_blocks", "process_count", "save_checkpoint", "update_size", "weights_snapshot"},
+    "grpo.py": {"clone_model"},
+    "sdpo.py": {"NonFiniteError", "all_finite", "clone_model"},
 }
 
 

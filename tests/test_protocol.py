@@ -58,8 +58,8 @@ def test_contiguous_mini_batches_are_whole_groups():
     parts = list(grpo.mini_batch_split(64, 8, args))
     assert parts == [list(range(16 * k, 16 * (k + 1))) for k in range(4)]
     # two sample blocks (as two ranks would): each block is split the same way
-    two = list(grpo.mini_batch_split(64, 8, types.SimpleNamespace(epochs=2, mini_batches=2, sample_blocks=2,
-                                                                   mini_batch_order="contiguous")))
+    two = list(grpo.mini_batch_split(64, 8, types.SimpleNamespace(epochs=2, mini_batches=2,
+                                                                   mini_batch_order="contiguous"), blocks=2))
     assert len(two) == 4 and two[0] == two[2]
     assert two[0] == list(range(0, 16)) + list(range(32, 48))
 

@@ -9,7 +9,8 @@ from machinery import flags
 import sdpo
 from conftest import gjsd_loss, random_logp
 from machinery.speedups import chunked_logsumexp
-from rollout import chat_messages, encode_chat, fill_reprompt, response_logits, token_entropy
+from rollout import chat_messages, encode_chat, fill_reprompt, response_logits
+from machinery.speedups import token_entropy
 
 
 def brute_kl(p, q):
