@@ -108,19 +108,19 @@ METHODS = {"grpo": grpo, "sdpo": sdpo}   # the method train.run_steps is handed:
 def run_configs(args):
     """[(method, settings, run name)] for every configuration of --method, in order. A run name carries
     every method setting that differs from its default (grpo.run_name, sdpo.run_name, from the settings
-    each method file declares: grpo.KNOBS, sdpo.KNOBS); the settings also hold the method's learning rate
+    each method file declares: grpo.SETTINGS, sdpo.SETTINGS, from their KNOBS); the settings also hold the method's learning rate
     (flags.method_lr)."""
     configs = []
     for item in args.method:
         if item == "grpo":
-            s = {k: getattr(args, k) for k in grpo.KNOBS}
+            s = {k: getattr(args, k) for k in grpo.SETTINGS}
             configs.append(("grpo", s, grpo.run_name(s)))
         elif item == "sdpo":
             for a in args.alpha:
-                s = {**{k: getattr(args, k) for k in sdpo.KNOBS}, "alpha": a}
+                s = {**{k: getattr(args, k) for k in sdpo.SETTINGS}, "alpha": a}
                 configs.append(("sdpo", s, sdpo.run_name(s)))
         else:
-            s = {**{k: getattr(args, k) for k in sdpo.KNOBS}, "alpha": 0.0, **PRESETS[item]}
+            s = {**{k: getattr(args, k) for k in sdpo.SETTINGS}, "alpha": 0.0, **PRESETS[item]}
             configs.append(("sdpo", s, sdpo.run_name(s)))
     return [(method, {**s, "lr": flags.method_lr(args, method)}, name) for method, s, name in configs]
 
@@ -128,7 +128,7 @@ def run_configs(args):
 def parse_args(argv=None):
     """The flags (machinery/flags.py), checked before any work starts: (parser, args, stages, benchmarks, configs,
     defaults)."""
-    ap, args, stages, benchmarks, defaults = flags.continual_args(argv, PRESETS)
+    ap, args, stages, benchmarks, defaults = flags.continual_args(argv, PRESETS, grpo.KNOBS, sdpo.KNOBS)
     configs = run_configs(args)
     names = [c[2] for c in configs]
     if len(set(names)) < len(names):

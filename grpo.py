@@ -23,18 +23,39 @@ Simplifications, on purpose (and what the release does instead):
 * Log-probs are those of the untempered policy (the release divides logits by the rollout temperature;
   with the default rollout temperature 1 the two agree).
 """
+import math
 import sys
 
 import torch
 
 from machinery import flags
 import train
-from machinery.flags import GRPO_DEFAULTS
 from machinery.infra import clone_model
 from rollout import batch_order, micro_batches, response_logits, response_logprobs, token_entropy, token_logprobs
 
-# The settings that make one GRPO configuration differ from another (the run's name and config carry them)
-KNOBS = ("mini_batches", "epochs", "clip_ratio_c")
+# The knobs GRPO reads, each with the equation it sets (the same form as sdpo.KNOBS; machinery/flags.py makes
+# each a flag and checks it). The defaults are the release's (`baseline_grpo.yaml`, docs/PROTOCOL.md); the
+# knobs marked "config" tell one GRPO configuration from another (run_name). To add a knob: a row here, the
+# line of math that reads it, and its test.
+KNOBS = [
+    dict(name="mini_batches", default=4, group="protocol", config=True, ok=lambda v: v >= 1, allowed=">= 1",
+         help="GRPO: optimizer steps per pass, each on an equal slice of the batch in its --mini-batch-order (the "
+              "release: 4); 1 = on-policy (G2: π_old = sg[π_θ])"),
+    dict(name="epochs", default=1, group="protocol", config=True, ok=lambda v: v >= 1, allowed=">= 1",
+         help="GRPO: passes over each batch"),
+    dict(name="epsilon", default=0.2, group="protocol", ok=lambda v: 0 <= v < 1, allowed="in [0, 1)",
+         help="GRPO: ε_low of the clip (G3)"),
+    dict(name="epsilon_high", default=0.28, group="protocol", ok=lambda v: math.isfinite(v) and v >= 0,
+         allowed="finite and >= 0", help="GRPO: ε_high of the clip (G3)"),
+    dict(name="clip_ratio_c", default=3.0, group="protocol", config=True,
+         ok=lambda v: v == 0 or (math.isfinite(v) and v > 1), allowed="0 (off) or finite > 1",
+         help="GRPO: dual clip c for negative advantages (G3, the release's 3); 0 = off"),
+    dict(name="kl_coef", default=0.0, group="protocol", ok=lambda v: math.isfinite(v) and v >= 0,
+         allowed="finite and >= 0", help="GRPO: β_KL of the k3 KL to the start model (G4); 0 = off"),
+    dict(name="adv_std", default=False, group="protocol", help="GRPO: divide advantages by the group std (G1)"),
+]
+SETTINGS = tuple(k["name"] for k in KNOBS if k.get("config"))   # what tells one configuration from another
+DEFAULTS = {k["name"]: k["default"] for k in KNOBS}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -260,12 +281,12 @@ def run_name(s):
     s: a dict (or namespace) with mini_batches, epochs, clip_ratio_c."""
     s = s if isinstance(s, dict) else vars(s)
     parts = [f"_{tag}{s[k]:g}" for k, tag in (("mini_batches", "mb"), ("epochs", "ep"), ("clip_ratio_c", "c"))
-             if s[k] != GRPO_DEFAULTS[k]]
+             if s[k] != DEFAULTS[k]]
     return "grpo" + "".join(parts)
 
 
 def main(argv=None):
-    ap, args = flags.one_task_args("grpo", argv)   # every flag and its check: machinery/flags.py
+    ap, args = flags.one_task_args("grpo", argv, KNOBS)   # the flags and their checks: machinery/flags.py
     return train.train_seeds(ap, args, run_name(args), sys.modules[__name__])
 
 

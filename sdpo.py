@@ -32,11 +32,44 @@ from machinery.infra import NonFiniteError, all_finite, clone_model
 from rollout import (batch_positions, chat_messages, encode_chat, fill_reprompt, logsumexp_fp32, micro_batches,
                      response_logits, strip_think, token_entropy)
 
-# The settings that make one SDPO configuration differ from another (the run's name and config carry them):
-# α (T1), CoT (S1), K and γ (T2), the mask ratio (S7), feedback (S8), the empty-step rule, the teacher at a
-# stage start (T3: init and mix)
-KNOBS = ("alpha", "cot", "refresh_every", "gamma", "mask_ratio", "feedback", "skip_empty_steps", "teacher_init",
-         "teacher_mix")
+# The knobs SDPO reads, each with the equation it sets: (name, default, what it is, its check and the allowed
+# values in words, where it goes). machinery/flags.py makes each a flag (--refresh-every for refresh_every) in
+# --help's "paper" or "protocol" group and checks it before any work; the knobs marked "config" tell one SDPO
+# configuration from another: the run's name (run_name) and each configuration's settings follow from them.
+# To add a knob: a row here, the line of math that reads it, and its test.
+KNOBS = [
+    dict(name="alpha", default=0.05, group="paper", config=True, ok=lambda v: 0 <= v <= 1, allowed="in [0, 1]",
+         help="teacher EMA rate α (T1); 0 = frozen teacher (continual.py: a comma list sweeps it)"),
+    dict(name="beta", default=0.5, group="paper", ok=lambda v: 0 <= v <= 1, allowed="in [0, 1]",
+         help="GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL"),
+    dict(name="refresh_every", default=0, group="paper", config=True, ok=lambda v: v >= 0, allowed=">= 0",
+         help="StableSDPO: refresh the teacher every K steps (T2); 0 = off"),
+    dict(name="gamma", default=1.0, group="paper", config=True, ok=lambda v: 0 < v <= 1, allowed="in (0, 1]",
+         help="refresh rate γ (T2); 1 = hard restart"),
+    dict(name="topk", default=None, type=int, group="protocol", ok=lambda v: v is None or v >= 0, allowed=">= 0",
+         help="SDPO: distil on the student's top-k ids + a tail (S4); 0 = the full vocabulary. Default: 100 (the "
+              "release's) for a real model, the full vocabulary for the built-in tiny model, where it is cheap"),
+    dict(name="cot", default=False, group="protocol", config=True,
+         help="SDPO-CoT: keep <think> spans in the demonstration (S6)"),
+    dict(name="mask_ratio", default=0.0, group="protocol", config=True, ok=lambda v: 0 <= v < 1, allowed="in [0, 1)",
+         help="SDPO: token masking (S7): drop each distilled token with this probability, drawn per step; 0 = off"),
+    dict(name="feedback", default="release", group="protocol", config=True,
+         argparse=dict(nargs="?", const="on", choices=["release", "on", "off"]),
+         help="SDPO: environment feedback (S8): a response with no successful sibling is distilled towards the "
+              "teacher shown its grader's feedback. 'release': as the release's script for the domain (on for "
+              "CODING and MATH, off for SCIENCE and TOOLUSE); a bare --feedback = on"),
+    dict(name="skip_empty_steps", default=False, group="protocol", config=True,
+         help="SDPO: take no optimizer step on a batch with no distilled token (the release steps anyway: AdamW's "
+              "momentum still moves the weights)"),
+    dict(name="teacher_init", default="restart", group="protocol", config=True, only="continual",
+         argparse=dict(choices=["restart", "carry"]),
+         help="SDPO's teacher at a stage boundary (T3): restart from the stage's starting student (the release's "
+              "continual script), or carry the previous stage's teacher"),
+    dict(name="teacher_mix", default=1.0, group="protocol", config=True, only="continual",
+         ok=lambda v: 0 <= v <= 1, allowed="in [0, 1]",
+         help="a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry"),
+]
+SETTINGS = tuple(k["name"] for k in KNOBS if k.get("config"))   # what tells one configuration from another
 
 
 # (S8) Environment feedback, per data kind, as the release's scripts run it (docs/PROTOCOL.md, rule 5):
@@ -398,7 +431,7 @@ def run_name(s):
 
 
 def main(argv=None):
-    ap, args = flags.one_task_args("sdpo", argv)   # every flag and its check: machinery/flags.py
+    ap, args = flags.one_task_args("sdpo", argv, KNOBS)   # the flags and their checks: machinery/flags.py
     return train.train_seeds(ap, args, run_name(args), sys.modules[__name__])
 
 

@@ -34,16 +34,11 @@ import rollout
 from rollout import SAMPLE_BATCH
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
-GRPO_DEFAULTS = {"mini_batches": 4, "epochs": 1, "clip_ratio_c": 3.0}   # the release's baseline_grpo.yaml
 # Each method's learning rate when --lr is not given: on the built-in world, the rate docs/WORLD.md's rule
 # chose (the largest mean validation gain over the four domains after 40 single-domain steps, of the grid
 # 1e-4, 2e-4, 4e-4; design 7c). The release runs 1e-5 for both on 8B models (docs/PROTOCOL.md).
 LR = {"grpo": 2e-4, "sdpo": 4e-4}
 RELEASE_TOPK = 100          # (S4) the release's distillation top-k (actor.yaml)
-# the flags only one method reads (continual.py warns when the other method alone runs and one is set)
-GRPO_ONLY = ("mini_batches", "epochs", "epsilon", "epsilon_high", "clip_ratio_c", "kl_coef", "adv_std")
-SDPO_ONLY = ("beta", "refresh_every", "gamma", "topk", "cot", "mask_ratio", "feedback", "skip_empty_steps",
-             "teacher_init", "teacher_mix")
 RANK_FRAC, MASK_Q = 0.1, 0.1   # (A5, A6) r = ceil(0.1 · min(m, n)); the principal mask's top 10% of entries
 MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096   # beyond: surely a typo
 
@@ -52,7 +47,34 @@ MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096
 # The flags, group by group (script: "continual", "grpo", "sdpo", or "both": a one-task parser with
 # both methods' flags, for tools/bench.py and the GPU check)
 # ----------------------------------------------------------------------------------------------
-def add_paper_knobs(ap, script):
+def add_knobs(g, script, knobs, group):
+    """The method files' knobs of one --help group as flags: each row of grpo.KNOBS / sdpo.KNOBS (name,
+    default, help; optionally type, argparse's extras, `only` for one script's flags). A bool is a switch;
+    continual.py's --alpha takes a comma list (a sweep of α, parsed in continual_args)."""
+    for k in knobs:
+        if k["group"] != group or k.get("only", script) != script:
+            continue
+        flag = "--" + k["name"].replace("_", "-")
+        if isinstance(k["default"], bool):
+            g.add_argument(flag, action="store_true", help=k["help"])
+        elif k["name"] == "alpha" and script == "continual":
+            g.add_argument(flag, type=str, default=str(k["default"]), help=k["help"])
+        else:
+            g.add_argument(flag, type=k.get("type", type(k["default"])), default=k["default"], help=k["help"],
+                           **k.get("argparse", {}))
+
+
+def check_knobs(ap, args, knobs):
+    """Each knob's own check (its `ok`, said as `allowed`): one error line for the first that fails."""
+    for k in knobs:
+        if "ok" not in k or not hasattr(args, k["name"]):
+            continue
+        value = getattr(args, k["name"])
+        if not all(k["ok"](v) for v in (value if isinstance(value, list) else [value])):   # (a sweep: each α)
+            ap.error(f"--{k['name'].replace('_', '-')} must be {k['allowed']}")
+
+
+def add_paper_knobs(ap, script, knobs):
     """The settings the paper varies or states: about a dozen."""
     g = ap.add_argument_group("the paper's knobs")
     if script == "continual":
@@ -62,16 +84,7 @@ def add_paper_knobs(ap, script):
     else:
         g.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.GENERATORS)}), a "
                        "JSON(-lines) file, or hf:NAME")
-    if script == "continual":
-        g.add_argument("--alpha", type=str, default="0.05",
-                       help="teacher EMA rate α (T1), or a comma list for a sweep (0 = frozen)")
-    elif script != "grpo":
-        g.add_argument("--alpha", type=float, default=0.05, help="teacher EMA rate α (T1); 0 = frozen teacher")
-    if script != "grpo":
-        g.add_argument("--beta", type=float, default=0.5, help="GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
-        g.add_argument("--refresh-every", type=int, default=0,
-                       help="StableSDPO: refresh the teacher every K steps (T2); 0 = off")
-        g.add_argument("--gamma", type=float, default=1.0, help="refresh rate γ (T2); 1 = hard restart")
+    add_knobs(g, script, knobs, "paper")   # the method files' own (sdpo.KNOBS: α, β, K, γ)
     g.add_argument("--steps", type=int, default=100, help="optimizer steps (per stage in continual.py)")
     g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step")
     g.add_argument("--group-size", "--num-generations", type=int, default=8, dest="group_size",
@@ -84,40 +97,11 @@ def add_paper_knobs(ap, script):
                    help="AdamW learning rate (default: the method's own, flags.LR)")
 
 
-def add_protocol(ap, script):
+def add_protocol(ap, script, knobs):
     """The release's rules (docs/PROTOCOL.md): each default is what the paper's code ran."""
     g = ap.add_argument_group("protocol (the release's rules)")
-    if script != "sdpo":   # GRPO (G1–G5)
-        g.add_argument("--mini-batches", type=int, default=GRPO_DEFAULTS["mini_batches"],
-                       help="GRPO: optimizer steps per pass, each on an equal slice of the batch in its "
-                            "--mini-batch-order (the release: 4); 1 = on-policy")
-        g.add_argument("--epochs", type=int, default=GRPO_DEFAULTS["epochs"], help="GRPO: passes over each batch")
-        g.add_argument("--epsilon", type=float, default=0.2, help="GRPO: ε_low of the clip (G3)")
-        g.add_argument("--epsilon-high", type=float, default=0.28, help="GRPO: ε_high of the clip (G3)")
-        g.add_argument("--clip-ratio-c", type=float, default=GRPO_DEFAULTS["clip_ratio_c"],
-                       help="GRPO: dual clip c for negative advantages (G3, the release's 3); 0 = off")
-        g.add_argument("--kl-coef", type=float, default=0.0, help="GRPO: β_KL of the k3 KL to the start model (G4); "
-                       "0 = off")
-        g.add_argument("--adv-std", action="store_true", help="GRPO: divide advantages by the group std (G1)")
-    if script != "grpo":   # SDPO (S1–S8, T3)
-        g.add_argument("--topk", type=int, default=None, help="SDPO: distil on the student's top-k ids + a tail "
-                       "(S4); 0 = the full vocabulary. Default: 100 (the release's) for a real model, the full "
-                       "vocabulary for the built-in tiny model, where it is cheap")
-        g.add_argument("--cot", action="store_true", help="SDPO-CoT: keep <think> spans in the demonstration (S6)")
-        g.add_argument("--mask-ratio", type=float, default=0.0, help="SDPO: token masking (S7): drop each distilled "
-                       "token with this probability, drawn per step; 0 = off")
-        g.add_argument("--feedback", nargs="?", const="on", default="release", choices=["release", "on", "off"],
-                       help="SDPO: environment feedback (S8): a response with no successful sibling is distilled "
-                            "towards the teacher shown its grader's feedback. 'release': as the release's script for "
-                            "the domain (on for CODING and MATH, off for SCIENCE and TOOLUSE); a bare --feedback = on")
-        g.add_argument("--skip-empty-steps", action="store_true", help="SDPO: take no optimizer step on a batch with "
-                       "no distilled token (the release steps anyway: AdamW's momentum still moves the weights)")
+    add_knobs(g, script, knobs, "protocol")   # GRPO's (G1–G5), then SDPO's (S4–S8, T3): the method files' own
     if script == "continual":
-        g.add_argument("--teacher-init", default="restart", choices=["restart", "carry"],
-                       help="SDPO's teacher at a stage boundary (T3): restart from the stage's starting student "
-                            "(the release's continual script), or carry the previous stage's teacher")
-        g.add_argument("--teacher-mix", type=float, default=1.0,
-                       help="a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry")
         g.add_argument("--stage-optimizer", default="fresh", choices=["fresh", "carry"],
                        help="AdamW at a stage start: 'fresh' (the release: every stage is a job of its own, which "
                             "builds a new optimizer) or 'carry' the previous stage's moments and step count")
@@ -214,12 +198,13 @@ def add_run(ap, script):
                    "unshare) is available, with the sandbox's inner layers only (docs/RELIABILITY.md)")
 
 
-def parser(script, description, usage):
-    """The whole parser of one script, the paper's knobs first."""
+def parser(script, description, usage, knobs=()):
+    """The whole parser of one script, the paper's knobs first. knobs: the method files' (grpo.KNOBS,
+    sdpo.KNOBS, or both), each a flag in its group."""
     ap = argparse.ArgumentParser(description=description, usage=usage,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_paper_knobs(ap, script)
-    add_protocol(ap, script)
+    add_paper_knobs(ap, script, knobs)
+    add_protocol(ap, script, knobs)
     add_evaluation(ap, script)
     if script == "continual":
         add_drift(ap)
@@ -233,13 +218,14 @@ def parser(script, description, usage):
 # ----------------------------------------------------------------------------------------------
 # The scripts' entry points: parse, check, fill in the model's defaults
 # ----------------------------------------------------------------------------------------------
-def one_task_args(script, argv=None):
-    """grpo.py / sdpo.py: (parser, checked args)."""
+def one_task_args(script, argv=None, knobs=()):
+    """grpo.py / sdpo.py: (parser, checked args). knobs: the method file's KNOBS."""
     method = "GRPO on one task (SPEC G1–G5)." if script == "grpo" else "SDPO on one task (SPEC S1–S8, T1–T3)."
     ap = parser(script, method, f"python {script}.py [--task TASK] [--steps N] [--lr LR] [--seed S] ... "
-                                "(--help lists all)")
+                                "(--help lists all)", knobs)
     args = ap.parse_args(argv)
     check_common(ap, args)
+    check_knobs(ap, args, knobs)
     if script == "grpo":
         check_grpo(ap, args)
     else:
@@ -248,12 +234,13 @@ def one_task_args(script, argv=None):
     return ap, args
 
 
-def continual_args(argv, presets):
+def continual_args(argv, presets, grpo_knobs=(), sdpo_knobs=()):
     """continual.py: (parser, checked args, stages, benchmarks, defaults). presets: the paper's named
-    configurations (continual.PRESETS). defaults: every flag's default for this model, for naming runs."""
+    configurations (continual.PRESETS); grpo_knobs, sdpo_knobs: the method files' KNOBS. defaults: every
+    flag's default for this model, for naming runs."""
     ap = parser("continual", "Continual post-training: GRPO vs SDPO through stages (SPEC C1–C3).",
                 "python continual.py [--method grpo,sdpo,...] [--alpha A[,A...]] [--stages S,...] [--seed S] ... "
-                "(--help lists all)")
+                "(--help lists all)", [*grpo_knobs, *sdpo_knobs])
     defaults = vars(ap.parse_args([]))
     args = ap.parse_args(argv)
     for flag, value in (("--method", args.method), ("--alpha", args.alpha), ("--stages", args.stages),
@@ -269,9 +256,8 @@ def continual_args(argv, presets):
         ap.error(f"--alpha must be a number in [0, 1] or a comma list of them, got '{args.alpha}'")
     if not args.alpha:
         ap.error("--alpha must be a number in [0, 1] or a comma list of them")
-    if not 0 <= args.teacher_mix <= 1:
-        ap.error(f"--teacher-mix must be in [0, 1], got {args.teacher_mix}")
     check_common(ap, args)
+    check_knobs(ap, args, [*grpo_knobs, *sdpo_knobs])
     check_grpo(ap, args, used="grpo" in args.method)
     check_sdpo(ap, args)
     check_drift(ap, args)
@@ -279,7 +265,7 @@ def continual_args(argv, presets):
     check_run_dir_flags(ap, args)
     # a flag left to the model's own default is not a change (model_defaults, default_topk)
     defaults.update(model_defaults(args.model), topk=default_topk(args.model))
-    check_unused_flags(ap, args, defaults)
+    check_unused_flags(ap, args, defaults, grpo_knobs, sdpo_knobs)
     return ap, args, stages, benchmarks, defaults
 
 
@@ -327,17 +313,8 @@ def check_common(ap, args):
 
 
 def check_grpo(ap, args, used=True):
-    """used: GRPO is among the methods that will run (continual.py); else only the values are checked."""
-    finite = math.isfinite
-    for flag, ok, allowed in [("--epsilon", 0 <= args.epsilon < 1, "in [0, 1)"),
-                              ("--epsilon-high", finite(args.epsilon_high) and args.epsilon_high >= 0, "finite and >= 0"),
-                              ("--clip-ratio-c", args.clip_ratio_c == 0 or (finite(args.clip_ratio_c) and
-                                                                           args.clip_ratio_c > 1), "0 (off) or finite > 1"),
-                              ("--kl-coef", finite(args.kl_coef) and args.kl_coef >= 0, "finite and >= 0"),
-                              ("--epochs", args.epochs >= 1, ">= 1"),
-                              ("--mini-batches", args.mini_batches >= 1, ">= 1")]:
-        if not ok:
-            ap.error(f"{flag} must be {allowed}")
+    """What GRPO's knobs' own checks (check_knobs) cannot see alone: the mini-batches must cut each sample
+    block evenly. used: GRPO is among the methods that will run (continual.py)."""
     per_block = args.prompts_per_step // sample_blocks_per_step(args.sample_blocks)
     if used and per_block % args.mini_batches:
         ap.error(f"--mini-batches {args.mini_batches}: the mini-batches are equal slices of each sample block "
@@ -346,15 +323,7 @@ def check_grpo(ap, args, used=True):
 
 
 def check_sdpo(ap, args):
-    alphas = args.alpha if isinstance(args.alpha, list) else [args.alpha]
-    for flag, ok, allowed in [("--alpha", all(0 <= a <= 1 for a in alphas), "in [0, 1]"),
-                              ("--beta", 0 <= args.beta <= 1, "in [0, 1]"),
-                              ("--gamma", 0 < args.gamma <= 1, "in (0, 1]"),
-                              ("--refresh-every", args.refresh_every >= 0, ">= 0"),
-                              ("--mask-ratio", 0 <= args.mask_ratio < 1, "in [0, 1)"),
-                              ("--topk", args.topk is None or args.topk >= 0, ">= 0")]:
-        if not ok:
-            ap.error(f"{flag} must be {allowed}")
+    """(S4) --topk left to the model: the release's 100 for a real model, the full vocabulary for the tiny one."""
     args.topk = default_topk(args.model) if args.topk is None else (args.topk or None)
 
 
@@ -415,16 +384,15 @@ def check_run_dir_flags(ap, args):
                  f"'.' or '..'), got {args.name!r}")
 
 
-def check_unused_flags(ap, args, defaults):
-    """continual.py: a flag that only the method(s) not chosen read is named in a warning (it changes nothing)."""
+def check_unused_flags(ap, args, defaults, grpo_knobs, sdpo_knobs):
+    """continual.py: a knob that only the method(s) not chosen read is named in a warning (it changes nothing).
+    (α is not among them: it names every SDPO run, and its default is always there.)"""
     sdpo_used = any(m != "grpo" for m in args.method)
-    unused = [GRPO_ONLY if "grpo" not in args.method else (), SDPO_ONLY if not sdpo_used else ()]
-    for names in unused:
-        for name in names:
+    for who, knobs, used in (("GRPO", grpo_knobs, "grpo" in args.method), ("SDPO", sdpo_knobs, sdpo_used)):
+        for name in [k["name"] for k in knobs if k["name"] != "alpha"] if not used else []:
             if getattr(args, name) != defaults.get(name):
-                print(f"warning: --{name.replace('_', '-')} is read only by "
-                      f"{'GRPO' if names is GRPO_ONLY else 'SDPO'}, which --method {','.join(args.method)} does not "
-                      f"run: it changes nothing", file=sys.stderr)
+                print(f"warning: --{name.replace('_', '-')} is read only by {who}, which --method "
+                      f"{','.join(args.method)} does not run: it changes nothing", file=sys.stderr)
 
 
 def has_control(text):

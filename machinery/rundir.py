@@ -78,7 +78,8 @@ def finish(args, configs, defaults, seeds, dirs, results, t_start):
 def run_dir_name(args, configs, defaults):
     """runs/<configurations>-s<seed>[-<hash>]: the hash of every other flag that differs from its default,
     so two different experiments never share a directory (the same command always finds its own)."""
-    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "seed", "threads", "plain", *grpo.KNOBS, *sdpo.KNOBS}
+    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "seed", "threads", "plain", *grpo.SETTINGS,
+                  *sdpo.SETTINGS}
     changed = {k: v for k, v in sorted(vars(args).items()) if k not in per_config and v != defaults.get(k)}
     suffix = "-" + hashlib.sha1(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:6] if changed else ""
     seeds = args.seed if isinstance(args.seed, list) else [args.seed]   # several: the summary over the seeds

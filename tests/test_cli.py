@@ -78,3 +78,26 @@ def test_unreachable_hub_dataset_is_one_line(tmp_path):
     assert out.returncode == 2 and "--task" in out.stderr and "math-ai/math500" in out.stderr, out.stderr[-800:]
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "runs").exists()       # nothing written
+
+
+def test_a_knob_is_declared_once_in_its_method_file():
+    """(issue 44) Every row of grpo.KNOBS and sdpo.KNOBS is a flag of its scripts with the row's default, its
+    check gives one error line, and a new row becomes a flag, checked and (if "config") part of the settings,
+    with no edit anywhere else."""
+    import grpo
+    import sdpo
+    from machinery import flags
+    for method, knobs in (("grpo", grpo.KNOBS), ("sdpo", sdpo.KNOBS)):
+        args = flags.parser(method, "", "", knobs).parse_args([])
+        for k in knobs:
+            if k.get("only") != "continual":
+                assert getattr(args, k["name"]) == k["default"], k["name"]
+    row = dict(name="new_knob", default=0.5, group="paper", config=True, ok=lambda v: v < 1, allowed="below 1",
+               help="a knob a student adds")
+    knobs = [*sdpo.KNOBS, row]
+    assert flags.one_task_args("sdpo", ["--new-knob", "0.25"], knobs)[1].new_knob == 0.25
+    with pytest.raises(SystemExit):
+        flags.one_task_args("sdpo", ["--new-knob", "2"], knobs)
+    assert "--new-knob" in flags.parser("continual", "", "", knobs).format_help()
+    assert sdpo.SETTINGS == tuple(k["name"] for k in sdpo.KNOBS if k.get("config"))
+    assert grpo.SETTINGS == ("mini_batches", "epochs", "clip_ratio_c")

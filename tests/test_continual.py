@@ -7,6 +7,8 @@ import sys
 import pytest
 
 import continual
+import grpo
+import sdpo
 from machinery import flags, rundir
 from conftest import interrupted_copy, results_as_if_full
 
@@ -173,5 +175,5 @@ def test_each_method_trains_at_its_own_learning_rate_unless_lr_is_given():
     assert fp["runs"]["sdpo_a0"]["lr"] == flags.LR["sdpo"]
     _, args, _, _, configs, _ = continual.parse_args(["--method", "grpo,sdpo_0", "--lr", "3e-4"])
     assert [s["lr"] for _, s, _ in configs] == [3e-4, 3e-4]
-    assert flags.one_task_args("sdpo", [])[1].lr == flags.LR["sdpo"]
-    assert flags.one_task_args("grpo", ["--lr", "5e-5"])[1].lr == 5e-5
+    assert flags.one_task_args("sdpo", [], sdpo.KNOBS)[1].lr == flags.LR["sdpo"]
+    assert flags.one_task_args("grpo", ["--lr", "5e-5"], grpo.KNOBS)[1].lr == 5e-5

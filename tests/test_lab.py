@@ -122,8 +122,9 @@ def test_change_one_line_b_no_tail_bucket_in_s4():
 
 def test_change_one_line_c_beta_zero_in_s3():
     import sdpo
-    f = changed("machinery/flags", 'g.add_argument("--beta", type=float, default=0.5,', 'g.add_argument("--beta", type=float, default=0.0,')
-    beta = f.parser("sdpo", "", "").parse_args([]).beta
+    from machinery import flags
+    f = changed("sdpo", 'dict(name="beta", default=0.5,', 'dict(name="beta", default=0.0,')
+    beta = flags.parser("sdpo", "", "", f.KNOBS).parse_args([]).beta
     S, T = pair()
     assert beta == 0.0
     assert sdpo.generalized_jsd(S, T, beta).item() == pytest.approx(1.3540, abs=1e-4)

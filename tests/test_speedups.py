@@ -60,11 +60,13 @@ def test_the_reductions_equal_their_plain_forms(monkeypatch):
 def test_plain_flag_turns_every_speed_up_off(monkeypatch):
     """--plain on a training script's command line sets rollout.SPEEDUPS to False before any work; without
     it the speed-ups stay on."""
+    import grpo
+    import sdpo
     from machinery import flags
     monkeypatch.setattr(rollout, "SPEEDUPS", True)
-    flags.one_task_args("sdpo", [])
+    flags.one_task_args("sdpo", [], sdpo.KNOBS)
     assert rollout.SPEEDUPS is True
-    flags.one_task_args("sdpo", ["--plain"])
+    flags.one_task_args("sdpo", ["--plain"], sdpo.KNOBS)
     assert rollout.SPEEDUPS is False
-    flags.continual_args([], {})
+    flags.continual_args([], {}, grpo.KNOBS, sdpo.KNOBS)
     assert rollout.SPEEDUPS is True

@@ -88,7 +88,7 @@ def run_cell(runs, out, config, factor, seed, steps):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     argv = ["--method", config, "--stages", ",".join(STAGES), "--seed", str(seed), "--threads", "1",
             "--steps", str(steps), *FACTORS[factor]]
-    _, args, _, _, _ = flags.continual_args(argv, continual.PRESETS)
+    _, args, _, _, _ = flags.continual_args(argv, continual.PRESETS, continual.grpo.KNOBS, continual.sdpo.KNOBS)
     (method, settings, run_name), = continual.run_configs(args)
     args = flags.per_seed(args)[0]
     device = init_distributed(args.device, args.threads)
