@@ -325,10 +325,8 @@ def prepare_batch(model, teacher, batch, args, tok, step):
     """Teacher prompts (S1, S8) and token masking (S7) for one batch, and its one optimizer step: the
     micro-batches of the responses with a teacher signal, whose loss micro_batch_loss computes (S2–S5).
 
-    The teacher schedule (T1/T2) runs after the step (after_step, from train.run_steps). A step in which
-    no response has a signal still calls the optimizer, with zero gradients, as the release does: AdamW's
-    moments decay and its step count moves, so the weights keep moving on momentum (one real step followed
-    by 39 such steps moves each coordinate about 5.9 × lr; docs/PROTOCOL.md, rule 2b).
+    A step in which no response has a signal still steps AdamW, with zero gradients, as the release does:
+    the weights keep moving on momentum (docs/PROTOCOL.md, rule 2b).
     """
     B = len(batch["response_ids"])
     # the batch's order (the release's length-balanced one by default): it decides which success is "first"
@@ -344,17 +342,22 @@ def prepare_batch(model, teacher, batch, args, tok, step):
     n_kept = [int(k.sum()) for k in token_keep]                                     # tokens kept, per response
     distilled = [i for i in range(B) if has_demo[i] > 0 and n_kept[i] > 0]          # the responses in the loss
     n_distilled = sum(n_kept[i] for i in distilled)
-    by_demo = [j is not None for j in demo_of]                       # distilled towards a demonstration (S1)
-    stats = {"reprompt_frac": float((has_demo > 0).float().mean()),
-             "demo_frac": sum(by_demo) / max(1, B),                                 # ... by a successful sibling
-             "feedback_frac": sum(float(m) > 0 and not d for m, d in zip(has_demo, by_demo)) / max(1, B),  # (S8)
-             "distilled_token_frac": n_distilled / max(1, sum(lengths))}
     # only the distilled responses are run (none without a signal: zero gradient from them)
     micro = [[distilled[j] for j in idx] for idx in micro_batches([lengths[i] for i in distilled], args.micro_batch)]
     # (S5) the counts the loss divides by: distilled tokens (token-mean), responses (seq-mean); train.update
     # makes them the whole batch's when several processes share it
     return {"steps": [{"micro_batches": micro, "n_tok": n_distilled, "n_seq": B, "tokens": max(1, n_distilled)}],
-            "user_texts": user_texts, "token_keep": token_keep, "stats": stats}
+            "user_texts": user_texts, "token_keep": token_keep,
+            "stats": signal_shares(has_demo, demo_of, n_distilled, lengths)}
+
+
+def signal_shares(has_demo, demo_of, n_distilled, lengths):
+    """The step's shares (logs): responses with a teacher prompt, by a sibling's demonstration (S1) or by
+    feedback (S8), and the distilled tokens."""
+    B, by_demo = len(lengths), [j is not None for j in demo_of]
+    return {"reprompt_frac": float((has_demo > 0).float().mean()), "demo_frac": sum(by_demo) / max(1, B),
+            "feedback_frac": sum(float(m) > 0 and not d for m, d in zip(has_demo, by_demo)) / max(1, B),
+            "distilled_token_frac": n_distilled / max(1, sum(lengths))}
 
 
 def step_stats(plan, results):
@@ -369,38 +372,48 @@ def step_stats(plan, results):
 
 def micro_batch_loss(model, teacher, batch, plan, part, idx, args, tok):
     """The SDPO loss of the responses `idx` (one micro-batch, all with a teacher signal): (S2)–(S5), each
-    equation called here. Returns (loss, stats). To change SDPO's loss, change this function.
-
-    Full vocabulary (args.topk None, the built-in model's default): both fp32 log-softmaxes [b, T, V].
-    Top-k (S4, the release's 100 on real models): only k+1 values per position (topk_logprobs)."""
-    responses = [batch["response_ids"][i] for i in idx]
+    equation called here. Returns (loss, stats). To change SDPO's loss, change this function."""
+    prompts, responses = [batch["prompt_ids"][i] for i in idx], [batch["response_ids"][i] for i in idx]
     t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], plan["user_texts"][i])) for i in idx]
-    if args.topk:
-        with torch.no_grad():   # (S2) the teacher's logits, in the compute dtype, never a full fp32 copy
-            t_logits, _, _ = response_logits(teacher, t_prompts, responses, tok.pad_token_id, as_float=False)
-        logits, mask, _ = response_logits(model, [batch["prompt_ids"][i] for i in idx], responses,
-                                          tok.pad_token_id, as_float=False)                # [b, T, V]
-        s_dist, t_dist = topk_logprobs(logits, t_logits, args.topk)                        # [b, T, k+1] (S4)
-        entropies = token_entropy(logits), token_entropy(t_logits)                         # [b, T] each (logs)
-        del t_logits
-    else:
+    if args.topk:   # (S4) real models: k+1 values per position, never a full fp32 log-softmax
+        s_dist, t_dist, mask, entropies = topk_distributions(model, teacher, prompts, t_prompts, responses, tok,
+                                                             args.topk)
+    else:           # the full vocabulary (the built-in model)
         t_dist = teacher_logprobs(teacher, t_prompts, responses, tok.pad_token_id)         # [b, T, V] (S2)
-        logits, mask, _ = response_logits(model, [batch["prompt_ids"][i] for i in idx], responses,
-                                          tok.pad_token_id)                                 # [b, T, V]
+        logits, mask, _ = response_logits(model, prompts, responses, tok.pad_token_id)     # [b, T, V]
         s_dist = torch.log_softmax(logits, dim=-1)                                         # [b, T, V]
-        with torch.no_grad():
-            entropies = -(s_dist.exp() * s_dist).sum(-1), -(t_dist.exp() * t_dist).sum(-1)   # [b, T] each
+        entropies = entropy_of(s_dist), entropy_of(t_dist)                                 # [b, T] each (logs)
     for j, i in enumerate(idx):   # (S7) masked tokens leave the loss
         keep = plan["token_keep"][i]                                                       # [|y_i|] bools
         mask[j, :len(keep)] *= keep.to(mask.device, mask.dtype)
     # (S3) GJSD_β(S, sg[T]) at every response token: no gradient ever reaches the teacher
     per_token = generalized_jsd(s_dist, t_dist.detach(), args.beta)                        # [b, T]
     loss = sdpo_loss(per_token, mask, num_tokens=part["n_tok"], mode=args.loss_agg, num_seqs=part["n_seq"])   # (S5)
-    with torch.no_grad():
-        fm = mask.float()                                                                    # [b, T]
-        stats = {"js_sum": (per_token * fm).sum().item(), "entropy_sum": (entropies[0] * fm).sum().item(),
-                 "teacher_entropy_sum": (entropies[1] * fm).sum().item()}
-    return loss, stats
+    return loss, loss_stats(per_token, entropies, mask)
+
+
+def topk_distributions(model, teacher, prompts, t_prompts, responses, tok, k):
+    """(S2, S4) The student's and the teacher's top-k distributions [b, T, k+1], the response mask [b, T] and
+    both entropies [b, T], from logits kept in the compute dtype (bf16 on GPUs): never an fp32 [b, T, V] copy."""
+    with torch.no_grad():   # (S2) the teacher's logits
+        t_logits, _, _ = response_logits(teacher, t_prompts, responses, tok.pad_token_id, as_float=False)
+    logits, mask, _ = response_logits(model, prompts, responses, tok.pad_token_id, as_float=False)   # [b, T, V]
+    s_dist, t_dist = topk_logprobs(logits, t_logits, k)                                    # [b, T, k+1] (S4)
+    return s_dist, t_dist, mask, (token_entropy(logits), token_entropy(t_logits))
+
+
+@torch.no_grad()
+def entropy_of(logp):
+    """−Σ_v p log p from log-probabilities [..., V] -> [...] (the logs)."""
+    return -(logp.exp() * logp).sum(-1)
+
+
+@torch.no_grad()
+def loss_stats(per_token, entropies, mask):
+    """Sums over the micro-batch's distilled tokens of the GJSD and of the student's and teacher's entropies."""
+    fm = mask.float()                                                                      # [b, T]
+    return {"js_sum": (per_token * fm).sum().item(), "entropy_sum": (entropies[0] * fm).sum().item(),
+            "teacher_entropy_sum": (entropies[1] * fm).sum().item()}
 
 
 FROZEN = "teacher"   # what this method's frozen model is (train.py): the teacher, saved beside the student
