@@ -99,6 +99,7 @@ def summarize(acc_rows, stages, benchmarks):
 S_SDPO_REFRESH = 10   # S-SDPO_0's refresh period K here (a quarter of a 40-step stage); the paper gives no K
 PRESETS = {"sdpo_0": {"alpha": 0.0},                                      # SDPO_0: frozen teacher
            "sdpo_5": {"alpha": 0.05},                                     # SDPO_5%: EMA 5%
+           "sdpo_cot_0": {"alpha": 0.0, "cot": True},                     # SDPO-CoT_0 (§5's drift ordering)
            "sdpo_cot_5": {"alpha": 0.05, "cot": True},                    # SDPO-CoT_5%
            "s_sdpo_0": {"refresh_every": S_SDPO_REFRESH, "gamma": 1.0},   # S-SDPO_0: restart-and-freeze (T2, γ = 1)
            "stable_sdpo": {"refresh_every": S_SDPO_REFRESH, "gamma": 0.5}}  # StableSDPO: refresh-and-freeze, γ = 0.5
@@ -278,7 +279,8 @@ def end_stage(exp, run, k, stage):
                  "curve": stage["curve"], "checkpoint": ckpt, "train_seconds": round(train_s, 1),
                  "seconds": round(time.time() - run["t0"], 1),   # training, evaluation and drift
                  "mean_reward": sum(r["reward"] for r in rows) / len(rows),
-                 "last_js": rows[-1].get("js"), "last_entropy": rows[-1].get("entropy")})
+                 "last_js": rows[-1].get("js"), "last_entropy": rows[-1].get("entropy"),
+                 "js_steps": [r.get("js") for r in rows], "entropy_steps": [r.get("entropy") for r in rows]})
     atomic_json(exp["progress_path"], exp["progress"])   # the stage is complete only once this is written
     if is_main():
         shutil.rmtree(exp["partial_dir"], ignore_errors=True)
@@ -352,6 +354,8 @@ def build_results(configs, stages, benchmarks, progress, args):
             "drift": [s.get("drift") for s in done],
             "curves": [s["curve"] for s in done],
             "mean_reward": [s["mean_reward"] for s in done],
+            "js_steps": [s.get("js_steps") for s in done],            # per stage, per step (SDPO; GRPO: None)
+            "entropy_steps": [s.get("entropy_steps") for s in done],
             "checkpoints": [s["checkpoint"] for s in done],
         }
     out["claims"] = claims.measure_claims([out])

@@ -224,6 +224,17 @@ def response_drift(embedder, tok, texts_a, texts_b, cache=None, batch_size=SAMPL
             "p50": quantile(cos, 0.5), "n": len(cos)}
 
 
+def benchmark_distances(embedder, tok, responses, batch_size=SAMPLE_BATCH):
+    """How far apart two benchmarks are, for "forgetting is strongest at an intermediate distance" (§4,
+    Table D.4; the paper's Figure C.1 does the same with its own embeddings): the cosine distance
+    1 − cos(ē_a, ē_b) between the benchmarks' mean response embeddings ē = mean_i e(y_i) (A7's e).
+    responses: {benchmark: {'texts': [...]}} of one model (the base's). Returns {a: {b: distance}}."""
+    names = sorted(responses)
+    means = torch.stack([embed_texts(embedder, tok, responses[b]["texts"], batch_size).mean(0) for b in names])   # [N, H]
+    cos = torch.nn.functional.cosine_similarity(means[:, None, :], means[None, :, :], dim=-1)                   # [N, N]
+    return {a: {b: round(max(0.0, float(1 - cos[i, j])), 6) for j, b in enumerate(names)} for i, a in enumerate(names)}
+
+
 # ----------------------------------------------------------------------------------------------
 # KL to the base (the quantity of the forgetting law, B4)
 # ----------------------------------------------------------------------------------------------

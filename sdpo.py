@@ -76,14 +76,17 @@ SETTINGS = tuple(k["name"] for k in KNOBS if k.get("config"))   # what tells one
 # on where the script leaves `include_environment_feedback` at its default True (actor.yaml:121): CODING
 # (experiments/rich_feedback/run_sdpo.sh) and MATH (no script: the yaml's default); off for SciKnowEval
 # and ToolAlpaca (experiments/generalization/run_sdpo_all.sh:125: include_environment_feedback=False).
+# One deviation, on the built-in world only (docs/PROTOCOL.md, deviation 16): its CODING records say
+# "feedback_usable": False, because its tiny model, shown a grader's report, writes a correct program on 0%
+# of CODING prompts (docs/RESULTS.md, "The CODING collapse"): "release" leaves feedback off for them.
 RELEASE_FEEDBACK_OFF = ("mcq", "tooluse")
 
 
-def feedback_on(mode, kind):
-    """Is (S8) on for a response to a record of this kind? mode: "release" (the table above), "on",
-    "off", or a bool."""
+def feedback_on(mode, record):
+    """Is (S8) on for a response to this record? mode: "release" (the table above, and the record's own
+    word), "on", "off", or a bool."""
     if mode == "release":
-        return kind not in RELEASE_FEEDBACK_OFF
+        return record.get("kind") not in RELEASE_FEEDBACK_OFF and record.get("feedback_usable", True)
     return mode is True or mode == "on"
 
 
@@ -121,7 +124,7 @@ def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedba
             continue
         # (S8) no successful sibling: the grader's feedback on this response's own failed attempt
         note = None
-        if feedback_on(feedback, rec.get("kind")) and float(rewards[i]) != 1.0:
+        if feedback_on(feedback, rec) and float(rewards[i]) != 1.0:
             note = tasks.feedback(rec, texts[i]) if notes is None else (notes[i] or None)
         user_texts.append(None if note is None else fill_reprompt(rec["prompt"], feedback=note))
         mask.append(0.0 if note is None else 1.0)  # (S1) nothing to show -> no distillation signal

@@ -20,6 +20,7 @@ the claims that compare them; the others are listed as "not run".
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -32,7 +33,7 @@ from evaluate import T975, mean_interval
 # The configurations, recognised by their settings (the paper's Table D.6 names)
 # ----------------------------------------------------------------------------------------------
 def role_of(run):
-    """The paper's name of a configuration (GRPO, SDPO_0, SDPO_5%, SDPO-CoT_5%, S-SDPO_0, StableSDPO)
+    """The paper's name of a configuration (GRPO, SDPO_0, SDPO_5%, SDPO-CoT_0, SDPO-CoT_5%, S-SDPO_0, StableSDPO)
     from a results.json run entry, or None for any other setting (a different α, masking, feedback…)."""
     s = run["settings"]
     if run["method"] == "grpo":
@@ -46,8 +47,8 @@ def role_of(run):
         return None if s["cot"] else ("S-SDPO_0" if s["gamma"] == 1 else "StableSDPO")
     if s["alpha"] == 0.05:
         return "SDPO-CoT_5%" if s["cot"] else "SDPO_5%"
-    if s["alpha"] == 0 and not s["cot"]:
-        return "SDPO_0"
+    if s["alpha"] == 0:
+        return "SDPO-CoT_0" if s["cot"] else "SDPO_0"
     return None
 
 
@@ -313,6 +314,327 @@ CLAIMS_NOTE = ("Effect: the mean over seeds of the paired difference A − B (sa
                "them, and decide the verdict; the last column gives the same difference in absolute accuracy "
                "points (never used for a verdict). Drift figures are of the final model vs the base. \"not "
                "run\": the run lacks one of the two configurations.")
+
+
+# ==============================================================================================
+# The confirmatory reference (issue 46): the paper's claims as the paper states them, declared on
+# 2026-12-03 before any of its seeds ran (docs/RESULTS.md, "The paper's claims, declared"). Each claim is
+# one number per seed, d_s (a paired difference A − B, or a value less a reference), read from that seed's
+# experiments; the verdict is the rule above on d's 95% interval (raw), and the same after Holm's
+# correction over the whole family (corrected). Nothing here may change once a seed has run.
+# ==============================================================================================
+ALPHAS = {0.0: "SDPO_0", 0.005: "SDPO_0.5%", 0.01: "SDPO_1%", 0.02: "SDPO_2%", 0.05: "SDPO_5%"}
+# The reference's experiments: run directory prefix -> (the continual.py flags that make it)
+EXPERIMENTS = {
+    "continual": "--method grpo,sdpo_0,sdpo_5",                                       # 4 stages, tiny
+    "math": "--stages math --method grpo,sdpo,stable_sdpo --alpha 0,0.005,0.01,0.02,0.05",   # single-domain
+    "tooluse": "--stages tooluse --method grpo,sdpo,stable_sdpo --alpha 0,0.005,0.01,0.02,0.05",
+    "cot-math": "--model tiny_think --stages math --benchmarks math --method sdpo_0,sdpo_cot_0,sdpo_5 "
+                "--max-new-tokens 96 --curve-every 0",                                   # CoT needs <think>
+    "cot-science": "--model tiny_think --stages science --benchmarks science --method sdpo_0,sdpo_cot_0,sdpo_5 "
+                   "--max-new-tokens 96 --curve-every 0",
+    "cot-tooluse": "--model tiny_think --stages tooluse --benchmarks tooluse --method sdpo_0,sdpo_cot_0,sdpo_5 "
+                   "--max-new-tokens 96 --curve-every 0",
+}
+DISTANCES = "results/reference/distances.json"   # drift.benchmark_distances of the base, fixed before the runs
+
+
+def reference_role(run):
+    """role_of, with the α sweep's rates named too (SDPO_0.5%, SDPO_1%, SDPO_2%)."""
+    s = run["settings"]
+    if run["method"] == "sdpo" and role_of({**run, "settings": {**s, "alpha": 0.05}}) == "SDPO_5%" \
+            and s["alpha"] in ALPHAS:
+        return ALPHAS[s["alpha"]]
+    return role_of(run)
+
+
+def find(res, role):
+    """The run entry of one experiment's results.json that plays `role`, or None."""
+    if res is None:
+        return None
+    return next((run for run in res["runs"].values() if reference_role(run) == role), None)
+
+
+def acc_of(res, run, stage, bench):
+    return run["acc"][stage][res["benchmarks"].index(bench)]
+
+
+def own_after(res, role, k=1):
+    """Accuracy on stage k's own domain right after stage k."""
+    run = find(res, role)
+    return None if run is None else acc_of(res, run, k, res["stages"][k - 1])
+
+
+def final_deltas(res, role, skip=()):
+    """{benchmark: Δ (A2) of the final model vs the base}, leaving out `skip`."""
+    run = find(res, role)
+    return None if run is None else {b: run["acc"][-1][i] - run["acc"][0][i] for i, b in enumerate(res["benchmarks"])
+                                     if b not in skip}
+
+
+def mean_final_acc(res, role):
+    run = find(res, role)
+    return None if run is None else sum(run["acc"][-1]) / len(run["acc"][-1])
+
+
+def late_rise(res, role, key):
+    """A per-step curve's late rise in a one-stage run: mean over steps 31–40 − mean over steps 11–20."""
+    run = find(res, role)
+    steps = None if run is None else (run.get(key) or [None])[0]
+    if not steps or len(steps) < 40 or any(v is None for v in steps):
+        return None
+    return sum(steps[30:40]) / 10 - sum(steps[10:20]) / 10
+
+
+def js_collapse_ratio(res, role):
+    """(§5) In the stage after which `role` has its largest degenerate share (stages 2…K): its mean JS over
+    steps 6–10, as a fraction of the mean JS over the stage before it."""
+    run = find(res, role)
+    if run is None or len(run["degenerate"]) < 2 or not all(run.get("js_steps") or [None]):
+        return None
+    c = max(range(1, len(run["degenerate"])), key=lambda k: run["degenerate"][k])   # 0-based stage index
+    before, early = run["js_steps"][c - 1], run["js_steps"][c][5:10]
+    return (sum(early) / len(early)) / max(1e-12, sum(before) / len(before))
+
+
+def distance_contrast(res, role, distances):
+    """(§4, Table D.4) For one single-domain run: the other benchmarks ranked by their distance to the
+    source (drift.benchmark_distances of the base): the 2 nearest, the 2 farthest, the rest intermediate.
+    Returns mean Δ(intermediate) − (mean Δ(near) + mean Δ(far)) / 2; negative when forgetting is strongest
+    in between."""
+    source = None if res is None else res["stages"][0]
+    d = None if res is None else final_deltas(res, role, skip=(source,))
+    if d is None:
+        return None
+    ranked = sorted(d, key=lambda b: distances[source][b])
+    near, mid, far = ranked[:2], ranked[2:-2], ranked[-2:]
+    m = lambda names: sum(d[b] for b in names) / len(names)
+    return m(mid) - (m(near) + m(far)) / 2
+
+
+def diff(f, a, b):
+    """f(a) − f(b), or None when either is missing."""
+    x, y = f(a), f(b)
+    return None if x is None or y is None else x - y
+
+
+def mean2(x, y):
+    return None if x is None or y is None else (x + y) / 2
+
+
+def minus(x, ref):
+    return None if x is None else x - ref
+
+
+def principal_angle(res, role):
+    run = find(res, role)
+    return None if run is None or not (run.get("drift") or [None])[-1] else final_drift("angle")(run, None, None)
+
+
+def mask_overlap(res, role):
+    run = find(res, role)
+    return None if run is None or not (run.get("drift") or [None])[-1] else final_drift("iou")(run, None, None)
+
+
+def forget(res, role, which, points=False):
+    run = find(res, role)
+    if run is None:
+        return None
+    return forget_points(which)(run, res["stages"], res["benchmarks"]) if points else \
+        run["avg_forget_" + which]
+
+
+def generalisation(res, role):
+    """Mean Δ of the final model over the benchmarks other than the single-domain run's source."""
+    d = None if res is None else final_deltas(res, role, skip=(res["stages"][0],))
+    return None if d is None else sum(d.values()) / len(d)
+
+
+# (id, the claim, where the paper states it, what the paper reports, its unit, its scale for printing,
+#  +1 if the paper has d > 0, −1 if d < 0, d of one seed from {experiment: results.json})
+DECLARED = [
+    ("C1", "SDPO_0 specialises faster than GRPO: its own domain's accuracy right after stages 1 and 2 "
+     "(MATH, SCIENCE), mean of the two", "§4", "+10.5 points (MATH 56.42 vs 44.67, SCIENCE 65.70 vs 56.39)",
+     "points", 100, +1,
+     lambda x: mean2(diff(lambda r: own_after(x.get("continual"), r, 1), "SDPO_0", "GRPO"),
+                     diff(lambda r: own_after(x.get("continual"), r, 2), "SDPO_0", "GRPO"))),
+    ("C2", "SDPO_5% forgets more than GRPO: F on the earlier domains after the last stage (A3)", "§4, Table D.6",
+     "SDPO collapses in the third stage; GRPO preserves", "F %", 100, +1,
+     lambda x: diff(lambda r: forget(x.get("continual"), r, "earlier"), "SDPO_5%", "GRPO")),
+    ("C3", "SDPO_0 forgets more than GRPO: F on the earlier domains after the last stage (A3)", "§4",
+     "SDPO_0 falls to 34.38% on MATH and 9.93% on TOOLUSE", "F %", 100, +1,
+     lambda x: diff(lambda r: forget(x.get("continual"), r, "earlier"), "SDPO_0", "GRPO")),
+    ("C4", "SDPO_5% forgets more than GRPO on the OOD benchmarks: F after the last stage (A3)", "§4",
+     "SDPO_0 falls below the base on LOGIC and KNOWLEDGE", "F %", 100, +1,
+     lambda x: diff(lambda r: forget(x.get("continual"), r, "ood"), "SDPO_5%", "GRPO")),
+    ("C5a", "GRPO retains and improves over the base: mean Δ over all benchmarks after the last stage", "§4",
+     "improves over the base across evaluated categories", "points", 100, +1,
+     lambda x: (lambda d: None if d is None else sum(d.values()) / len(d))(final_deltas(x.get("continual"), "GRPO"))),
+    ("C5b", "GRPO improves over the base on every benchmark: the smallest Δ after the last stage", "§4",
+     "improves over the base across evaluated categories", "points", 100, +1,
+     lambda x: (lambda d: None if d is None else min(d.values()))(final_deltas(x.get("continual"), "GRPO"))),
+    ("C6a", "Drift ordering, first link: SDPO-CoT_0 rotates the subspace more than SDPO_5% (A5, largest "
+     "principal angle vs the base; thinking model, single-domain MATH)", "§5", "SDPO-CoT_0 shows the largest "
+     "subspace change", "degrees", 1, +1,
+     lambda x: diff(lambda r: principal_angle(x.get("cot-math"), r), "SDPO-CoT_0", "SDPO_5%")),
+    ("C6b", "Drift ordering: SDPO_5% rotates the subspace more than SDPO_0 (A5, after the last stage)", "§5",
+     "SDPO-CoT_0 > SDPO_5% > SDPO_0 > GRPO", "degrees", 1, +1,
+     lambda x: diff(lambda r: principal_angle(x.get("continual"), r), "SDPO_5%", "SDPO_0")),
+    ("C6c", "Drift ordering: SDPO_0 rotates the subspace more than GRPO (A5, after the last stage)", "§5",
+     "SDPO-CoT_0 > SDPO_5% > SDPO_0 > GRPO", "degrees", 1, +1,
+     lambda x: diff(lambda r: principal_angle(x.get("continual"), r), "SDPO_0", "GRPO")),
+    ("C7", "GRPO's principal-mask overlap with the base stays near 99.9%: IoU (A6) after the last stage, less 0.99",
+     "§5", "99.9%", "IoU", 1, +1,
+     lambda x: minus(mask_overlap(x.get("continual"), "GRPO"), 0.99)),
+    ("C8a", "SDPO_5% collapses: share of degenerate responses (one pattern repeated, A8) after the last stage, "
+     "against GRPO's", "§5", "SDPO_5% repeats \\boxed endlessly", "% degenerate", 100, +1,
+     lambda x: diff(lambda r: (find(x.get("continual"), r) or {}).get("degenerate", [None])[-1]
+                    if find(x.get("continual"), r) else None, "SDPO_5%", "GRPO")),
+    ("C8b", "The collapse's JS falls to 0 within the first steps: SDPO_5%'s mean JS over steps 6–10 of its "
+     "collapse stage, as a fraction of the stage before, less 0.1", "§5", "JS reaches zero within the first few "
+     "steps", "ratio", 1, -1,
+     lambda x: minus(js_collapse_ratio(x.get("continual"), "SDPO_5%"), 0.1)),
+    ("A1", "No single EMA rate is best: [MATH(α=1%) − MATH(α=0)] − [TOOLUSE(α=1%) − TOOLUSE(α=0)], own domain "
+     "after single-domain training", "§3.1, Table D.1", "α = 1% best on MATH; the frozen teacher leads TOOLUSE",
+     "points", 100, +1,
+     lambda x: diff(lambda e: diff(lambda r: own_after(x.get(e), r), "SDPO_1%", "SDPO_0"), "math", "tooluse")),
+    ("A2", "α = 5% is the worst rate on MATH: MATH(α=5%) − the lowest of MATH(α) over α ∈ {0, 0.5, 1, 2}%",
+     "§3.1, Table D.1", "α = 5% is worst", "points", 100, -1,
+     lambda x: (lambda v: None if None in v else v[-1] - min(v[:-1]))(
+         [own_after(x.get("math"), ALPHAS[a]) for a in sorted(ALPHAS)])),
+    ("A3a", "Fast EMA teachers' JS rises late: late rise (steps 31–40 − steps 11–20) of the JS at α = 5% − at "
+     "α = 0, single-domain MATH", "§3.1", "late-stage JS increases for α = 2% and 5%", "nats", 1, +1,
+     lambda x: diff(lambda r: late_rise(x.get("math"), r, "js_steps"), "SDPO_5%", "SDPO_0")),
+    ("A3b", "Fast EMA teachers' entropy rises late: the same for the student's entropy", "§3.1",
+     "late-stage entropy increases for α = 2% and 5%", "nats", 1, +1,
+     lambda x: diff(lambda r: late_rise(x.get("math"), r, "entropy_steps"), "SDPO_5%", "SDPO_0")),
+    ("S1", "StableSDPO repairs α = 5%: mean accuracy over all benchmarks after single-domain MATH", "§3.1",
+     "+6.5 points (average 65.34% → 71.84%)", "points", 100, +1,
+     lambda x: diff(lambda r: mean_final_acc(x.get("math"), r), "StableSDPO", "SDPO_5%")),
+    ("S2", "StableSDPO repairs α = 5%, second domain: the same after single-domain TOOLUSE", "§3.1 (its MATH "
+     "result, on TOOLUSE)", "(MATH only in the paper)", "points", 100, +1,
+     lambda x: diff(lambda r: mean_final_acc(x.get("tooluse"), r), "StableSDPO", "SDPO_5%")),
+    ("D1", "CoT hurts MATH: SDPO-CoT_0 − SDPO_0, MATH after single-domain MATH (thinking model)", "§3.2, Table D.2",
+     "CoT impairs MATH", "points", 100, -1,
+     lambda x: diff(lambda r: own_after(x.get("cot-math"), r), "SDPO-CoT_0", "SDPO_0")),
+    ("D2", "CoT hurts SCIENCE: the same on SCIENCE", "§3.2, Table D.2", "CoT impairs SCIENCE", "points", 100, -1,
+     lambda x: diff(lambda r: own_after(x.get("cot-science"), r), "SDPO-CoT_0", "SDPO_0")),
+    ("D3", "CoT helps TOOLUSE: the same on TOOLUSE", "§3.2, Table D.2", "CoT enhances TOOLUSE", "points", 100, +1,
+     lambda x: diff(lambda r: own_after(x.get("cot-tooluse"), r), "SDPO-CoT_0", "SDPO_0")),
+    ("G1", "GRPO generalises better than SDPO from one domain: mean Δ on the benchmarks other than the source, "
+     "GRPO − SDPO_0, mean over the sources MATH and TOOLUSE", "§4, Table D.3", "GRPO outperforms SDPO at "
+     "generalization", "points", 100, +1,
+     lambda x: mean2(diff(lambda r: generalisation(x.get("math"), r), "GRPO", "SDPO_0"),
+                     diff(lambda r: generalisation(x.get("tooluse"), r), "GRPO", "SDPO_0"))),
+    ("G2", "Forgetting is strongest at an intermediate distance: SDPO_0's Δ(intermediate) − mean of Δ(near) and "
+     "Δ(far), benchmarks ranked by distance to the source, mean over MATH and TOOLUSE", "§4, Table D.4",
+     "intermediate-distance targets forget most; source-like and far ones are stable or improve", "points", 100, -1,
+     lambda x: mean2(distance_contrast(x.get("math"), "SDPO_0", x.get("distances")),
+                     distance_contrast(x.get("tooluse"), "SDPO_0", x.get("distances")))),
+]
+
+
+def t_two_sided_p(t, df):
+    """P(|T| ≥ |t|) for Student's t with df degrees of freedom: the regularised incomplete beta
+    I_{df/(df+t²)}(df/2, 1/2), by its continued fraction (Lentz's method)."""
+    x, a, b = df / (df + t * t), df / 2, 0.5
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x))
+    if x > (a + 1) / (a + b + 2):   # the fraction converges fast on this side only: I_x(a, b) = 1 − I_{1−x}(b, a)
+        return 1.0 - front * beta_fraction(1 - x, b, a) / b
+    return front * beta_fraction(x, a, b) / a
+
+
+def beta_fraction(x, a, b, tiny=1e-300):
+    """The continued fraction of the incomplete beta function (Numerical Recipes' betacf), modified Lentz."""
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def p_value(diffs):
+    """Two-sided p of the one-sample t-test that the mean per-seed difference is 0 (the interval's test)."""
+    n = len(diffs)
+    if n < 2:
+        return None
+    mean, s = sum(diffs) / n, spread(diffs)
+    if s == 0:
+        return 0.0 if mean != 0 else 1.0
+    return t_two_sided_p(mean / (s / n ** 0.5), n - 1)
+
+
+def holm(p_values, level=0.05):
+    """Holm's step-down correction: [rejected?] in the order given. Sort the m p-values ascending; reject the
+    i-th smallest (i = 1…m) while p_(i) ≤ level / (m − i + 1), and stop at the first that is not."""
+    order = sorted((i for i, p in enumerate(p_values) if p is not None), key=lambda i: p_values[i])
+    rejected, m = [False] * len(p_values), len(order)
+    for rank, i in enumerate(order):
+        if p_values[i] > level / (m - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def measure_declared(bundles, claims=None):
+    """Every declared claim over the seeds' bundles ({experiment: results.json, "distances": …} per seed).
+    Returns [{id, claim, where, paper, unit, scale, sign, per_seed, effect, low, high, p, verdict, corrected}]."""
+    out = []
+    for cid, text, where, paper, unit, scale, sign, d_of in claims or DECLARED:
+        d = [d_of(x) for x in bundles]
+        d = [v for v in d if v is not None]
+        row = {"id": cid, "claim": text, "where": where, "paper": paper, "unit": unit, "scale": scale, "sign": sign,
+               "per_seed": d, "n": len(d)}
+        if not d:
+            row.update(effect=None, low=None, high=None, p=None, verdict="not run")
+        else:
+            effect, low, high = mean_interval(d)
+            row.update(effect=effect, low=low, high=high, p=p_value(d), verdict=verdict(low, high, sign))
+        out.append(row)
+    rejected = holm([r["p"] for r in out])
+    for r, rej in zip(out, rejected):
+        r["corrected"] = "not run" if r["verdict"] == "not run" else (
+            ("shown" if r["sign"] * r["effect"] > 0 else "opposite") if rej else
+            ("not separable (one seed)" if r["n"] < 2 else "not separable"))
+    return out
+
+
+def declared_table(rows):
+    """paper | here | raw verdict | corrected verdict, one line per declared claim."""
+    lines = ["| id | claim | paper (where) | here: effect [95% interval] | seeds | raw verdict | Holm-corrected |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        here = "—" if r["effect"] is None else fmt(r["effect"], r["scale"]) + f" {r['unit']}" + (
+            "" if r["low"] is None else f" [{fmt(r['low'], r['scale'])}, {fmt(r['high'], r['scale'])}]")
+        lines.append(f"| {r['id']} | {r['claim']} | {r['paper']} ({r['where']}) | {here} | {r['n']} | "
+                     f"**{r['verdict']}** | {r['corrected']} |")
+    return "\n".join(lines)
+
+
+def read_reference(root):
+    """{seed: {experiment: results.json}} of a reference directory (<experiment>-s<seed>/results.json), each
+    seed's bundle with the distances (DISTANCES) beside it."""
+    found = {}
+    for name in sorted(os.listdir(root)):
+        exp, _, seed = name.rpartition("-s")
+        f = os.path.join(root, name, "results.json")
+        if exp in EXPERIMENTS and seed.isdigit() and os.path.isfile(f):
+            found.setdefault(int(seed), {})[exp] = json.load(open(f))
+    distances = json.load(open(os.path.join(root, "distances.json")))
+    return {s: {**x, "distances": distances} for s, x in sorted(found.items())}
 
 
 def read_seed_results(paths):

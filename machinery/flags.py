@@ -36,8 +36,9 @@ from rollout import SAMPLE_BATCH
 DEFAULT_STAGES = "math,science,tooluse,coding"
 # Each method's learning rate when --lr is not given: on the built-in world, the rate docs/WORLD.md's rule
 # chose (the largest mean validation gain over the four domains after 40 single-domain steps, of the grid
-# 1e-4, 2e-4, 4e-4; design 7c). The release runs 1e-5 for both on 8B models (docs/PROTOCOL.md).
-LR = {"grpo": 2e-4, "sdpo": 4e-4}
+# 1e-4, 2e-4, 4e-4; design 7c, the final protocol of 2026-12-03). The release runs 1e-5 for both on 8B
+# models (docs/PROTOCOL.md).
+LR = {"grpo": 1e-4, "sdpo": 4e-4}
 RELEASE_TOPK = 100          # (S4) the release's distillation top-k (actor.yaml)
 RANK_FRAC, MASK_Q = 0.1, 0.1   # (A5, A6) r = ceil(0.1 · min(m, n)); the principal mask's top 10% of entries
 MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096   # beyond: surely a typo
@@ -79,7 +80,7 @@ def add_paper_knobs(ap, script, knobs):
     g = ap.add_argument_group("the paper's knobs")
     if script == "continual":
         g.add_argument("--method", default="sdpo", help="comma list of grpo, sdpo (with --alpha and the SDPO flags), "
-                       "or the paper's named configurations (sdpo_0, sdpo_5, sdpo_cot_5, s_sdpo_0, stable_sdpo)")
+                       "or the paper's named configurations (sdpo_0, sdpo_5, sdpo_cot_0, sdpo_cot_5, s_sdpo_0, stable_sdpo)")
         g.add_argument("--stages", default=DEFAULT_STAGES, help="training domains in order (C1)")
     else:
         g.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.GENERATORS)}), a "

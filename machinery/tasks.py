@@ -207,7 +207,8 @@ def gen_coding(rng, noisy=False):
     tests = {"fn_name": "f", "inputs": [[x] for x in CODE_POINTS], "outputs": [fn(x) for x in CODE_POINTS]}
     return {"prompt": f"Write a Python lambda that {words}.", "answer": f"lambda x: {body}",
             "system": None, "kind": "code", "code_format": "lambda", "tests": json.dumps(tests),
-            "solution": f"lambda x: {wrong if noisy else body}", "thought": thought}
+            "solution": f"lambda x: {wrong if noisy else body}", "thought": thought,
+            "feedback_usable": False}   # this world's model cannot act on a grader's report (sdpo.feedback_on)
 
 
 def gen_logic(rng, noisy=False):

@@ -20,7 +20,7 @@ LAYERS = ["machinery.sandbox", "machinery.tasks", "machinery.infra", "machinery.
           "machinery.models", "rollout", "machinery.flags", "evaluate",
           "machinery.plots", "train", "grpo", "sdpo", "drift", "razor", "machinery.claims", "machinery.rundir", "continual",
           "classroom.tokens", "machinery.tiny", "tools.bench", "classroom.lab", "tools.gpu_check", "tools.world",
-          "tools.coding_ablation"]
+          "tools.coding_ablation", "tools.reference"]
 # What a student sees on opening the repository: the files that carry the paper, and three folders (issue 44)
 TOP_LEVEL_PY = ["continual", "drift", "evaluate", "grpo", "razor", "rollout", "sdpo", "train"]
 TOP_LEVEL = sorted(["README.md", "EQUATIONS.md", "LAB.md", "requirements.txt", "machinery", "tools", "classroom",

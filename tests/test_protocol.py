@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import continual
-from machinery import flags, rundir
+from machinery import flags, rundir, tasks
 import grpo
 from machinery import infra
 import rollout
@@ -268,7 +268,12 @@ def test_feedback_notes_from_grading_and_the_release_table_per_kind():
     _, m_on, _ = sdpo.build_teacher_prompts(recs, texts, rewards, 2, feedback="on", notes=notes)
     _, m_off, _ = sdpo.build_teacher_prompts(recs, texts, rewards, 2, feedback="off", notes=notes)
     assert m_on.tolist() == [1, 0, 1, 1] and m_off.tolist() == [0, 0, 0, 0]
-    assert [sdpo.feedback_on("release", k) for k in ("code", "math", "mcq", "tooluse")] == [True, True, False, False]
+    assert [sdpo.feedback_on("release", {"kind": k}) for k in ("code", "math", "mcq", "tooluse")] == \
+        [True, True, False, False]
+    # the built-in world's CODING records: the one deviation (docs/PROTOCOL.md), and --feedback on overrides it
+    world_code = tasks.builtin_split("coding", "train", 1)[0]
+    assert not sdpo.feedback_on("release", world_code) and sdpo.feedback_on("on", world_code)
+    assert all(sdpo.feedback_on("release", r) for r in tasks.builtin_split("math", "train", 3))
 
 
 def test_the_step_logs_who_was_distilled_by_what(tiny):
@@ -339,7 +344,9 @@ def test_the_stage_table_is_what_runs():
     assert [r[0] for r in rows] == ["MATH", "SCIENCE", "TOOLUSE", "CODING"]
     _, args, _, _, _, _ = continual.parse_args([])
     for domain, kind, _, feedback, warmup, optimizer in rows:
-        assert sdpo.feedback_on(args.feedback, kind) == (feedback == "on"), domain
+        assert sdpo.feedback_on(args.feedback, {"kind": kind}) == feedback.startswith("on"), domain   # the release's data
+        world = tasks.builtin_split(domain.lower(), "train", 1)[0]   # the built-in world's: "(built-in world: off…)"
+        assert sdpo.feedback_on(args.feedback, world) == (feedback == "on"), domain
         assert train.stage_warmup(args.warmup_steps, [{"kind": kind}]) == int(warmup), domain
         assert args.stage_optimizer == optimizer, domain
         assert tasks.builtin_split(domain.lower(), "train", 1)[0]["kind"] == kind, domain   # the built-in world's

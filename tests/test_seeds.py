@@ -98,7 +98,7 @@ def test_roles_by_settings():
     assert claims.role_of({"method": "sdpo", "settings": {**s, "skip_empty_steps": True}}) is None
     presets = {name: {**s, "alpha": 0.0, **p} for name, p in continual.PRESETS.items()}
     assert [claims.role_of({"method": "sdpo", "settings": p}) for p in presets.values()] == \
-        ["SDPO_0", "SDPO_5%", "SDPO-CoT_5%", "S-SDPO_0", "StableSDPO"]
+        ["SDPO_0", "SDPO_5%", "SDPO-CoT_0", "SDPO-CoT_5%", "S-SDPO_0", "StableSDPO"]
 
 
 def test_claim_metrics_by_hand():

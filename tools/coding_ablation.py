@@ -52,7 +52,7 @@ FACTORS = {"a": ["--feedback", "off", "--warmup-steps", "0"],
            "b": ["--feedback", "on", "--warmup-steps", "0"],
            "c": ["--feedback", "off", "--warmup-steps", "10"],
            "d": ["--feedback", "off", "--warmup-steps", "0", "--skip-empty-steps"],
-           "e": ["--feedback", "off", "--warmup-steps", "0", "--lr", str(flags.LR["grpo"])],
+           "e": ["--feedback", "off", "--warmup-steps", "0", "--lr", "2e-4"],   # GRPO's rate when declared
            "f": ["--feedback", "off", "--warmup-steps", "0", "--stage-optimizer", "carry"]}
 FACTOR_NAMES = {"a": "as committed", "b": "feedback on (true report)", "c": "10-batch warmup",
                 "d": "no step without signal", "e": "GRPO's learning rate", "f": "optimizer carried over"}

@@ -1,0 +1,98 @@
+"""tools/reference.py — the confirmatory reference of the paper's claims (issue 46), seed by seed.
+
+    python tools/reference.py --distances               # once, before any seed: the benchmarks' distances (G2)
+    python tools/reference.py --seeds 10,11             # the seeds' experiments, one after another
+    python tools/reference.py --seeds 10,11 --jobs 2    # two seeds side by side, one thread each
+    python tools/reference.py --summary                 # the declared claims over every finished seed
+
+Every seed runs the experiments of machinery/claims.py's EXPERIMENTS (the continual run of GRPO, SDPO_0 and
+SDPO_5%; the single-domain MATH and TOOLUSE runs of GRPO, the α sweep and StableSDPO; the CoT runs on the
+thinking model), each a plain `python continual.py ... --seed S --runs-dir results/reference --name EXP-sS`.
+An experiment whose results.json is there is finished and skipped, so the reference resumes seed by seed
+and experiment by experiment; commit each finished directory (its checkpoints are not kept: .gitignore).
+The claims, their metrics and the seeds were declared before any seed ran (docs/RESULTS.md).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import drift  # noqa: E402
+import evaluate  # noqa: E402
+from machinery import claims, tasks  # noqa: E402
+from machinery.models import load_model  # noqa: E402
+
+ROOT = os.path.join("results", "reference")
+
+
+def finished(exp, seed, root=ROOT):
+    return os.path.isfile(os.path.join(root, f"{exp}-s{seed}", "results.json"))
+
+
+def run_seed(seed, threads=1, root=ROOT):
+    """Every experiment of one seed not yet finished, in EXPERIMENTS' order; its time in <dir>/seconds.txt."""
+    for exp, flags in claims.EXPERIMENTS.items():
+        if finished(exp, seed, root):
+            continue
+        name = f"{exp}-s{seed}"
+        cmd = [sys.executable, "continual.py", *flags.split(), "--seed", str(seed), "--runs-dir", root,
+               "--name", name, "--threads", str(threads)]
+        print("$", " ".join(cmd[1:]), flush=True)
+        os.makedirs(os.path.join(root, name), exist_ok=True)
+        t0 = time.time()
+        with open(os.path.join(root, f"{name}.out"), "w") as f:
+            subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.STDOUT)
+        with open(os.path.join(root, name, "seconds.txt"), "w") as f:
+            f.write(f"{time.time() - t0:.0f}\n")
+        os.remove(os.path.join(root, f"{name}.out"))
+        print(f"finished {name} in {time.time() - t0:.0f} s", flush=True)
+
+
+def distances(root=ROOT, n=32, k=8, seed=0):
+    """drift.benchmark_distances of the base model's evaluation responses (the reference's: 32 test prompts
+    × 8 samples per benchmark, evaluation seed 0), written to <root>/distances.json."""
+    model, tok = load_model("tiny")
+    resp = {}
+    evaluate.evaluate(model, tok, list(tasks.GENERATORS), n=n, k=k, seed=seed, responses=resp)
+    out = drift.benchmark_distances(model, tok, resp)
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, "distances.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    return out
+
+
+def summary(root=ROOT):
+    bundles = claims.read_reference(root)
+    rows = claims.measure_declared(list(bundles.values()))
+    print(f"seeds: {', '.join(map(str, bundles))}\n\n" + claims.declared_table(rows))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", default=None, help="comma list of seeds to run (the declared ones start at 10)")
+    ap.add_argument("--jobs", type=int, default=1, help="seeds side by side, one thread each (default 1)")
+    ap.add_argument("--distances", action="store_true", help="compute the benchmarks' distances (before any seed)")
+    ap.add_argument("--summary", action="store_true", help="the declared claims over the finished seeds")
+    args = ap.parse_args(argv)
+    if args.distances:
+        print(json.dumps(distances(), indent=1))
+    if args.seeds:
+        try:
+            seeds = [int(s) for s in args.seeds.split(",")]
+        except ValueError:
+            ap.error(f"--seeds: a comma list of integers, got {args.seeds!r}")
+        if args.jobs < 1:
+            ap.error(f"--jobs must be >= 1, got {args.jobs}")
+        with ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda s: run_seed(s, max(1, 2 // args.jobs)), seeds))
+    if args.summary:
+        summary()
+
+
+if __name__ == "__main__":
+    main()
