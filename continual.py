@@ -25,6 +25,7 @@ sdpo.micro_batch_loss), then backward, clip and step.
 import copy
 import json
 import os
+import random
 import shutil
 import time
 
@@ -167,7 +168,7 @@ def main(argv=None):
                         with rundir.saved_if_interrupted(run, stage, exp["partial_dir"], k):
                             train.run_steps(run["model"], run["tok"], stage["records"], stage["args"],
                                             METHODS[method], stage["frozen"], stage["opt"], desc=stage["desc"],
-                                            start_step=stage["start"], on_step=stage["on_step"])
+                                            start_step=stage["start"], on_step=stage["on_step"], base=stage["base"])
                         end_stage(exp, run, k, stage)   # (C2) acc[k][b] on every benchmark, drift (A4–A8), saved
             results.append(write_results(one, configs, stages, benchmarks, progress, run_dir))   # A2–A3
     return rundir.finish(args, configs, defaults, seeds, dirs, results, t_start)
@@ -198,14 +199,14 @@ def start_stage(exp, run, k):
     carried_opt = stage_checkpoint(exp["run_dir"], run["name"], k - 1, stages[k - 1]) \
         if k > 0 and args.stage_optimizer == "carry" else None
     stage = new_stage(model, run["tok"], stages[k], k, run["method"], run["settings"], args, run["resume"],
-                      exp["partial_dir"], run["prev_teacher"], carried_opt)
+                      exp["partial_dir"], run["prev_teacher"], carried_opt, base=exp["base_model"], earlier=stages[:k])
     stage["on_step"] = stage_logger(stage, model, run["tok"], exp["log_path"], run["name"], k)
     stage["desc"] = f"{run['name']} {k + 1}:{stages[k]}"
     return stage
 
 
 def new_stage(model, tok, domain, stage_idx, method, settings, args, resume=None, partial_dir=None,
-              prev_teacher=None, prev_optimizer=None):
+              prev_teacher=None, prev_optimizer=None, base=None, earlier=()):
     """What one stage trains with: its settings and prompts, a fresh optimizer (the release's), and the
     method's frozen model, (T3) the stage's teacher for SDPO or GRPO's reference (G4, --kl-coef only).
 
@@ -214,21 +215,31 @@ def new_stage(model, tok, domain, stage_idx, method, settings, args, resume=None
     over (--stage-optimizer carry); None: a fresh AdamW, as each of the release's stage jobs builds.
     resume: the state a Ctrl-C saved in `partial_dir` (optimizer, teacher, step, rows so far); the
     stage then continues from that step boundary and ends exactly as an uninterrupted stage would.
+    base: θ_0 of the whole sequence (the base teacher T5, the defences R2–R3); earlier: the earlier stages'
+    domains, for replay (R1).
     """
     stage_args = copy.copy(args)
     vars(stage_args).update(settings)
     stage_args.seed = args.seed * 1000 + stage_idx  # a different prompt order per stage, same across methods
     records = drop_long_prompts(tok, train.train_records(domain, seed=args.seed), args.max_prompt_len,
                                 f"{domain} training prompts")
+    if settings.get("replay") and earlier:   # (R1) a share of the stage's prompts from the earlier domains
+        old = [drop_long_prompts(tok, train.train_records(d, seed=args.seed), args.max_prompt_len, f"{d} prompts")
+               for d in earlier]
+        records = replay_mix(records, old, settings["replay"], args.steps * args.prompts_per_step, stage_args.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=stage_args.lr, weight_decay=args.weight_decay)
     if prev_optimizer and not resume:   # --stage-optimizer carry: the moments and step count go on
         load_optimizer(prev_optimizer, model, opt)
-    if method == "sdpo":   # (T3) restart from θ_{k−1}, or carry (a mix of) the previous stage's teacher
+    if method == "sdpo" and settings["teacher"] == "ema":   # (T3) restart from θ_{k−1}, or carry (a mix of)
         frozen = sdpo.stage_teacher(model, prev_teacher if settings["teacher_init"] == "carry" else None,
-                                    settings["teacher_mix"])
+                                    settings["teacher_mix"])   # the previous stage's teacher
+    elif method == "sdpo":   # the other kinds: none (live, T4), θ_0 (base, T5), θ_{k−1} (trust-region's ref, T6)
+        frozen = sdpo.frozen_model(model, stage_args, base)
     else:
         frozen = grpo.frozen_model(model, stage_args)
+    defended = method == "sdpo" and (settings.get("anchor") or settings.get("base_kl"))   # R2, R3 read θ_0
     stage = {"args": stage_args, "domain": domain, "records": records, "opt": opt, "frozen": frozen,
+             "base": base if defended else None,
              "teacher": frozen if method == "sdpo" else None, "curve": [], "rows": [], "start": 0}
     if resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
         load_optimizer(partial_dir, model, opt)
@@ -236,6 +247,21 @@ def new_stage(model, tok, domain, stage_idx, method, settings, args, resume=None
             load_teacher(partial_dir, stage["teacher"])
         stage.update(curve=resume["curve"], rows=resume["rows"], start=resume["step"])
     return stage
+
+
+def replay_mix(records, earlier, share, n_prompts, seed):
+    """(R1) Replay: the stage's prompt list with exactly round(share · n_prompts) of its first n_prompts (the
+    stage's whole budget, steps × prompts per step, one epoch of train.prompt_order) drawn from the earlier
+    domains (in turn, each shuffled by `seed`), the rest from the stage's own domain. Each record keeps its
+    own kind, so it is graded by its own domain's grader; the stage's own records come first (its warmup).
+    records: the stage's own; earlier: [records of each earlier domain]."""
+    rng = random.Random(seed)
+    # (R1) round(r · n) replayed prompts, n − round(r · n) of the stage's own
+    n_old = round(share * n_prompts)
+    pools = [rng.sample(pool, len(pool)) for pool in earlier]
+    old = [pools[i % len(pools)][i // len(pools) % len(pools[i % len(pools)])] for i in range(n_old)]
+    own = records[:n_prompts - n_old]
+    return own + old
 
 
 def stage_logger(stage, model, tok, log_path, run_name, stage_idx, measure=None):

@@ -32,7 +32,7 @@ from machinery import tasks
 from machinery.flags import check_code_jail, check_dir_flag, per_seed
 from machinery.infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, check_weights, checked_total,
                              clip_gradients, first_global_index, gathered, global_sum, init_distributed, is_main,
-                             my_sample_blocks,
+                             my_sample_blocks, clone_model,
                              process_count, save_checkpoint, update_size, weights_snapshot)
 from machinery.models import load_policy
 from rollout import acc_at_k, collect, drop_long_prompts
@@ -118,11 +118,12 @@ def warmup_lr(lr, step, warmup_steps):
 
 
 def run_steps(model, tok, records, args, method, frozen, opt, log_path=None, desc="train", start_step=0,
-              on_step=None):
+              on_step=None, base=None):
     """Steps `start_step+1 .. args.steps` of one task. Any step can be resumed: it has its own seed.
 
     method: the grpo or sdpo module; frozen: its frozen model (GRPO's reference or None, SDPO's teacher).
     on_step(step, row) runs after each logged step (continual.py: in-stage curve, its own log).
+    base: θ_0 of the whole sequence, for the forgetting defences (--anchor R2, --base-kl R3); None without them.
     """
     order, warmup = prompt_order(len(records), args), stage_warmup(args.warmup_steps, records)
     bar = tqdm(range(start_step, args.steps), desc=desc, dynamic_ncols=True, leave=False, disable=not is_main())
@@ -137,7 +138,7 @@ def run_steps(model, tok, records, args, method, frozen, opt, log_path=None, des
             # ---- 2. the method's update: its loss on every micro-batch, backward, clip, step (update) ----
             torch.manual_seed(update_seed(args.seed, step))
             lr = warmup_lr(args.lr, step, warmup)   # this batch's rate (the release's warmup)
-            stats = update(model, opt, method, frozen, batch, args, tok, step + 1, lr)
+            stats = update(model, opt, method, frozen, batch, args, tok, step + 1, lr, base)
             model.zero_grad(set_to_none=True)   # the gradients' memory is free for the next rollout
             # ---- 3. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----
             refreshed = method.after_step(frozen, model, step + 1, args)
@@ -158,7 +159,7 @@ def run_steps(model, tok, records, args, method, frozen, opt, log_path=None, des
     return model
 
 
-def update(model, opt, method, frozen, batch, args, tok, step, lr=None):
+def update(model, opt, method, frozen, batch, args, tok, step, lr=None, base=None):
     """One batch's update: what the method needs from the batch (method.prepare_batch), then its optimizer
     steps (GRPO: mini-batches × epochs; SDPO: one), each: zero the gradient, the method's loss and its
     backward on every micro-batch, clip, step. Returns the step's statistics (method.step_stats, the rate,
@@ -173,6 +174,7 @@ def update(model, opt, method, frozen, batch, args, tok, step, lr=None):
         for group in opt.param_groups:
             group["lr"] = lr
     plan = method.prepare_batch(model, frozen, batch, args, tok, step)
+    plan["base"] = base                # θ_0, for a defence that reads it (sdpo: --base-kl, R3)
     for part in plan["steps"]:         # (G5, S5) each step's token and response counts over the whole batch
         part["n_tok"], part["n_seq"] = global_sum(part["n_tok"]), global_sum(part["n_seq"])
     empty = all(part["n_tok"] == 0 for part in plan["steps"])   # SDPO: no response had a teacher signal
@@ -195,12 +197,30 @@ def update(model, opt, method, frozen, batch, args, tok, step, lr=None):
                 loss, stats = method.micro_batch_loss(model, frozen, batch, plan, part, idx, args, tok)
                 loss.backward()        # the gradient accumulates in p.grad, micro-batch by micro-batch
                 total, parts = total + loss.detach().cpu(), parts + [stats]
+            if getattr(args, "anchor", 0):   # (R2) a forgetting defence: + (λ/2)‖θ − θ_0‖², once per step
+                penalty = l2_anchor(model, base, args.anchor)
+                penalty.backward()
+                total = total + penalty.detach().cpu()
             total = checked_total(model, total, len(part["micro_batches"]))   # Σ over processes; stops if non-finite
             grad_norm = clip_gradients(model, args.max_grad_norm)   # ‖∇‖ before clipping, then clipped
             opt.step()
             check_weights(model)
             results.append((total, parts, grad_norm))
     return {**method.step_stats(plan, results), "lr": opt.param_groups[0]["lr"], **update_size(model, before)}
+
+
+def start_copy_if_defended(model, args):
+    """θ_0 for the forgetting defences that read it (--anchor R2, --base-kl R3): a frozen copy; else None."""
+    if getattr(args, "anchor", 0) or getattr(args, "base_kl", 0):
+        return clone_model(model).eval().requires_grad_(False)
+    return None
+
+
+def l2_anchor(model, base, lam):
+    """(R2) L2 anchoring to θ_0: (λ/2) Σ_p ‖θ_p − θ_0,p‖², whose gradient is λ(θ − θ_0) (the forgetting
+    defence of a nanochat fork's --preserve-knowledge). base: θ_0, never moved."""
+    # (R2) (λ/2) ‖θ − θ_0‖²
+    return 0.5 * lam * sum(((p - p0.detach()) ** 2).sum() for p, p0 in zip(model.parameters(), base.parameters()))
 
 
 def step_row(model, batch, stats, step, t0, t1):
@@ -261,9 +281,9 @@ def train_one_task(ap, args, method_name, method):
     print(f"{method_name} on {args.task}: Acc@{args.eval_k} before = {100 * before:.1f}% ({len(test)} test prompts)")
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     frozen = method.frozen_model(model, args)   # GRPO's reference (G4, only with --kl-coef) or SDPO's teacher
-    t0 = time.time()
+    t0, base = time.time(), start_copy_if_defended(model, args)   # θ_0 for the defences R2, R3 (or None)
     try:
-        run_steps(model, tok, records, args, method, frozen, opt, log_path, desc=f"{method_name}:{args.task}")
+        run_steps(model, tok, records, args, method, frozen, opt, log_path, desc=f"{method_name}:{args.task}", base=base)
     except NonFiniteError as e:
         print(f"error: stopped at a non-finite step ({e}); nothing saved from this run", file=sys.stderr)
         sys.exit(1)

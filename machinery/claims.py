@@ -41,7 +41,7 @@ def role_of(run):
     # (S8) the release's per-domain feedback is the paper's protocol; "off" (or False) is the protocol of the
     # reference committed before 2026-12-02; feedback on everywhere is another setting
     if s.get("mask_ratio") or s.get("feedback") in (True, "on") or s.get("skip_empty_steps") \
-            or s.get("teacher_init", "restart") != "restart":
+            or s.get("teacher_init", "restart") != "restart" or defence_of(s):
         return None
     if s["refresh_every"]:
         return None if s["cot"] else ("S-SDPO_0" if s["gamma"] == 1 else "StableSDPO")
@@ -50,6 +50,14 @@ def role_of(run):
     if s["alpha"] == 0:
         return "SDPO-CoT_0" if s["cot"] else "SDPO_0"
     return None
+
+
+def defence_of(s):
+    """The teacher kind or forgetting defence an SDPO run adds (issue 47), e.g. "teacher live", "replay 0.2";
+    "" for none."""
+    parts = [f"teacher {s['teacher']}"] if s.get("teacher", "ema") != "ema" else []
+    parts += [f"{k} {s[k]:g}" for k in ("replay", "anchor", "base_kl") if s.get(k)]
+    return ", ".join(parts)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -139,6 +147,7 @@ METRICS = {   # name: (how to compute it, its unit, how to print it: scale)
     "cos": (final_drift("cos"), "cosine", 1),
     "kl": (final_drift("kl"), "nats", 1),
     "collapse3": (collapse_at(3), "% degenerate", 100),
+    "collapse_last": (lambda r, s, b: r["degenerate"][-1], "% degenerate", 100),
     "avg_acc": (average_accuracy, "acc %", 100),
     "cot_math": (own_domain_change("math"), "Δ points", 100),
     "cot_science": (own_domain_change("science"), "Δ points", 100),
@@ -534,6 +543,56 @@ DECLARED = [
 ]
 
 
+# ----------------------------------------------------------------------------------------------
+# What keeps SDPO from forgetting (issue 47): exploratory, declared before its runs, on seeds of its own
+# ----------------------------------------------------------------------------------------------
+# Each defence is SDPO_5%'s continual run with one lever of another implementation added; the control is
+# SDPO_5% itself, on the same seeds (same prompts, same test prompts): d = defence − control per seed.
+# The two coefficients, fixed before any run of the family by a rule that looks only at the undefended
+# SDPO_5% headline run (seed 0, stage 1; docs/RESULTS.md, "What keeps SDPO from forgetting: declared"):
+#   anchor λ = ‖∇L‖ at the stage's first step / ‖θ_1 − θ_0‖ = 0.0775 / 3.04  -> 0.026 (two figures)
+#   base_kl β = GJSD per token at the first step / k3 per token of θ_1 vs θ_0 = 0.0317 / 0.174 -> 0.18
+DEFENCE_COEF = {"anchor": 0.026, "base_kl": 0.18}
+DEFENCES = {   # experiment: (what it adds, its continual.py flags beyond the control's)
+    "def-control": ("SDPO_5% (the control)", ""),
+    "def-replay": ("replay 20% of earlier prompts (R1; the nanochat fork's share)", "--replay 0.2"),
+    "def-anchor": ("L2 anchoring to θ_0 (R2)", "--anchor {anchor}"),
+    "def-basekl": ("KL-to-base penalty (R3, RL's Razor)", "--base-kl {base_kl}"),
+    "def-live": ("live teacher (T4, TRL)", "--teacher live"),
+    "def-base": ("base teacher θ_0 (T5, TRL)", "--teacher base"),
+    "def-trust": ("trust-region teacher, λ = 5% (T6, the official SDPO)", "--teacher trust_region"),
+}
+DEFENCE_CONTROL_FLAGS = "--method sdpo_5"
+
+
+def defence_flags(exp):
+    """The continual.py flags of one experiment of the defences' family."""
+    return (DEFENCE_CONTROL_FLAGS + " " + DEFENCES[exp][1].format(**DEFENCE_COEF)).strip()
+
+
+def defence_metric(x, exp, metric):
+    """A metric of the one SDPO run of experiment `exp` in a seed's bundle, or None."""
+    res = x.get(exp)
+    if res is None:
+        return None
+    (run,) = res["runs"].values()
+    return METRICS[metric][0](run, res["stages"], res["benchmarks"])
+
+
+def defence_diff(exp, metric):
+    return lambda x: diff(lambda e: defence_metric(x, e, metric), exp, "def-control")
+
+
+EXPLORATORY = [(f"E-{exp[4:]}", f"{label} reduces SDPO_5%'s forgetting of the earlier domains: F (A3) after "
+                f"stage 4, defence − SDPO_5%", "issue 47 (exploratory)", "—", "F %", 100, -1,
+                defence_diff(exp, "forget_earlier"))
+               for exp, (label, _) in DEFENCES.items() if exp != "def-control"]
+# Reported beside each, with intervals and no verdict: what the defence costs or changes
+DEFENCE_REPORT = [("forget_earlier_points", "F earlier, points"), ("gain", "G %"), ("gain_points", "G, points"),
+                  ("nss", "NSS (A4)"), ("angle", "angle (A5)"), ("iou", "IoU (A6)"), ("cos", "response cos (A7)"),
+                  ("kl", "KL to base"), ("collapse_last", "degenerate after stage 4")]
+
+
 def t_two_sided_p(t, df):
     """P(|T| ≥ |t|) for Student's t with df degrees of freedom: the regularised incomplete beta
     I_{df/(df+t²)}(df/2, 1/2), by its continued fraction (Lentz's method)."""
@@ -624,6 +683,27 @@ def declared_table(rows):
     return "\n".join(lines)
 
 
+def defence_table(bundles):
+    """Per defence: each reported metric's mean difference to the control [95% interval] over the seeds."""
+    head = " | ".join(label for _, label in DEFENCE_REPORT)
+    lines = [f"| defence | seeds | {head} |", "|---|---|" + "---|" * len(DEFENCE_REPORT)]
+    for exp, (label, _) in DEFENCES.items():
+        if exp == "def-control":
+            continue
+        cells, n = [], 0
+        for metric, _ in DEFENCE_REPORT:
+            d = [v for v in (defence_diff(exp, metric)(x) for x in bundles) if v is not None]
+            n = max(n, len(d))
+            scale = METRICS[metric][2]
+            if not d:
+                cells.append("—")
+                continue
+            m, lo, hi = mean_interval(d)
+            cells.append(fmt(m, scale) + ("" if lo is None else f" [{fmt(lo, scale)}, {fmt(hi, scale)}]"))
+        lines.append(f"| {label} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def read_reference(root):
     """{seed: {experiment: results.json}} of a reference directory (<experiment>-s<seed>/results.json), each
     seed's bundle with the distances (DISTANCES) beside it."""
@@ -631,7 +711,7 @@ def read_reference(root):
     for name in sorted(os.listdir(root)):
         exp, _, seed = name.rpartition("-s")
         f = os.path.join(root, name, "results.json")
-        if exp in EXPERIMENTS and seed.isdigit() and os.path.isfile(f):
+        if (exp in EXPERIMENTS or exp in DEFENCES) and seed.isdigit() and os.path.isfile(f):
             found.setdefault(int(seed), {})[exp] = json.load(open(f))
     distances = json.load(open(os.path.join(root, "distances.json")))
     return {s: {**x, "distances": distances} for s, x in sorted(found.items())}

@@ -27,8 +27,9 @@ TOP_LEVEL = sorted(["README.md", "EQUATIONS.md", "LAB.md", "requirements.txt", "
                     "docs", "results", "tests"] + [m + ".py" for m in TOP_LEVEL_PY])
 PACKAGES = ("machinery", "tools", "classroom")
 
-ALL_TAGS = ([f"G{i}" for i in range(1, 6)] + [f"S{i}" for i in range(1, 9)] + [f"T{i}" for i in range(1, 4)]
-            + [f"C{i}" for i in range(1, 4)] + [f"A{i}" for i in range(1, 9)] + [f"B{i}" for i in range(1, 5)])
+ALL_TAGS = ([f"G{i}" for i in range(1, 6)] + [f"S{i}" for i in range(1, 9)] + [f"T{i}" for i in range(1, 7)]
+            + [f"C{i}" for i in range(1, 4)] + [f"A{i}" for i in range(1, 9)] + [f"B{i}" for i in range(1, 5)]
+            + [f"R{i}" for i in range(1, 4)])   # T4–T6, R1–R3: the other implementations' kinds and defences (issue 47)
 
 
 def modules():
@@ -109,7 +110,7 @@ def key_rows():
     """(tag, file, function) for every place the key's "computed in" column names (`file.py:function`)."""
     rows = []
     for line in open(os.path.join(ROOT, "EQUATIONS.md")):
-        m = re.match(r"\|\s*\*?\*?([GSTCAB]\d)\*?\*?\s*\|", line)
+        m = re.match(r"\|\s*\*?\*?([GSTCABR]\d)\*?\*?\s*\|", line)
         if not m:
             continue
         cells = re.split(r"(?<!\\)\|", line)   # (an escaped \| inside a formula is not a column)
@@ -219,7 +220,7 @@ def test_the_method_files_have_no_rank_world_or_shard_names(f):
 ALLOWED_HELPERS = {
     "train.py": {"Interrupted", "NonFiniteError", "StepBoundarySigint", "append_jsonl", "check_weights", "checked_total",
                  "clip_gradients", "first_global_index", "gathered", "global_sum", "init_distributed", "is_main",
-                 "my_sample_blocks", "process_count", "save_checkpoint", "update_size", "weights_snapshot"},
+                 "my_sample_blocks", "clone_model", "process_count", "save_checkpoint", "update_size", "weights_snapshot"},
     "grpo.py": {"clone_model"},
     "sdpo.py": {"NonFiniteError", "all_finite", "clone_model"},
 }
@@ -237,6 +238,7 @@ def test_the_method_files_take_only_the_allowed_helpers_from_the_infrastructure(
 
 MAX_DEPTH = 4
 DEEPER = {"sdpo.py:kl_from_logp": 5, "rollout.py:fill_reprompt": 5, "rollout.py:strip_think": 5,
+          "sdpo.py:teacher_logits": 5,   # the teacher's kind (T4–T6), inside S2's teacher_logprobs
           "drift.py:normalized_spectral_shift": 6, "drift.py:principal_angles": 6, "drift.py:principal_mask_overlap": 6,
           "drift.py:principal_mask": 6}
 SMALL_HEADLINE = ["--method", "grpo,sdpo", "--stages", "science", "--benchmarks", "science", "--steps", "1",

@@ -4,6 +4,8 @@
     python tools/reference.py --seeds 10,11             # the seeds' experiments, one after another
     python tools/reference.py --seeds 10,11 --jobs 2    # two seeds side by side, one thread each
     python tools/reference.py --summary                 # the declared claims over every finished seed
+    python tools/reference.py --family defences --seeds 100,101,102 --jobs 2   # what keeps SDPO from forgetting
+    python tools/reference.py --family defences --summary
 
 Every seed runs the experiments of machinery/claims.py's EXPERIMENTS (the continual run of GRPO, SDPO_0 and
 SDPO_5%; the single-domain MATH and TOOLUSE runs of GRPO, the α sweep and StableSDPO; the CoT runs on the
@@ -33,9 +35,16 @@ def finished(exp, seed, root=ROOT):
     return os.path.isfile(os.path.join(root, f"{exp}-s{seed}", "results.json"))
 
 
-def run_seed(seed, threads=1, root=ROOT):
-    """Every experiment of one seed not yet finished, in EXPERIMENTS' order; its time in <dir>/seconds.txt."""
-    for exp, flags in claims.EXPERIMENTS.items():
+def experiments(family):
+    """{experiment: its continual.py flags} of a family: the paper's claims, or the defences (issue 47)."""
+    if family == "paper":
+        return claims.EXPERIMENTS
+    return {exp: claims.defence_flags(exp) for exp in claims.DEFENCES}
+
+
+def run_seed(seed, threads=1, root=ROOT, family="paper"):
+    """Every experiment of one seed not yet finished, in the family's order; its time in <dir>/seconds.txt."""
+    for exp, flags in experiments(family).items():
         if finished(exp, seed, root):
             continue
         name = f"{exp}-s{seed}"
@@ -65,10 +74,20 @@ def distances(root=ROOT, n=32, k=8, seed=0):
     return out
 
 
-def summary(root=ROOT):
+def summary(root=ROOT, family="paper"):
+    """The family's declared claims over every seed with a finished experiment (and, for the defences, the
+    table of what each costs)."""
     bundles = claims.read_reference(root)
-    rows = claims.measure_declared(list(bundles.values()))
+    if family == "paper":
+        bundles = {s: x for s, x in bundles.items() if any(e in x for e in claims.EXPERIMENTS)}
+        rows = claims.measure_declared(list(bundles.values()))
+    else:
+        bundles = {s: x for s, x in bundles.items() if any(e in x for e in claims.DEFENCES)}
+        rows = claims.measure_declared(list(bundles.values()), claims.EXPLORATORY)
     print(f"seeds: {', '.join(map(str, bundles))}\n\n" + claims.declared_table(rows))
+    if family == "defences":
+        print("\nEach defence − SDPO_5%, mean [95% interval] over the seeds:\n\n" +
+              claims.defence_table(list(bundles.values())))
     return rows
 
 
@@ -78,6 +97,8 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="seeds side by side, one thread each (default 1)")
     ap.add_argument("--distances", action="store_true", help="compute the benchmarks' distances (before any seed)")
     ap.add_argument("--summary", action="store_true", help="the declared claims over the finished seeds")
+    ap.add_argument("--family", default="paper", choices=["paper", "defences"],
+                    help="the paper's claims (issue 46, seeds 10-29) or the defences (issue 47, seeds 100-102)")
     args = ap.parse_args(argv)
     if args.distances:
         print(json.dumps(distances(), indent=1))
@@ -89,9 +110,9 @@ def main(argv=None):
         if args.jobs < 1:
             ap.error(f"--jobs must be >= 1, got {args.jobs}")
         with ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda s: run_seed(s, max(1, 2 // args.jobs)), seeds))
+            list(pool.map(lambda s: run_seed(s, max(1, 2 // args.jobs), family=args.family), seeds))
     if args.summary:
-        summary()
+        summary(family=args.family)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,185 @@
+"""The confirmatory reference's claims (issue 46) and the defences' (issue 47): every metric against a hand
+computation on hand-made results.json files, Holm's correction on worked examples, and the p-value that
+the interval inverts."""
+import json
+import math
+import os
+import random
+
+import pytest
+
+from evaluate import mean_interval
+from machinery import claims
+
+B8 = ["math", "science", "tooluse", "coding", "math_hard", "science_boxed", "tool_unseen", "logic"]
+SDPO = {"alpha": 0.05, "cot": False, "refresh_every": 0, "gamma": 1.0, "mask_ratio": 0.0, "feedback": "release",
+        "teacher_init": "restart", "teacher_mix": 1.0}
+GRPO = {"mini_batches": 4, "epochs": 1, "clip_ratio_c": 3.0}
+
+
+def run(method, settings, acc, **extra):
+    return {"method": method, "settings": settings, "acc": acc, **extra}
+
+
+def sdpo(**s):
+    return {**SDPO, **s}
+
+
+def central_mass(t, df, steps=20000):
+    """P(|T| < t) = 2 ∫_0^t of Student's t density, by the trapezoid rule (a reference independent of
+    claims.py; no tail to truncate)."""
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+    f = lambda x: c * (1 + x * x / df) ** (-(df + 1) / 2)
+    h = t / steps
+    return 2 * sum((f(i * h) + f((i + 1) * h)) * h / 2 for i in range(steps))
+
+
+@pytest.mark.parametrize("t,df", [(2.0, 5), (0.3, 2), (4.303, 2), (1.0, 19), (3.5, 9), (-2.2, 4)])
+def test_the_two_sided_p_against_the_density(t, df):
+    assert claims.t_two_sided_p(t, df) == pytest.approx(1 - central_mass(abs(t), df), abs=1e-6)
+    if df == 2:   # the closed form: P(|T| ≥ t) = 1 − t / √(2 + t²)
+        assert claims.t_two_sided_p(t, df) == pytest.approx(1 - abs(t) / math.sqrt(2 + t * t), abs=1e-12)
+
+
+def test_p_below_5_percent_exactly_when_the_interval_leaves_0():
+    rng = random.Random(0)
+    for _ in range(300):
+        d = [rng.gauss(rng.uniform(-1, 1), 1) for _ in range(rng.randint(2, 8))]
+        _, lo, hi = mean_interval(d)
+        if min(abs(lo), abs(hi)) < 1e-3:
+            continue   # (on the boundary the two round differently)
+        assert (claims.p_value(d) < 0.05) == (lo > 0 or hi < 0)
+
+
+def test_holm_on_worked_examples():
+    # sorted: 0.005 ≤ 0.05/4, 0.01 ≤ 0.05/3, then 0.03 > 0.05/2: stop (0.04 is not rejected either)
+    assert claims.holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
+    # 0.01 ≤ 0.05/5; 0.02 > 0.05/4: only the first, though each is below 0.05 on its own
+    assert claims.holm([0.01, 0.02, 0.03, 0.04, 0.05]) == [True, False, False, False, False]
+    # everything tiny: all rejected; a None (a claim not run) takes no part and is never rejected
+    assert claims.holm([1e-4, None, 1e-3]) == [True, False, True]
+    assert claims.holm([]) == []
+
+
+def continual_results(shift):
+    """A hand-made continual results.json (4 stages, 8 benchmarks) for one seed."""
+    base = [0.5] * 8
+    g = [base, [0.8] + [0.5] * 7, [0.6, 0.9] + [0.5] * 6, [0.6, 0.8, 0.7] + [0.5] * 5,
+         [0.6, 0.8, 0.7, 0.9, 0.55, 0.5, 0.6, 0.45]]
+    s0 = [base, [0.85 + shift] + [0.5] * 7, [0.5, 0.95] + [0.5] * 6, [0.4, 0.7, 0.6] + [0.5] * 5,
+          [0.3, 0.6, 0.5, 0.4, 0.4, 0.4, 0.4, 0.4]]
+    drift = lambda angle, iou: [{"params_vs_base": {"all": {"angle_max": angle, "iou_mean": iou, "nss_mean": 0.0}},
+                                 "responses_vs_base": {"mean": 0.9}, "kl_to_base_mean": 1.0}]
+    js = [[0.02] * 40, [0.04] * 40, [0.05] * 40, [0.01] * 5 + [0.002] * 5 + [0.0] * 30]
+    runs = {"grpo": run("grpo", GRPO, g, degenerate=[0, 0, 0, 0.02], drift=drift(10.0, 0.995),
+                        avg_forget_earlier=0.1, avg_forget_ood=0.05),
+            "sdpo_a0": run("sdpo", sdpo(alpha=0.0), s0, degenerate=[0, 0, 0.01, 0.05], drift=drift(20.0 + shift, 0.9),
+                           avg_forget_earlier=0.3 + shift, avg_forget_ood=0.2),
+            "sdpo_a0.05": run("sdpo", sdpo(), s0, degenerate=[0, 0.3, 0.1, 0.2], drift=drift(25.0, 0.85),
+                              avg_forget_earlier=0.5, avg_forget_ood=0.4, js_steps=js)}
+    return {"stages": ["math", "science", "tooluse", "coding"], "benchmarks": B8, "runs": runs}
+
+
+def single_results(source, own, others, steps=None):
+    """A hand-made one-stage results.json: {role settings name: (own accuracy after, mean of the others)}."""
+    runs = {}
+    for name, (method, s) in {"grpo": ("grpo", GRPO), "sdpo_a0": ("sdpo", sdpo(alpha=0.0)),
+                              "sdpo_a0.01": ("sdpo", sdpo(alpha=0.01)), "sdpo_a0.05": ("sdpo", sdpo()),
+                              "sdpo_r10_g0.5": ("sdpo", sdpo(alpha=0.0, refresh_every=10, gamma=0.5))}.items():
+        after = [others[name]] * 8
+        after[B8.index(source)] = own[name]
+        runs[name] = run(method, s, [[0.5] * 8, after], js_steps=[steps[name]] if steps else None,
+                         entropy_steps=[steps[name]] if steps else None)
+    return {"stages": [source], "benchmarks": B8, "runs": runs}
+
+
+def ramp(a, b):
+    """40 steps: 0.1 over steps 1–10, a over 11–20, a over 21–30, b over 31–40."""
+    return [0.1] * 10 + [a] * 20 + [b] * 10
+
+
+def bundle(shift=0.0):
+    math_ = single_results("math", {"grpo": 0.7, "sdpo_a0": 0.6, "sdpo_a0.01": 0.8, "sdpo_a0.05": 0.55,
+                                    "sdpo_r10_g0.5": 0.65},
+                           {"grpo": 0.55, "sdpo_a0": 0.45, "sdpo_a0.01": 0.5, "sdpo_a0.05": 0.4, "sdpo_r10_g0.5": 0.5},
+                           steps={"grpo": ramp(0, 0), "sdpo_a0": ramp(0.2, 0.1), "sdpo_a0.01": ramp(0.2, 0.2),
+                                  "sdpo_a0.05": ramp(0.2, 0.5 + shift), "sdpo_r10_g0.5": ramp(0.2, 0.2)})
+    tool = single_results("tooluse", {"grpo": 0.7, "sdpo_a0": 0.75, "sdpo_a0.01": 0.6, "sdpo_a0.05": 0.5,
+                                      "sdpo_r10_g0.5": 0.6},
+                          {"grpo": 0.5, "sdpo_a0": 0.5, "sdpo_a0.01": 0.5, "sdpo_a0.05": 0.5, "sdpo_r10_g0.5": 0.45})
+    cot = {"stages": ["math"], "benchmarks": ["math"], "runs": {
+        "sdpo_a0": run("sdpo", sdpo(alpha=0.0), [[0.5], [0.7]], drift=[{"params_vs_base": {"all": {"angle_max": 30.0}}}]),
+        "sdpo_a0_cot": run("sdpo", sdpo(alpha=0.0, cot=True), [[0.5], [0.6 + shift]],
+                           drift=[{"params_vs_base": {"all": {"angle_max": 40.0}}}]),
+        "sdpo_a0.05": run("sdpo", sdpo(), [[0.5], [0.65]], drift=[{"params_vs_base": {"all": {"angle_max": 35.0}}}])}}
+    d = json.load(open(os.path.join(os.path.dirname(__file__), "..", "results", "reference", "distances.json")))
+    return {"continual": continual_results(shift), "math": math_, "tooluse": tool, "cot-math": cot, "distances": d}
+
+
+def by_id(rows):
+    return {r["id"]: r for r in rows}
+
+
+def test_every_declared_metric_by_hand():
+    r = by_id(claims.measure_declared([bundle(0.0), bundle(0.0)]))
+    # C1: own domain right after stages 1, 2: SDPO_0 (0.85, 0.95) − GRPO (0.8, 0.9) = (+0.05, +0.05)
+    assert r["C1"]["effect"] == pytest.approx(0.05)
+    assert r["C2"]["effect"] == pytest.approx(0.5 - 0.1) and r["C3"]["effect"] == pytest.approx(0.3 - 0.1)
+    assert r["C4"]["effect"] == pytest.approx(0.4 - 0.05)
+    # C5a: GRPO's final Δ over 8: (.1 + .3 + .2 + .4 + .05 + 0 + .1 − .05) / 8; C5b: its smallest, −0.05
+    assert r["C5a"]["effect"] == pytest.approx(1.1 / 8) and r["C5b"]["effect"] == pytest.approx(-0.05)
+    assert r["C6a"]["effect"] == pytest.approx(40 - 35) and r["C6b"]["effect"] == pytest.approx(25 - 20)
+    assert r["C6c"]["effect"] == pytest.approx(20 - 10) and r["C7"]["effect"] == pytest.approx(0.995 - 0.99)
+    assert r["C8a"]["effect"] == pytest.approx(0.2 - 0.02)
+    # C8b: SDPO_5%'s largest degenerate share of stages 2–4 is after stage 2 (0.3): JS of stage 2's steps 6–10
+    # (0.04) over stage 1's mean (0.02) = 2.0, less 0.1
+    assert r["C8b"]["effect"] == pytest.approx(2.0 - 0.1)
+    # A1: [MATH(1%) − MATH(0)] − [TOOLUSE(1%) − TOOLUSE(0)] = (0.8 − 0.6) − (0.6 − 0.75)
+    assert r["A1"]["effect"] == pytest.approx(0.2 + 0.15)
+    # A2: MATH(5%) − the lowest of the others; only 0 and 1% were "run" here: α 0.5%, 2% missing -> not run
+    assert r["A2"]["verdict"] == "not run"
+    # A3a: late rise (steps 31–40 − 11–20): 5%: 0.5 − 0.2; 0: 0.1 − 0.2
+    assert r["A3a"]["effect"] == pytest.approx(0.3 - (-0.1)) and r["A3b"]["effect"] == pytest.approx(0.4)
+    # S1: mean over 8 after MATH: StableSDPO (0.65 + 7·0.5)/8 − SDPO_5% (0.55 + 7·0.4)/8
+    assert r["S1"]["effect"] == pytest.approx((0.65 + 3.5) / 8 - (0.55 + 2.8) / 8)
+    assert r["S2"]["effect"] == pytest.approx((0.6 + 7 * 0.45) / 8 - (0.5 + 3.5) / 8)
+    assert r["D1"]["effect"] == pytest.approx(0.6 - 0.7) and r["D2"]["verdict"] == "not run"
+    # G1: others' Δ: MATH GRPO +0.05 vs SDPO_0 −0.05; TOOLUSE 0 vs 0 -> (0.1 + 0) / 2
+    assert r["G1"]["effect"] == pytest.approx(0.05)
+    # G2: every other benchmark moved alike here: no contrast
+    assert r["G2"]["effect"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_distance_contrast_by_hand():
+    """Near = the 2 nearest to the source, far = the 2 farthest, intermediate = the rest."""
+    dist = {"math": {"a": 0.1, "b": 0.2, "c": 0.5, "d": 0.6, "e": 0.7, "f": 0.9, "g": 0.95, "math": 0.0}}
+    names = ["math", "a", "b", "c", "d", "e", "f", "g"]
+    after = [0.9, 0.5, 0.5, 0.2, 0.3, 0.1, 0.6, 0.4]     # Δ vs 0.5: near 0, 0; mid −0.3, −0.2, −0.4; far +0.1, −0.1
+    res = {"stages": ["math"], "benchmarks": names,
+           "runs": {"s": run("sdpo", sdpo(alpha=0.0), [[0.5] * 8, after])}}
+    assert claims.distance_contrast(res, "SDPO_0", dist) == pytest.approx(-0.3 - (0.0 + 0.0) / 2)
+
+
+def test_verdicts_raw_and_corrected_and_not_run():
+    rows = by_id(claims.measure_declared([bundle(0.0), bundle(0.02), bundle(-0.01)]))
+    assert rows["C3"]["n"] == 3 and rows["C3"]["verdict"] in ("shown", "not separable")
+    one = by_id(claims.measure_declared([bundle(0.0)]))
+    assert one["C1"]["verdict"] == "not separable (one seed)" and one["C1"]["corrected"] == "not separable (one seed)"
+    text = claims.declared_table(claims.measure_declared([bundle(0.0), bundle(0.05)]))
+    assert text.count("\n") == 1 + len(claims.DECLARED) and "Holm" in text
+
+
+def defence_results(f_earlier):
+    return {"stages": ["math", "science", "tooluse", "coding"], "benchmarks": B8,
+            "runs": {"x": run("sdpo", sdpo(), [[0.5] * 8] * 5, avg_forget_earlier=f_earlier, avg_gain_trained=0.2,
+                              degenerate=[0, 0, 0, 0.1], drift=[None])}}
+
+
+def test_the_defences_claims_by_hand():
+    """d = defence − SDPO_5% on the same seed; a defence that lowers F by 0.1 on every seed is shown."""
+    seeds = [{"def-control": defence_results(0.5 + e), "def-replay": defence_results(0.4 + e)} for e in (0, .1, .2)]
+    rows = by_id(claims.measure_declared(seeds, claims.EXPLORATORY))
+    assert rows["E-replay"]["effect"] == pytest.approx(-0.1) and rows["E-replay"]["verdict"] == "shown"
+    assert rows["E-trust"]["verdict"] == "not run"
+    assert "+0.0 [+0.0, +0.0]" in claims.defence_table(seeds)   # the same G: no cost
+    assert [c[0] for c in claims.EXPLORATORY] == ["E-replay", "E-anchor", "E-basekl", "E-live", "E-base", "E-trust"]
