@@ -84,10 +84,16 @@ def summary(root=ROOT, family="paper"):
     else:
         bundles = {s: x for s, x in bundles.items() if any(e in x for e in claims.DEFENCES)}
         rows = claims.measure_declared(list(bundles.values()), claims.EXPLORATORY)
-    print(f"seeds: {', '.join(map(str, bundles))}\n\n" + claims.declared_table(rows))
+    text = f"seeds: {', '.join(map(str, bundles)) or 'none finished yet'}\n\n" + claims.declared_table(rows)
     if family == "defences":
-        print("\nEach defence − SDPO_5%, mean [95% interval] over the seeds:\n\n" +
-              claims.defence_table(list(bundles.values())))
+        text += "\n\nEach defence − SDPO_5%, mean [95% interval] over the seeds:\n\n" + \
+            claims.defence_table(list(bundles.values()))
+    print(text)
+    name = "report.md" if family == "paper" else "report_defences.md"
+    with open(os.path.join(root, name), "w") as f:   # the table as it stands, committed with the seeds
+        f.write(f"# {'The paper' if family == 'paper' else 'The defences'}' declared claims "
+                f"(`python tools/reference.py{'' if family == 'paper' else ' --family defences'} --summary`)\n\n"
+                + text + "\n")
     return rows
 
 
