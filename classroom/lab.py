@@ -53,6 +53,7 @@ FAST = {
     9: None,
     10: None,
     11: None,
+    12: TINY_RUN + ["--benchmarks", "math,tooluse,math_hard"],
 }
 
 
@@ -128,6 +129,11 @@ def key_numbers(number, out_dir):
         return {(f"{claims.role_of(run) or name}: {b} after the last stage %", "points"): 100 * acc
                 for name, run in results["runs"].items() for b, acc in zip(results["benchmarks"], run["acc"][-1])
                 if b in ("math", "tooluse")}   # the exercise's question: gained TOOLUSE, lost MATH
+    if number == 12:   # the same question as 7's, with a lever: what SDPO_5% keeps of MATH, and gains on TOOLUSE
+        results = json.load(open(os.path.join(runs, "lab12", "results.json")))
+        return {(f"{name}: {b} after the last stage %", "points"): 100 * acc
+                for name, run in results["runs"].items() for b, acc in zip(results["benchmarks"], run["acc"][-1])
+                if b in ("math", "tooluse")}
     if number == 8:
         drift = json.load(open(os.path.join(runs, "lab7", "drift.json")))
         return {**{(f"{name}: NSS vs base, mean over matrices", "relative"): rows[-1]["params_vs_base"]["all"]["nss_mean"]
