@@ -259,9 +259,11 @@ def replay_mix(records, earlier, share, n_prompts, seed):
     # (R1) round(r · n) replayed prompts, n − round(r · n) of the stage's own
     n_old = round(share * n_prompts)
     pools = [rng.sample(pool, len(pool)) for pool in earlier]
-    old = [pools[i % len(pools)][i // len(pools) % len(pools[i % len(pools)])] for i in range(n_old)]
-    own = records[:n_prompts - n_old]
-    return own + old
+    old = []
+    for i in range(n_old):                     # the earlier domains in turn
+        pool = pools[i % len(pools)]
+        old.append(pool[(i // len(pools)) % len(pool)])
+    return records[:n_prompts - n_old] + old
 
 
 def stage_logger(stage, model, tok, log_path, run_name, stage_idx, measure=None):
