@@ -381,6 +381,20 @@ def final_deltas(res, role, skip=()):
                                      if b not in skip}
 
 
+def final_delta(res, role, how):
+    """The mean ("mean") or the smallest ("min") Δ over all benchmarks of the final model vs the base."""
+    d = final_deltas(res, role)
+    if d is None:
+        return None
+    return sum(d.values()) / len(d) if how == "mean" else min(d.values())
+
+
+def final_degenerate(res, role):
+    """The share of degenerate responses (A8) after the last stage."""
+    run = find(res, role)
+    return None if run is None else run["degenerate"][-1]
+
+
 def mean_final_acc(res, role):
     run = find(res, role)
     return None if run is None else sum(run["acc"][-1]) / len(run["acc"][-1])
@@ -478,10 +492,10 @@ DECLARED = [
      lambda x: diff(lambda r: forget(x.get("continual"), r, "ood"), "SDPO_5%", "GRPO")),
     ("C5a", "GRPO retains and improves over the base: mean Δ over all benchmarks after the last stage", "§4",
      "improves over the base across evaluated categories", "points", 100, +1,
-     lambda x: (lambda d: None if d is None else sum(d.values()) / len(d))(final_deltas(x.get("continual"), "GRPO"))),
+     lambda x: final_delta(x.get("continual"), "GRPO", "mean")),
     ("C5b", "GRPO improves over the base on every benchmark: the smallest Δ after the last stage", "§4",
      "improves over the base across evaluated categories", "points", 100, +1,
-     lambda x: (lambda d: None if d is None else min(d.values()))(final_deltas(x.get("continual"), "GRPO"))),
+     lambda x: final_delta(x.get("continual"), "GRPO", "min")),
     ("C6a", "Drift ordering, first link: SDPO-CoT_0 rotates the subspace more than SDPO_5% (A5, largest "
      "principal angle vs the base; thinking model, single-domain MATH)", "§5", "SDPO-CoT_0 shows the largest "
      "subspace change", "degrees", 1, +1,
@@ -497,8 +511,7 @@ DECLARED = [
      lambda x: minus(mask_overlap(x.get("continual"), "GRPO"), 0.99)),
     ("C8a", "SDPO_5% collapses: share of degenerate responses (one pattern repeated, A8) after the last stage, "
      "against GRPO's", "§5", "SDPO_5% repeats \\boxed endlessly", "% degenerate", 100, +1,
-     lambda x: diff(lambda r: (find(x.get("continual"), r) or {}).get("degenerate", [None])[-1]
-                    if find(x.get("continual"), r) else None, "SDPO_5%", "GRPO")),
+     lambda x: diff(lambda r: final_degenerate(x.get("continual"), r), "SDPO_5%", "GRPO")),
     ("C8b", "The collapse's JS falls to 0 within the first steps: SDPO_5%'s mean JS over steps 6–10 of its "
      "collapse stage, as a fraction of the stage before, less 0.1", "§5", "JS reaches zero within the first few "
      "steps", "ratio", 1, -1,
