@@ -606,6 +606,14 @@ DEFENCE_REPORT = [("forget_earlier_points", "F earlier, points"), ("gain", "G %"
                   ("kl", "KL to base"), ("collapse_last", "degenerate after stage 4")]
 
 
+# The F claims in absolute accuracy points beside the paper's relative F (reported, never a verdict)
+IN_POINTS = {
+    "C2": lambda x: diff(lambda r: forget(x.get("continual"), r, "earlier", points=True), "SDPO_5%", "GRPO"),
+    "C3": lambda x: diff(lambda r: forget(x.get("continual"), r, "earlier", points=True), "SDPO_0", "GRPO"),
+    "C4": lambda x: diff(lambda r: forget(x.get("continual"), r, "ood", points=True), "SDPO_5%", "GRPO"),
+}
+
+
 def t_two_sided_p(t, df):
     """P(|T| ≥ |t|) for Student's t with df degrees of freedom: the regularised incomplete beta
     I_{df/(df+t²)}(df/2, 1/2), by its continued fraction (Lentz's method)."""
@@ -675,6 +683,9 @@ def measure_declared(bundles, claims=None):
         else:
             effect, low, high = mean_interval(d)
             row.update(effect=effect, low=low, high=high, p=p_value(d), verdict=verdict(low, high, sign))
+        points = [v for v in (IN_POINTS[cid](x) for x in bundles) if v is not None] if cid in IN_POINTS else []
+        if points:   # the same difference in accuracy points (A3 with Δ for δ)
+            row["points"] = mean_interval(points)
         out.append(row)
     rejected = holm([r["p"] for r in out])
     for r, rej in zip(out, rejected):
@@ -686,12 +697,14 @@ def measure_declared(bundles, claims=None):
 
 def declared_table(rows):
     """paper | here | raw verdict | corrected verdict, one line per declared claim."""
-    lines = ["| id | claim | paper (where) | here: effect [95% interval] | seeds | raw verdict | Holm-corrected |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| id | claim | paper (where) | here: effect [95% interval] | in accuracy points | seeds | raw verdict "
+             "| Holm-corrected |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         here = "—" if r["effect"] is None else fmt(r["effect"], r["scale"]) + f" {r['unit']}" + (
             "" if r["low"] is None else f" [{fmt(r['low'], r['scale'])}, {fmt(r['high'], r['scale'])}]")
-        lines.append(f"| {r['id']} | {r['claim']} | {r['paper']} ({r['where']}) | {here} | {r['n']} | "
+        m, lo, hi = r.get("points", (None, None, None))
+        points = "—" if m is None else fmt(m, 100) + ("" if lo is None else f" [{fmt(lo, 100)}, {fmt(hi, 100)}]")
+        lines.append(f"| {r['id']} | {r['claim']} | {r['paper']} ({r['where']}) | {here} | {points} | {r['n']} | "
                      f"**{r['verdict']}** | {r['corrected']} |")
     return "\n".join(lines)
 

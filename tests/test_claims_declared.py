@@ -126,6 +126,9 @@ def test_every_declared_metric_by_hand():
     assert r["C1"]["effect"] == pytest.approx(0.05)
     assert r["C2"]["effect"] == pytest.approx(0.5 - 0.1) and r["C3"]["effect"] == pytest.approx(0.3 - 0.1)
     assert r["C4"]["effect"] == pytest.approx(0.4 - 0.05)
+    # the same F in accuracy points: SDPO_5%'s earlier domains (MATH, SCIENCE, TOOLUSE) lose 0.2, 0, 0 -> 0.2/3;
+    # GRPO's lose 0, 0, 0 (it ends above the base on each)
+    assert r["C2"]["points"][0] == pytest.approx(0.2 / 3)
     # C5a: GRPO's final Δ over 8: (.1 + .3 + .2 + .4 + .05 + 0 + .1 − .05) / 8; C5b: its smallest, −0.05
     assert r["C5a"]["effect"] == pytest.approx(1.1 / 8) and r["C5b"]["effect"] == pytest.approx(-0.05)
     assert r["C6a"]["effect"] == pytest.approx(40 - 35) and r["C6b"]["effect"] == pytest.approx(25 - 20)
