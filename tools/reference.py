@@ -3,6 +3,7 @@
     python tools/reference.py --distances               # once, before any seed: the benchmarks' distances (G2)
     python tools/reference.py --seeds 10,11             # the seeds' experiments, one after another
     python tools/reference.py --seeds 10,11 --jobs 2    # two seeds side by side, one thread each
+    python tools/reference.py --seeds 12,13 --jobs 2 --only math,tooluse   # some experiments only
     python tools/reference.py --summary                 # the declared claims over every finished seed
     python tools/reference.py --family defences --seeds 100,101,102 --jobs 2   # what keeps SDPO from forgetting
     python tools/reference.py --family defences --summary
@@ -42,10 +43,11 @@ def experiments(family):
     return {exp: claims.defence_flags(exp) for exp in claims.DEFENCES}
 
 
-def run_seed(seed, threads=1, root=ROOT, family="paper"):
-    """Every experiment of one seed not yet finished, in the family's order; its time in <dir>/seconds.txt."""
+def run_seed(seed, threads=1, root=ROOT, family="paper", only=None):
+    """Every experiment of one seed not yet finished (or those of `only`), in the family's order; its time in
+    <dir>/seconds.txt."""
     for exp, flags in experiments(family).items():
-        if finished(exp, seed, root):
+        if finished(exp, seed, root) or (only and exp not in only):
             continue
         name = f"{exp}-s{seed}"
         cmd = [sys.executable, "continual.py", *flags.split(), "--seed", str(seed), "--runs-dir", root,
@@ -103,6 +105,7 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="seeds side by side, one thread each (default 1)")
     ap.add_argument("--distances", action="store_true", help="compute the benchmarks' distances (before any seed)")
     ap.add_argument("--summary", action="store_true", help="the declared claims over the finished seeds")
+    ap.add_argument("--only", default=None, help="comma list of experiments to run (default: all of the family's)")
     ap.add_argument("--family", default="paper", choices=["paper", "defences"],
                     help="the paper's claims (issue 46, seeds 10-29) or the defences (issue 47, seeds 100-102)")
     args = ap.parse_args(argv)
@@ -115,8 +118,12 @@ def main(argv=None):
             ap.error(f"--seeds: a comma list of integers, got {args.seeds!r}")
         if args.jobs < 1:
             ap.error(f"--jobs must be >= 1, got {args.jobs}")
+        only = args.only.split(",") if args.only else None
+        if only and not set(only) <= set(experiments(args.family)):
+            ap.error(f"--only: unknown {sorted(set(only) - set(experiments(args.family)))}; "
+                     f"known: {', '.join(experiments(args.family))}")
         with ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda s: run_seed(s, max(1, 2 // args.jobs), family=args.family), seeds))
+            list(pool.map(lambda s: run_seed(s, max(1, 2 // args.jobs), family=args.family, only=only), seeds))
     if args.summary:
         summary(family=args.family)
 
