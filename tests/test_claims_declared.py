@@ -186,3 +186,25 @@ def test_the_defences_claims_by_hand():
     assert rows["E-trust"]["verdict"] == "not run"
     assert "+0.0 [+0.0, +0.0]" in claims.defence_table(seeds)   # the same G: no cost
     assert [c[0] for c in claims.EXPLORATORY] == ["E-replay", "E-anchor", "E-basekl", "E-live", "E-base", "E-trust"]
+
+
+@pytest.mark.parametrize("argv,message", [(["--seeds", "1,x"], "--seeds"), (["--seeds", "12", "--only", "bogus"], "--only"),
+                                          (["--seeds", "12", "--jobs", "0"], "--jobs")])
+def test_the_reference_runner_s_bad_input_is_one_line(argv, message, capsys):
+    from tools import reference
+    with pytest.raises(SystemExit) as e:
+        reference.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and message in err[-1] and " error: " in err[-1]
+
+
+def test_the_reference_skips_a_finished_experiment(tmp_path, monkeypatch):
+    """A seed's experiment with its results.json is finished: the runner starts nothing for it."""
+    from tools import reference
+    for exp in claims.EXPERIMENTS:
+        os.makedirs(tmp_path / f"{exp}-s12")
+        (tmp_path / f"{exp}-s12" / "results.json").write_text("{}")
+    started = []
+    monkeypatch.setattr(reference.subprocess, "run", lambda *a, **k: started.append(a))
+    reference.run_seed(12, root=str(tmp_path))
+    assert started == []
