@@ -208,3 +208,15 @@ def test_the_reference_skips_a_finished_experiment(tmp_path, monkeypatch):
     monkeypatch.setattr(reference.subprocess, "run", lambda *a, **k: started.append(a))
     reference.run_seed(12, root=str(tmp_path))
     assert started == []
+
+
+def test_the_reference_s_workers_share_experiments_not_seeds(tmp_path):
+    """--jobs workers draw (experiment, seed) pairs: a finished pair is left out, and the order is seed by seed in
+    the family's order, so three seeds on two workers never leave one worker idle while experiments remain."""
+    from tools import reference
+    os.makedirs(tmp_path / "def-replay-s100")
+    (tmp_path / "def-replay-s100" / "results.json").write_text("{}")
+    units = reference.work_units([100, 101], "defences", root=str(tmp_path))
+    assert len(units) == 2 * len(claims.DEFENCES) - 1 and ("def-replay", 100) not in units
+    assert units[0] == ("def-control", 100) and units[-1] == ("def-trust", 101)
+    assert reference.work_units([100], "defences", only=["def-live"], root=str(tmp_path)) == [("def-live", 100)]

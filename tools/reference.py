@@ -2,7 +2,7 @@
 
     python tools/reference.py --distances               # once, before any seed: the benchmarks' distances (G2)
     python tools/reference.py --seeds 10,11             # the seeds' experiments, one after another
-    python tools/reference.py --seeds 10,11 --jobs 2    # two seeds side by side, one thread each
+    python tools/reference.py --seeds 10,11 --jobs 2    # two experiments side by side, one thread each
     python tools/reference.py --seeds 12,13 --jobs 2 --only math,tooluse   # some experiments only
     python tools/reference.py --summary                 # the declared claims over every finished seed
     python tools/reference.py --family defences --seeds 100,101,102 --jobs 2   # what keeps SDPO from forgetting
@@ -43,24 +43,38 @@ def experiments(family):
     return {exp: claims.defence_flags(exp) for exp in claims.DEFENCES}
 
 
-def run_seed(seed, threads=1, root=ROOT, family="paper", only=None):
-    """Every experiment of one seed not yet finished (or those of `only`), in the family's order; its time in
+def run_experiment(exp, seed, threads=1, root=ROOT, family="paper"):
+    """One experiment of one seed, unless finished: `continual.py` with its flags; its time in
     <dir>/seconds.txt."""
-    for exp, flags in experiments(family).items():
-        if finished(exp, seed, root) or (only and exp not in only):
-            continue
-        name = f"{exp}-s{seed}"
-        cmd = [sys.executable, "continual.py", *flags.split(), "--seed", str(seed), "--runs-dir", root,
-               "--name", name, "--threads", str(threads)]
-        print("$", " ".join(cmd[1:]), flush=True)
-        os.makedirs(os.path.join(root, name), exist_ok=True)
-        t0 = time.time()
-        with open(os.path.join(root, f"{name}.out"), "w") as f:
-            subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.STDOUT)
-        with open(os.path.join(root, name, "seconds.txt"), "w") as f:
-            f.write(f"{time.time() - t0:.0f}\n")
-        os.remove(os.path.join(root, f"{name}.out"))
-        print(f"finished {name} in {time.time() - t0:.0f} s", flush=True)
+    if finished(exp, seed, root):
+        return
+    flags = experiments(family)[exp]
+    name = f"{exp}-s{seed}"
+    cmd = [sys.executable, "continual.py", *flags.split(), "--seed", str(seed), "--runs-dir", root,
+           "--name", name, "--threads", str(threads)]
+    print("$", " ".join(cmd[1:]), flush=True)
+    os.makedirs(os.path.join(root, name), exist_ok=True)
+    t0 = time.time()
+    with open(os.path.join(root, f"{name}.out"), "w") as f:
+        subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.STDOUT)
+    with open(os.path.join(root, name, "seconds.txt"), "w") as f:
+        f.write(f"{time.time() - t0:.0f}\n")
+    os.remove(os.path.join(root, f"{name}.out"))
+    print(f"finished {name} in {time.time() - t0:.0f} s", flush=True)
+
+
+def run_seed(seed, threads=1, root=ROOT, family="paper", only=None):
+    """Every experiment of one seed not yet finished (or those of `only`), in the family's order."""
+    for exp in experiments(family):
+        if not only or exp in only:
+            run_experiment(exp, seed, threads, root, family)
+
+
+def work_units(seeds, family="paper", only=None, root=ROOT):
+    """The (experiment, seed) pairs left to run, seed by seed in the family's order: what --jobs workers share,
+    so that no worker idles while another seed still has experiments."""
+    return [(exp, s) for s in seeds for exp in experiments(family)
+            if (not only or exp in only) and not finished(exp, s, root)]
 
 
 def distances(root=ROOT, n=32, k=8, seed=0):
@@ -102,7 +116,7 @@ def summary(root=ROOT, family="paper"):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default=None, help="comma list of seeds to run (the declared ones start at 10)")
-    ap.add_argument("--jobs", type=int, default=1, help="seeds side by side, one thread each (default 1)")
+    ap.add_argument("--jobs", type=int, default=1, help="experiments side by side, one thread each (default 1)")
     ap.add_argument("--distances", action="store_true", help="compute the benchmarks' distances (before any seed)")
     ap.add_argument("--summary", action="store_true", help="the declared claims over the finished seeds")
     ap.add_argument("--only", default=None, help="comma list of experiments to run (default: all of the family's)")
@@ -122,8 +136,9 @@ def main(argv=None):
         if only and not set(only) <= set(experiments(args.family)):
             ap.error(f"--only: unknown {sorted(set(only) - set(experiments(args.family)))}; "
                      f"known: {', '.join(experiments(args.family))}")
+        units = work_units(seeds, args.family, only)
         with ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda s: run_seed(s, max(1, 2 // args.jobs), family=args.family, only=only), seeds))
+            list(pool.map(lambda u: run_experiment(*u, max(1, 2 // args.jobs), family=args.family), units))
     if args.summary:
         summary(family=args.family)
 
