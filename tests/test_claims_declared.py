@@ -220,3 +220,17 @@ def test_the_reference_s_workers_share_experiments_not_seeds(tmp_path):
     assert len(units) == 2 * len(claims.DEFENCES) - 1 and ("def-replay", 100) not in units
     assert units[0] == ("def-control", 100) and units[-1] == ("def-trust", 101)
     assert reference.work_units([100], "defences", only=["def-live"], root=str(tmp_path)) == [("def-live", 100)]
+
+
+def test_the_reference_s_time_table_reads_each_finished_directory(tmp_path):
+    from tools import reference
+    assert reference.seconds_table(str(tmp_path)) == ""
+    for name, secs in [("math-s10", 889), ("continual-s10", 2171), ("math-s11", 869), ("def-live-s100", 5)]:
+        os.makedirs(tmp_path / name)
+        (tmp_path / name / "seconds.txt").write_text(f"{secs}\n")
+    os.makedirs(tmp_path / "tooluse-s11")   # unfinished: no seconds.txt
+    table = reference.seconds_table(str(tmp_path)).splitlines()
+    assert table[0] == "| experiment | seed 10 | seed 11 |"
+    assert "| `math` | 889 s | 869 s |" in table and "| `continual` | 2171 s | — |" in table
+    assert table[-1] == "| all | 3060 s (51 min) | 869 s (14 min) |"
+    assert "seed 100" in reference.seconds_table(str(tmp_path), "defences")

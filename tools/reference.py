@@ -90,6 +90,27 @@ def distances(root=ROOT, n=32, k=8, seed=0):
     return out
 
 
+def seconds_table(root=ROOT, family="paper"):
+    """Each finished experiment's wall time (its seconds.txt), experiment by seed, and each seed's total: a
+    markdown table (an empty string when nothing has finished)."""
+    exps = list(experiments(family))
+    secs = {}
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        exp, _, seed = name.rpartition("-s")
+        path = os.path.join(root, name, "seconds.txt")
+        if exp in exps and seed.isdigit() and os.path.isfile(path):
+            secs[(exp, int(seed))] = int(open(path).read().split()[0])
+    seeds = sorted({s for _, s in secs})
+    if not seeds:
+        return ""
+    rows = ["| experiment | " + " | ".join(f"seed {s}" for s in seeds) + " |", "|---|" + "---|" * len(seeds)]
+    rows += [f"| `{e}` | " + " | ".join(f"{secs[e, s]} s" if (e, s) in secs else "—" for s in seeds) + " |"
+             for e in exps]
+    totals = [sum(v for (_, s2), v in secs.items() if s2 == s) for s in seeds]
+    rows.append("| all | " + " | ".join(f"{t} s ({t / 60:.0f} min)" for t in totals) + " |")
+    return "\n".join(rows)
+
+
 def summary(root=ROOT, family="paper"):
     """The family's declared claims over every seed with a finished experiment (and, for the defences, the
     table of what each costs)."""
@@ -104,10 +125,13 @@ def summary(root=ROOT, family="paper"):
     if family == "defences":
         text += "\n\nEach defence − SDPO_5%, mean [95% interval] over the seeds:\n\n" + \
             claims.defence_table(list(bundles.values()))
+    times = seconds_table(root, family)
+    if times:
+        text += "\n\nWall time per experiment (each directory's seconds.txt; two at a time on 2 cores):\n\n" + times
     print(text)
     name = "report.md" if family == "paper" else "report_defences.md"
     with open(os.path.join(root, name), "w") as f:   # the table as it stands, committed with the seeds
-        f.write(f"# {'The paper' if family == 'paper' else 'The defences'}' declared claims "
+        f.write(f"# {'The paper' if family == 'paper' else 'The defences'}: the declared claims "
                 f"(`python tools/reference.py{'' if family == 'paper' else ' --family defences'} --summary`)\n\n"
                 + text + "\n")
     return rows
