@@ -578,9 +578,16 @@ DEFENCES = {   # experiment: (what it adds, its continual.py flags beyond the co
 DEFENCE_CONTROL_FLAGS = "--method sdpo_5"
 
 
+# A follow-up, declared after the family's table showed replay *raising* SDPO_5%'s forgetting and before its own
+# runs (docs/RESULTS.md, "Why replay does not defend SDPO_5%"): the same replay under the base teacher θ_0
+# (T5), against the base teacher alone. If replay's harm comes from the self-teacher (the replayed prompts
+# distilled toward the stage's drifted starting student), it goes away under a teacher that never drifts.
+FOLLOW_UP = {"def-base-replay": ("replay 20% with the base teacher θ_0 (R1 with T5)", "--teacher base --replay 0.2")}
+
+
 def defence_flags(exp):
-    """The continual.py flags of one experiment of the defences' family."""
-    return (DEFENCE_CONTROL_FLAGS + " " + DEFENCES[exp][1].format(**DEFENCE_COEF)).strip()
+    """The continual.py flags of one experiment of the defences' family (or of its follow-up)."""
+    return (DEFENCE_CONTROL_FLAGS + " " + {**DEFENCES, **FOLLOW_UP}[exp][1].format(**DEFENCE_COEF)).strip()
 
 
 def defence_metric(x, exp, metric):
@@ -730,6 +737,62 @@ def defence_table(bundles):
     return "\n".join(lines)
 
 
+DEFENCE_LEVELS = [("forget_earlier", "F earlier %"), ("forget_earlier_points", "F earlier, points"), ("gain", "G %"),
+                  ("collapse_last", "degenerate after stage 4")]
+
+
+def defence_levels(bundles):
+    """Each experiment's own level (not a difference), mean [95% interval] over the seeds: what the differences of
+    defence_table start from."""
+    lines = ["| experiment | seeds | " + " | ".join(label for _, label in DEFENCE_LEVELS) + " |",
+             "|---|---|" + "---|" * len(DEFENCE_LEVELS)]
+    for exp in {**DEFENCES, **FOLLOW_UP}:
+        cells, n = [], 0
+        for metric, _ in DEFENCE_LEVELS:
+            v = [m for m in (defence_metric(x, exp, metric) for x in bundles) if m is not None]
+            n = max(n, len(v))
+            m, lo, hi = mean_interval(v) if v else (None, None, None)
+            cells.append(fmt(m, 100, signed=False) + ("" if lo is None else f" [{fmt(lo, 100, False)}, {fmt(hi, 100, False)}]"))
+        if n:
+            lines.append(f"| `{exp}` | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def replay_effect(x, teacher_exp, replay_exp, metric="forget_earlier"):
+    """Replay's effect on a metric under one teacher, in one seed's bundle: metric(replay_exp) − metric(teacher_exp)."""
+    return diff(lambda e: defence_metric(x, e, metric), replay_exp, teacher_exp)
+
+
+def follow_up_rows(bundles):
+    """The replay follow-up's three rows over the seeds with all four runs: replay's effect on F earlier (A3,
+    relative) under the EMA teacher, under the base teacher, and the second less the first, per seed. Returns
+    [(label, per-seed values, mean, low, high)] and the declared verdict (docs/RESULTS.md): "the self-teacher's"
+    when the difference's interval is below 0 and replay under the base teacher is not separable above 0;
+    "replay's own" when replay under the base teacher is separable above 0; else "not decided"."""
+    full = [x for x in bundles if all(e in x for e in ("def-control", "def-replay", "def-base", "def-base-replay"))]
+    ema = [replay_effect(x, "def-control", "def-replay") for x in full]
+    base = [replay_effect(x, "def-base", "def-base-replay") for x in full]
+    rows = [(label, d, *(mean_interval(d) if d else (None, None, None)))
+            for label, d in [("replay under the EMA teacher: def-replay − def-control", ema),
+                             ("replay under the base teacher: def-base-replay − def-base", base),
+                             ("the difference: base teacher's − EMA teacher's", [b - a for a, b in zip(ema, base)])]]
+    if len(full) < 2:
+        return rows, "not decided"
+    base_low, dd_high = rows[1][3], rows[2][4]
+    if base_low > 0:
+        return rows, "replay's own"
+    return rows, "the self-teacher's" if dd_high < 0 else "not decided"
+
+
+def follow_up_table(bundles):
+    rows, decided = follow_up_rows(bundles)
+    lines = ["| replay's effect on F earlier (A3, relative %) | seeds | per seed | mean [95% interval] |", "|---|---|---|---|"]
+    for label, d, m, lo, hi in rows:
+        interval = "—" if m is None else fmt(m, 100) + ("" if lo is None else f" [{fmt(lo, 100)}, {fmt(hi, 100)}]")
+        lines.append(f"| {label} | {len(d)} | {', '.join(fmt(v, 100) for v in d) or '—'} | {interval} |")
+    return "\n".join(lines) + f"\n\nThe declared verdict: replay's harm is **{decided}**."
+
+
 def read_reference(root):
     """{seed: {experiment: results.json}} of a reference directory (<experiment>-s<seed>/results.json), each
     seed's bundle with the distances (DISTANCES) beside it."""
@@ -737,7 +800,7 @@ def read_reference(root):
     for name in sorted(os.listdir(root)):
         exp, _, seed = name.rpartition("-s")
         f = os.path.join(root, name, "results.json")
-        if (exp in EXPERIMENTS or exp in DEFENCES) and seed.isdigit() and os.path.isfile(f):
+        if (exp in EXPERIMENTS or exp in DEFENCES or exp in FOLLOW_UP) and seed.isdigit() and os.path.isfile(f):
             found.setdefault(int(seed), {})[exp] = json.load(open(f))
     distances = json.load(open(os.path.join(root, "distances.json")))
     return {s: {**x, "distances": distances} for s, x in sorted(found.items())}

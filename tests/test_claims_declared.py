@@ -234,3 +234,38 @@ def test_the_reference_s_time_table_reads_each_finished_directory(tmp_path):
     assert "| `math` | 889 s | 869 s |" in table and "| `continual` | 2171 s | — |" in table
     assert table[-1] == "| all | 3060 s (51 min) | 869 s (14 min) |"
     assert "seed 100" in reference.seconds_table(str(tmp_path), "defences")
+
+
+def test_the_replay_follow_up_s_verdict_follows_its_declared_rule():
+    """Replay's effect on F earlier under the EMA and the base teacher, per seed, and the declared verdict: the
+    self-teacher's when the difference is separable below 0 and replay under the base teacher is not separable
+    above 0; replay's own when that is separable above 0; else not decided."""
+    def bundle(control, replay, base, base_replay):
+        run = lambda f: {"runs": {"x": {"avg_forget_earlier": f}}, "stages": [], "benchmarks": []}
+        return {"def-control": run(control), "def-replay": run(replay), "def-base": run(base),
+                "def-base-replay": run(base_replay)}
+    self_teacher = [bundle(0.3, 0.8, 0.1, 0.1), bundle(0.3, 0.9, 0.2, 0.15), bundle(0.4, 0.9, 0.0, 0.05)]
+    rows, decided = claims.follow_up_rows(self_teacher)
+    assert [r[1] for r in rows[:2]] == [pytest.approx([0.5, 0.6, 0.5]), pytest.approx([0.0, -0.05, 0.05])]
+    assert rows[2][1] == pytest.approx([-0.5, -0.65, -0.45]) and decided == "the self-teacher's"
+    own = [bundle(0.3, 0.8, 0.1, 0.6), bundle(0.3, 0.9, 0.2, 0.75), bundle(0.4, 0.9, 0.0, 0.5)]
+    assert claims.follow_up_rows(own)[1] == "replay's own"
+    undecided = [bundle(0.3, 0.8, 0.1, 0.6), bundle(0.3, 0.9, 0.2, 0.1), bundle(0.4, 0.9, 0.0, 0.5)]
+    assert claims.follow_up_rows(undecided)[1] == "not decided"
+    assert claims.follow_up_rows(self_teacher[:1])[1] == "not decided"   # one seed decides nothing
+    assert "**the self-teacher's**" in claims.follow_up_table(self_teacher)
+    assert claims.defence_flags("def-base-replay") == "--method sdpo_5 --teacher base --replay 0.2"
+
+
+def test_the_defences_levels_are_each_run_s_own_mean_over_its_seeds():
+    """defence_levels on the committed runs of the family: the control's F earlier is the mean of its seeds'
+    avg_forget_earlier (results.json), and an experiment with no run has no row."""
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "reference")
+    bundles = [x for x in claims.read_reference(root).values() if "def-control" in x]
+    if not bundles:
+        pytest.skip("the defences' runs are not in this checkout")
+    f = [next(iter(x["def-control"]["runs"].values()))["avg_forget_earlier"] for x in bundles]
+    row = next(line for line in claims.defence_levels(bundles).splitlines() if line.startswith("| `def-control` |"))
+    assert row.split(" | ")[2].startswith(f"{100 * sum(f) / len(f):.1f} [")
+    assert "def-base-replay" not in claims.defence_levels([{k: v for k, v in x.items() if k != "def-base-replay"}
+                                                           for x in bundles])

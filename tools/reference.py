@@ -7,6 +7,7 @@
     python tools/reference.py --summary                 # the declared claims over every finished seed
     python tools/reference.py --family defences --seeds 100,101,102 --jobs 2   # what keeps SDPO from forgetting
     python tools/reference.py --family defences --summary
+    python tools/reference.py --family followup --seeds 100,101,102 --jobs 2   # why replay does not defend
 
 Every seed runs the experiments of machinery/claims.py's EXPERIMENTS (the continual run of GRPO, SDPO_0 and
 SDPO_5%; the single-domain MATH and TOOLUSE runs of GRPO, the α sweep and StableSDPO; the CoT runs on the
@@ -37,10 +38,11 @@ def finished(exp, seed, root=ROOT):
 
 
 def experiments(family):
-    """{experiment: its continual.py flags} of a family: the paper's claims, or the defences (issue 47)."""
+    """{experiment: its continual.py flags} of a family: the paper's claims, the defences (issue 47), or the
+    defences' follow-up (replay under the base teacher)."""
     if family == "paper":
         return claims.EXPERIMENTS
-    return {exp: claims.defence_flags(exp) for exp in claims.DEFENCES}
+    return {exp: claims.defence_flags(exp) for exp in (claims.DEFENCES if family == "defences" else claims.FOLLOW_UP)}
 
 
 def run_experiment(exp, seed, threads=1, root=ROOT, family="paper"):
@@ -93,7 +95,7 @@ def distances(root=ROOT, n=32, k=8, seed=0):
 def seconds_table(root=ROOT, family="paper"):
     """Each finished experiment's wall time (its seconds.txt), experiment by seed, and each seed's total: a
     markdown table (an empty string when nothing has finished)."""
-    exps = list(experiments(family))
+    exps = list(experiments(family)) + (list(claims.FOLLOW_UP) if family == "defences" else [])
     secs = {}
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
         exp, _, seed = name.rpartition("-s")
@@ -113,7 +115,8 @@ def seconds_table(root=ROOT, family="paper"):
 
 def summary(root=ROOT, family="paper"):
     """The family's declared claims over every seed with a finished experiment (and, for the defences, the
-    table of what each costs)."""
+    table of what each costs, and the follow-up's when it has run)."""
+    family = "defences" if family == "followup" else family   # the follow-up's table is the defences' report's
     bundles = claims.read_reference(root)
     if family == "paper":
         bundles = {s: x for s, x in bundles.items() if any(e in x for e in claims.EXPERIMENTS)}
@@ -123,8 +126,13 @@ def summary(root=ROOT, family="paper"):
         rows = claims.measure_declared(list(bundles.values()), claims.EXPLORATORY)
     text = f"seeds: {', '.join(map(str, bundles)) or 'none finished yet'}\n\n" + claims.declared_table(rows)
     if family == "defences":
+        text += "\n\nEach run's own level, mean [95% interval] over the seeds:\n\n" + \
+            claims.defence_levels(list(bundles.values()))
         text += "\n\nEach defence − SDPO_5%, mean [95% interval] over the seeds:\n\n" + \
             claims.defence_table(list(bundles.values()))
+        if any(e in x for x in bundles.values() for e in claims.FOLLOW_UP):
+            text += "\n\nThe follow-up (declared after this table, before its runs): replay under each teacher\n\n" + \
+                claims.follow_up_table(list(bundles.values()))
     times = seconds_table(root, family)
     if times:
         text += "\n\nWall time per experiment (each directory's seconds.txt; two at a time on 2 cores):\n\n" + times
@@ -144,8 +152,10 @@ def main(argv=None):
     ap.add_argument("--distances", action="store_true", help="compute the benchmarks' distances (before any seed)")
     ap.add_argument("--summary", action="store_true", help="the declared claims over the finished seeds")
     ap.add_argument("--only", default=None, help="comma list of experiments to run (default: all of the family's)")
-    ap.add_argument("--family", default="paper", choices=["paper", "defences"],
-                    help="the paper's claims (issue 46, seeds 10-29) or the defences (issue 47, seeds 100-102)")
+    ap.add_argument("--family", default="paper", choices=["paper", "defences", "followup"],
+                    help="the paper's claims (issue 46, seeds 10-29), the defences (issue 47, seeds 100-102), or the "
+                         "defences' follow-up (replay under the base teacher, the same seeds; its table is in the "
+                         "defences' summary)")
     args = ap.parse_args(argv)
     if args.distances:
         print(json.dumps(distances(), indent=1))
