@@ -727,14 +727,17 @@ def defence_table(bundles):
         for metric, _ in DEFENCE_REPORT:
             d = [v for v in (defence_diff(exp, metric)(x) for x in bundles) if v is not None]
             n = max(n, len(d))
-            scale = METRICS[metric][2]
-            if not d:
-                cells.append("—")
-                continue
-            m, lo, hi = mean_interval(d)
-            cells.append(fmt(m, scale) + ("" if lo is None else f" [{fmt(lo, scale)}, {fmt(hi, scale)}]"))
+            cells.append(interval_cell(d, METRICS[metric][2]))
         lines.append(f"| {label} | {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def interval_cell(values, scale, signed=True):
+    """"mean [low, high]" of per-seed values (the mean alone with one seed, "—" with none), printed at `scale`."""
+    if not values:
+        return "—"
+    m, lo, hi = mean_interval(values)
+    return fmt(m, scale, signed) + ("" if lo is None else f" [{fmt(lo, scale, signed)}, {fmt(hi, scale, signed)}]")
 
 
 DEFENCE_LEVELS = [("forget_earlier", "F earlier %"), ("forget_earlier_points", "F earlier, points"), ("gain", "G %"),
@@ -751,8 +754,7 @@ def defence_levels(bundles):
         for metric, _ in DEFENCE_LEVELS:
             v = [m for m in (defence_metric(x, exp, metric) for x in bundles) if m is not None]
             n = max(n, len(v))
-            m, lo, hi = mean_interval(v) if v else (None, None, None)
-            cells.append(fmt(m, 100, signed=False) + ("" if lo is None else f" [{fmt(lo, 100, False)}, {fmt(hi, 100, False)}]"))
+            cells.append(interval_cell(v, 100, signed=False))
         if n:
             lines.append(f"| `{exp}` | {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -787,9 +789,8 @@ def follow_up_rows(bundles):
 def follow_up_table(bundles):
     rows, decided = follow_up_rows(bundles)
     lines = ["| replay's effect on F earlier (A3, relative %) | seeds | per seed | mean [95% interval] |", "|---|---|---|---|"]
-    for label, d, m, lo, hi in rows:
-        interval = "—" if m is None else fmt(m, 100) + ("" if lo is None else f" [{fmt(lo, 100)}, {fmt(hi, 100)}]")
-        lines.append(f"| {label} | {len(d)} | {', '.join(fmt(v, 100) for v in d) or '—'} | {interval} |")
+    for label, d, *_ in rows:
+        lines.append(f"| {label} | {len(d)} | {', '.join(fmt(v, 100) for v in d) or '—'} | {interval_cell(d, 100)} |")
     return "\n".join(lines) + f"\n\nThe declared verdict: replay's harm is **{decided}**."
 
 
