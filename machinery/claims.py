@@ -345,6 +345,30 @@ EXPERIMENTS = {
     "cot-tooluse": "--model tiny_think --stages tooluse --benchmarks tooluse --method sdpo_0,sdpo_cot_0,sdpo_5 "
                    "--max-new-tokens 96 --curve-every 0",
 }
+# The equal-rate arm (issue 59; declared in docs/RESULTS.md, "Equal footing", before any of its runs): the
+# configurations the reference lacks at one shared learning rate. At 1e-4 (GRPO's own) the reference has GRPO, so
+# the arm adds SDPO; at 4e-4 (SDPO's own) it has SDPO, so the arm adds GRPO. Paired by seed with the reference.
+SHARED_RATES = {"1e-4": 1e-4, "4e-4": 4e-4}
+EQUAL_RATE = {
+    "lr1e-4-continual": "--method sdpo_0,sdpo_5 --lr 1e-4",
+    "lr4e-4-continual": "--method grpo --lr 4e-4",
+    "lr1e-4-math": "--stages math --method sdpo --alpha 0 --lr 1e-4",
+    "lr4e-4-math": "--stages math --method grpo --lr 4e-4",
+    "lr1e-4-tooluse": "--stages tooluse --method sdpo --alpha 0 --lr 1e-4",
+    "lr4e-4-tooluse": "--stages tooluse --method grpo --lr 4e-4",
+}
+REFERENCE_SEEDS = range(10, 30)    # the arm's single-domain and continual claims, paired with the reference
+EXTRA_SEEDS = range(30, 42)        # the continual claims only (C2's relative F needs 32 seeds): the reference's
+                                   # continual experiment runs on them too, into the arm's directory
+
+
+def equal_rate_experiments(seed):
+    """{experiment: flags} of the equal-rate arm for one seed: all six on a reference seed; on an extra seed the
+    two continual ones and the reference's own continual experiment (the cells they pair with)."""
+    if seed in REFERENCE_SEEDS:
+        return EQUAL_RATE
+    return {"continual": EXPERIMENTS["continual"],
+            **{e: f for e, f in EQUAL_RATE.items() if e.endswith("-continual")}}
 DISTANCES = "results/reference/distances.json"   # drift.benchmark_distances of the base, fixed before the runs
 
 

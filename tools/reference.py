@@ -8,6 +8,8 @@
     python tools/reference.py --family defences --seeds 100,101,102 --jobs 2   # what keeps SDPO from forgetting
     python tools/reference.py --family defences --summary
     python tools/reference.py --family followup --seeds 100,101,102 --jobs 2   # why replay does not defend
+    python tools/reference.py --family equal --seeds 10,11 --jobs 2     # the equal-rate arm (issue 59)
+    python tools/reference.py --family regen --seeds 10 --jobs 2        # the reference's continual, checkpoints kept
 
 Every seed runs the experiments of machinery/claims.py's EXPERIMENTS (the continual run of GRPO, SDPO_0 and
 SDPO_5%; the single-domain MATH and TOOLUSE runs of GRPO, the α sweep and StableSDPO; the CoT runs on the
@@ -31,17 +33,27 @@ from machinery import claims, tasks  # noqa: E402
 from machinery.models import load_model  # noqa: E402
 
 ROOT = os.path.join("results", "reference")
+# Where each family's run directories go. The equal-rate arm (issue 59) pairs by seed with the reference's;
+# "regen" reruns the reference's continual experiment with its checkpoints kept (the collapse's interventions,
+# issue 60, start from them; its results.json must equal the committed one byte for byte).
+ROOTS = {"paper": ROOT, "defences": ROOT, "followup": ROOT, "equal": os.path.join("results", "equal_rate"),
+         "regen": os.path.join("runs", "regen")}
 
 
 def finished(exp, seed, root=ROOT):
     return os.path.isfile(os.path.join(root, f"{exp}-s{seed}", "results.json"))
 
 
-def experiments(family):
-    """{experiment: its continual.py flags} of a family: the paper's claims, the defences (issue 47), or the
-    defences' follow-up (replay under the base teacher)."""
+def experiments(family, seed=None):
+    """{experiment: its continual.py flags} of a family: the paper's claims, the defences (issue 47), the
+    defences' follow-up (replay under the base teacher), the equal-rate arm (issue 59; which of its experiments
+    a seed runs depends on the seed) or the reference's continual experiment rerun with its checkpoints."""
     if family == "paper":
         return claims.EXPERIMENTS
+    if family == "equal":
+        return claims.EQUAL_RATE if seed is None else claims.equal_rate_experiments(seed)
+    if family == "regen":
+        return {"continual": claims.EXPERIMENTS["continual"]}
     return {exp: claims.defence_flags(exp) for exp in (claims.DEFENCES if family == "defences" else claims.FOLLOW_UP)}
 
 
@@ -50,7 +62,7 @@ def run_experiment(exp, seed, threads=1, root=ROOT, family="paper"):
     <dir>/seconds.txt."""
     if finished(exp, seed, root):
         return
-    flags = experiments(family)[exp]
+    flags = experiments(family, seed)[exp]
     name = f"{exp}-s{seed}"
     cmd = [sys.executable, "continual.py", *flags.split(), "--seed", str(seed), "--runs-dir", root,
            "--name", name, "--threads", str(threads)]
@@ -75,7 +87,7 @@ def run_seed(seed, threads=1, root=ROOT, family="paper", only=None):
 def work_units(seeds, family="paper", only=None, root=ROOT):
     """The (experiment, seed) pairs left to run, seed by seed in the family's order: what --jobs workers share,
     so that no worker idles while another seed still has experiments."""
-    return [(exp, s) for s in seeds for exp in experiments(family)
+    return [(exp, s) for s in seeds for exp in experiments(family, s)
             if (not only or exp in only) and not finished(exp, s, root)]
 
 
@@ -152,10 +164,11 @@ def main(argv=None):
     ap.add_argument("--distances", action="store_true", help="compute the benchmarks' distances (before any seed)")
     ap.add_argument("--summary", action="store_true", help="the declared claims over the finished seeds")
     ap.add_argument("--only", default=None, help="comma list of experiments to run (default: all of the family's)")
-    ap.add_argument("--family", default="paper", choices=["paper", "defences", "followup"],
+    ap.add_argument("--family", default="paper", choices=["paper", "defences", "followup", "equal", "regen"],
                     help="the paper's claims (issue 46, seeds 10-29), the defences (issue 47, seeds 100-102), or the "
                          "defences' follow-up (replay under the base teacher, the same seeds; its table is in the "
-                         "defences' summary)")
+                         "defences' summary), the equal-rate arm (issue 59, into results/equal_rate/), or a rerun of the "
+                         "reference's continual experiment with its checkpoints (runs/regen/)")
     args = ap.parse_args(argv)
     if args.distances:
         print(json.dumps(distances(), indent=1))
@@ -167,12 +180,13 @@ def main(argv=None):
         if args.jobs < 1:
             ap.error(f"--jobs must be >= 1, got {args.jobs}")
         only = args.only.split(",") if args.only else None
-        if only and not set(only) <= set(experiments(args.family)):
+        if only and not set(only) <= set(experiments(args.family)) | ({"continual"} if args.family == "equal" else set()):
             ap.error(f"--only: unknown {sorted(set(only) - set(experiments(args.family)))}; "
                      f"known: {', '.join(experiments(args.family))}")
-        units = work_units(seeds, args.family, only)
+        root = ROOTS[args.family]
+        units = work_units(seeds, args.family, only, root)
         with ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda u: run_experiment(*u, max(1, 2 // args.jobs), family=args.family), units))
+            list(pool.map(lambda u: run_experiment(*u, max(1, 2 // args.jobs), root=root, family=args.family), units))
     if args.summary:
         summary(family=args.family)
 
