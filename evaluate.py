@@ -80,6 +80,26 @@ def teacher_check(model, tok, records, k=8, max_new_tokens=64, sample_batch=SAMP
             "without_demo": sum(before) / len(before), "with_demo": with_demo}
 
 
+@torch.no_grad()
+def feedback_check(model, tok, records, k=8, max_new_tokens=64, sample_batch=SAMPLE_BATCH):
+    """The teacher shown feedback (S8) instead of a demonstration: for each prompt's first failed sample that
+    its grader has a report on, Acc@k of the same model with that report in S8's reprompt, against Acc@k
+    without it on the same prompts. teacher_check checks the demonstration; this checks the feedback."""
+    _, per_prompt, responses, scores, _ = acc_at_k(model, tok, records, k, max_new_tokens, batch_size=sample_batch)
+    shown, reprompts, before = [], [], []
+    for i, rec in enumerate(records):
+        failed = [r for r, s in zip(responses[i * k:(i + 1) * k], scores[i * k:(i + 1) * k]) if s == 0.0]
+        note = next((n for n in (tasks.feedback(rec, r) for r in failed) if n), None)
+        if note:
+            shown.append(rec)
+            reprompts.append(fill_reprompt(rec["prompt"], feedback=note))
+            before.append(per_prompt[i])
+    if not shown:
+        return {"prompts_with_feedback": 0, "without": None, "with_feedback": None}
+    with_fb, _, _, _, _ = acc_at_k(model, tok, shown, k, max_new_tokens, prompts=reprompts, batch_size=sample_batch)
+    return {"prompts_with_feedback": len(shown), "without": sum(before) / len(before), "with_feedback": with_fb}
+
+
 # ----------------------------------------------------------------------------------------------
 # Collapse (A8): measured on every evaluation's samples; drift.py reports it per stage
 # ----------------------------------------------------------------------------------------------

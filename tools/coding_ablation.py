@@ -41,10 +41,8 @@ import evaluate  # noqa: E402
 from machinery import flags  # noqa: E402
 from machinery import rundir  # noqa: E402
 from machinery import plots  # noqa: E402
-from machinery import tasks  # noqa: E402
 from classroom import tokens  # noqa: E402
 from machinery.infra import atomic_json, init_distributed  # noqa: E402
-from rollout import acc_at_k, fill_reprompt  # noqa: E402
 
 STAGES = ["math", "science", "tooluse", "coding"]
 CODING_STAGE = 3                      # 0-based: the reference's fourth stage (its prompt order and seeds)
@@ -153,24 +151,8 @@ def teacher_history(runs, out, configs, seed):
 
 
 def feedback_check(model, tok, records):
-    """The teacher shown feedback (S8) instead of a demonstration: for each prompt's first failed sample
-    that its grader has a report on, Acc@k of the same model with that report in S8's reprompt, against
-    Acc@k without it on the same prompts. W4 checks the demonstration; this checks the feedback."""
-    torch.manual_seed(0)
-    _, per_prompt, responses, scores, _ = acc_at_k(model, tok, records, CHECK_K, 64)
-    shown, reprompts, before = [], [], []
-    for i, rec in enumerate(records):
-        failed = [r for r, sc in zip(responses[i * CHECK_K:(i + 1) * CHECK_K], scores[i * CHECK_K:(i + 1) * CHECK_K])
-                  if sc == 0.0]
-        note = next((n for n in (tasks.feedback(rec, r) for r in failed) if n), None)
-        if note:
-            shown.append(rec)
-            reprompts.append(fill_reprompt(rec["prompt"], feedback=note))
-            before.append(per_prompt[i])
-    if not shown:
-        return {"prompts_with_feedback": 0, "without": None, "with_feedback": None}
-    with_fb, _, _, _, _ = acc_at_k(model, tok, shown, CHECK_K, 64, prompts=reprompts)
-    return {"prompts_with_feedback": len(shown), "without": sum(before) / len(before), "with_feedback": with_fb}
+    torch.manual_seed(0)   # the same draws for every cell
+    return evaluate.feedback_check(model, tok, records, CHECK_K, 64)
 
 
 def feedback_history(runs, out, configs, seed):
