@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
-from machinery import claims, tasks  # noqa: E402
+from machinery import claims, footing, tasks  # noqa: E402
 from machinery.models import load_model  # noqa: E402
 
 ROOT = os.path.join("results", "reference")
@@ -107,7 +107,8 @@ def distances(root=ROOT, n=32, k=8, seed=0):
 def seconds_table(root=ROOT, family="paper"):
     """Each finished experiment's wall time (its seconds.txt), experiment by seed, and each seed's total: a
     markdown table (an empty string when nothing has finished)."""
-    exps = list(experiments(family)) + (list(claims.FOLLOW_UP) if family == "defences" else [])
+    exps = list(experiments(family)) + (list(claims.FOLLOW_UP) if family == "defences" else []) + \
+        (["continual"] if family == "equal" else [])
     secs = {}
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
         exp, _, seed = name.rpartition("-s")
@@ -125,9 +126,37 @@ def seconds_table(root=ROOT, family="paper"):
     return "\n".join(rows)
 
 
+def load_optional(path):
+    return json.load(open(path)) if os.path.isfile(path) else None
+
+
+def equal_summary(root=ROOTS["equal"]):
+    """The equal-rate arm (issue 59): every claim at the per-method rates and at each shared rate, with the
+    world's adequacy test beside it; written to <root>/report.md."""
+    bundles = footing.read_bundles(ROOT, root)
+    base = json.load(open(os.path.join("results", "base", "tiny.json")))
+    traces = load_optional(os.path.join(root, "adequacy", "traces.json"))
+    null = load_optional(os.path.join(root, "adequacy", "null-iou.json"))
+    table, _ = footing.footing_table(bundles, base, traces, null)
+    arm = sorted({s for s, x in bundles.items() if any(e in x for e in claims.EQUAL_RATE)})
+    text = (f"arm seeds with a finished experiment: {', '.join(map(str, arm)) or 'none yet'}\n\n" + table +
+            "\n\n" + footing.FOOTING_NOTE + "\n\nC8b's report: SDPO_5%'s JS in its collapse stage, over the steps "
+            "that distil anything (reference seeds)\n\n" + footing.collapse_js_table(
+                {s: x for s, x in bundles.items() if s in claims.REFERENCE_SEEDS}))
+    times = seconds_table(root, "equal")
+    if times:
+        text += "\n\nWall time per experiment (each directory's seconds.txt; two at a time on 2 cores):\n\n" + times
+    print(text)
+    with open(os.path.join(root, "report.md"), "w") as f:
+        f.write("# Equal footing: the claims at one shared learning rate (`python tools/reference.py --family equal "
+                "--summary`)\n\n" + text + "\n")
+
+
 def summary(root=ROOT, family="paper"):
     """The family's declared claims over every seed with a finished experiment (and, for the defences, the
     table of what each costs, and the follow-up's when it has run)."""
+    if family == "equal":
+        return equal_summary()
     family = "defences" if family == "followup" else family   # the follow-up's table is the defences' report's
     bundles = claims.read_reference(root)
     if family == "paper":
