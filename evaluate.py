@@ -115,6 +115,21 @@ def repeated_pattern(text, min_repeats=4, max_period=12):
     return None
 
 
+def loop_tokens(ids):
+    """(§5's artifact loop) [bool per token]: token t is a loop token when its bigram with its predecessor,
+    (ids[t−1], ids[t]), already occurred earlier in the same response. The first token never is.
+
+    Example: ids of "lambdambda" -> l a m b d a m b d a: 'm' at 6 repeats (a, m) from 1–2, then 'b', 'd', 'a'
+    repeat too: [F, F, F, F, F, F, T, T, T, T].
+    """
+    seen, out = set(), [False] * len(ids)
+    for t in range(1, len(ids)):
+        pair = (ids[t - 1], ids[t])
+        out[t] = pair in seen
+        seen.add(pair)
+    return out
+
+
 def is_degenerate(text, hit_length_limit):
     """(A8) A collapsed response: it runs to the length limit repeating one short pattern."""
     return hit_length_limit and repeated_pattern(text) is not None
