@@ -169,7 +169,8 @@ def main(argv=None):
                             train.run_steps(run["model"], run["tok"], stage["records"], stage["args"],
                                             METHODS[method], stage["frozen"], stage["opt"], desc=stage["desc"],
                                             start_step=stage["start"], on_step=stage["on_step"], base=stage["base"])
-                        end_stage(exp, run, k, stage)   # (C2) acc[k][b] on every benchmark, drift (A4–A8), saved
+                        with rundir.saved_if_interrupted(run, stage, exp["partial_dir"], k, stage["args"].steps):
+                            end_stage(exp, run, k, stage)   # (C2) acc[k][b] on every benchmark, drift (A4–A8), saved
             results.append(write_results(one, configs, stages, benchmarks, progress, run_dir))   # A2–A3
     return rundir.finish(args, configs, defaults, seeds, dirs, results, t_start)
 

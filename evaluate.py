@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from machinery import tasks
+from machinery import safety, tasks
 from machinery.flags import MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag
 from machinery.infra import init_distributed, is_main, shard
 from machinery.models import DTYPES, MODEL_DIRS, load_model
@@ -245,6 +245,8 @@ def main(argv=None):
     thinking.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False)
     ap.add_argument("--no-teacher-check", action="store_true", help="skip the with/without-demonstration check")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument("--overwrite-committed", action="store_true", help="let --out write under the repository's "
+                    "committed folders or over a tracked file (results/base/tiny.json is rebuilt this way)")
     args = ap.parse_args(argv)
     for flag, v, top in (("--k", args.k, 1024), ("--n", args.n, MAX_EVAL_N), ("--max-new-tokens", args.max_new_tokens, MAX_TOKENS),
                          ("--sample-batch", args.sample_batch, 1 << 20)):
@@ -258,6 +260,7 @@ def main(argv=None):
         if os.path.isdir(args.out):
             ap.error(f"--out: '{args.out}' is a directory; give a file path")
         check_dir_flag(ap, "--out", os.path.dirname(os.path.abspath(args.out)))
+        safety.refuse_committed(ap.error, "--out", args.out, args.overwrite_committed)
     try:
         names = tasks.resolve_benchmarks(args.benchmarks)
         for n in names:   # files and hub datasets are read once up front: a bad one stops here, in one line

@@ -27,7 +27,7 @@ import torch
 from tqdm import tqdm
 
 import evaluate
-from machinery import plots
+from machinery import plots, safety
 from machinery import tasks
 from machinery.flags import check_code_jail, check_dir_flag, per_seed
 from machinery.infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, check_weights, checked_total,
@@ -251,6 +251,22 @@ def task_and_test_records(ap, args):
     return records, test
 
 
+RUN_FILES = {"log.jsonl", "model", "teacher", "summary.json", "curves.png", "model.tmp", "model.old", "teacher.tmp",
+             "teacher.old"}
+
+
+def own_run_dir(out, method_name):
+    """May this command replace `out`? Yes for its own earlier run (summary.json names the same method and
+    settings), or an unfinished one (only the files a run writes, no summary yet)."""
+    summary = os.path.join(out, "summary.json")
+    if os.path.isfile(summary):
+        try:
+            return json.load(open(summary)).get("method") == method_name
+        except (OSError, ValueError, AttributeError):
+            return False
+    return set(os.listdir(out)) <= RUN_FILES
+
+
 def train_one_task(ap, args, method_name, method):
     """What `python grpo.py` / `python sdpo.py` run: evaluate, train one task, evaluate, save a HF
     checkpoint, log.jsonl and summary.json in runs/<method_name>-<task>-s<seed>/ (the name carries every
@@ -259,6 +275,10 @@ def train_one_task(ap, args, method_name, method):
     if args.out is not None:   # (an empty --out is an error, not the default)
         check_dir_flag(ap, "--out", args.out)
     out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")
+    safety.refuse_committed(ap.error, "--out", out, args.overwrite_committed)
+    if is_main() and os.path.isdir(out) and os.listdir(out) and not own_run_dir(out, method_name):
+        ap.error(f"--out {out} exists and is not a run of this command ({method_name}); nothing was changed. "
+                 f"Give another --out")
     device = init_distributed(args.device, args.threads)   # torchrun: one process per GPU (machinery/infra.py)
     log_path = os.path.join(out, "log.jsonl")
     if is_main():

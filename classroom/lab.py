@@ -250,13 +250,20 @@ def argv_of(command, number, fast):
     return [sys.executable, os.path.join(ROOT, argv[1]), *argv[2:], *((FAST.get(number) or []) if fast else [])]
 
 
-def run_exercise(number, command, out_dir, fast):
-    """Run one exercise in out_dir, its output to out_dir/logs/N.txt: (seconds, exit status)."""
+# classroom/SOLUTIONS.md's key numbers were measured with 2 torch threads (a 2-core machine, every core): a result
+# depends on the thread count (floating-point sums change order, then sampling diverges), so --check pins it
+SOLUTIONS_THREADS = 2
+
+
+def run_exercise(number, command, out_dir, fast, threads=None):
+    """Run one exercise in out_dir, its output to out_dir/logs/N.txt: (seconds, exit status). threads: the torch
+    thread count of its processes (OMP_NUM_THREADS, which every entry point honours); None leaves it as it is."""
     os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=ROOT, **({"OMP_NUM_THREADS": str(threads)} if threads else {}))
     t0 = time.time()
     with open(os.path.join(out_dir, "logs", f"{number}.txt"), "w") as log:
         status = subprocess.run(argv_of(command, number, fast), cwd=out_dir, stdout=log, stderr=subprocess.STDOUT,
-                                env=dict(os.environ, PYTHONPATH=ROOT)).returncode
+                                env=env).returncode
     return time.time() - t0, status
 
 
@@ -277,7 +284,8 @@ def main(argv=None):
     ap.add_argument("--all", action="store_true", help="every exercise, in order")
     ap.add_argument("--fast", action="store_true", help="small settings (checks that everything runs, in minutes)")
     ap.add_argument("--check", action="store_true", help="compare each exercise's key numbers with classroom/SOLUTIONS.md "
-                    "(class settings only) and exit 1 if one differs by more than its tolerance")
+                    "(class settings only, with the 2 torch threads they were measured with) and exit 1 if one differs "
+                    "by more than its tolerance")
     ap.add_argument("--out", default=None, help="the folder everything goes to (default runs/class, or "
                     "runs/class-fast with --fast: the two settings are different runs)")
     args = ap.parse_args(argv)
@@ -301,7 +309,7 @@ def main(argv=None):
     rows = []
     for number, title, command in chosen:
         print(f"== {number}. {title}\n$ {command}{' (--fast)' if args.fast else ''}", flush=True)
-        seconds, status = run_exercise(number, command, args.out, args.fast)
+        seconds, status = run_exercise(number, command, args.out, args.fast, SOLUTIONS_THREADS if args.check else None)
         print(f"   {'ok' if status == 0 else f'FAILED (exit {status}): see logs/{number}.txt'}, {seconds:.0f} s",
               flush=True)
         rows.append((number, title, command, seconds, status))

@@ -818,17 +818,57 @@ def follow_up_table(bundles):
     return "\n".join(lines) + f"\n\nThe declared verdict: replay's harm is **{decided}**."
 
 
+def stages_of(flags):
+    """The stages a continual.py flag string trains (its --stages, else the default four)."""
+    words = flags.split()
+    return words[words.index("--stages") + 1].split(",") if "--stages" in words else \
+        ["math", "science", "tooluse", "coding"]
+
+
+def checked_results(path, exp, seed, flags):
+    """An experiment's results.json, trusted only when it is what its directory says: a readable file, a
+    continual.py results dict of that seed, trained on the experiment's stages. Else ValueError naming the file."""
+    if not os.path.isfile(path):
+        raise ValueError(f"{path} is not a file")
+    try:
+        res = json.load(open(path))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is damaged ({str(e).splitlines()[0][:120]})") from None
+    if not isinstance(res, dict) or not isinstance(res.get("runs"), dict):
+        raise ValueError(f"{path} is not a continual.py results file")
+    if res.get("seed") != seed:
+        raise ValueError(f"{path} holds seed {res.get('seed')}'s results, not seed {seed}'s (its directory's name)")
+    if res.get("stages") != stages_of(flags):
+        raise ValueError(f"{path} was trained on {res.get('stages')}, not on {exp}'s stages {stages_of(flags)}")
+    return res
+
+
+def experiment_flags(exp):
+    """The continual.py flags of any experiment a reference folder may hold."""
+    if exp in EXPERIMENTS:
+        return EXPERIMENTS[exp]
+    if exp in EQUAL_RATE:
+        return EQUAL_RATE[exp]
+    return defence_flags(exp)
+
+
 def read_reference(root):
     """{seed: {experiment: results.json}} of a reference directory (<experiment>-s<seed>/results.json), each
-    seed's bundle with the distances (DISTANCES) beside it."""
+    seed's bundle with the distances (DISTANCES) beside it. Every results.json is checked (checked_results)."""
     found = {}
     for name in sorted(os.listdir(root)):
         exp, _, seed = name.rpartition("-s")
         f = os.path.join(root, name, "results.json")
-        if (exp in EXPERIMENTS or exp in DEFENCES or exp in FOLLOW_UP) and seed.isdigit() and os.path.isfile(f):
-            found.setdefault(int(seed), {})[exp] = json.load(open(f))
-    distances = json.load(open(os.path.join(root, "distances.json")))
+        if (exp in EXPERIMENTS or exp in DEFENCES or exp in FOLLOW_UP) and seed.isdigit() and os.path.lexists(f):
+            found.setdefault(int(seed), {})[exp] = checked_results(f, exp, int(seed), experiment_flags(exp))
+    distances = json.load(open(distances_path(root)))
     return {s: {**x, "distances": distances} for s, x in sorted(found.items())}
+
+
+def distances_path(root):
+    """G2's distances: the folder's own distances.json, else the committed one (fixed before the reference)."""
+    own = os.path.join(root, "distances.json")
+    return own if os.path.isfile(own) else DISTANCES
 
 
 def read_seed_results(paths):

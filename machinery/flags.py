@@ -190,11 +190,16 @@ def add_run(ap, script):
     if script == "continual":
         g.add_argument("--name", default=None, help="run directory name under runs/ (default from the flags)")
         g.add_argument("--runs-dir", default="runs")
-        g.add_argument("--overwrite", action="store_true", help="replace a run directory that holds a different run")
+        g.add_argument("--overwrite", action="store_true", help="replace a run directory of continual.py that holds "
+                       "a different run (never a directory continual.py did not make)")
+        g.add_argument("--overwrite-committed", action="store_true", help="write the run directory under the "
+                       "repository's committed folders (results/, docs/, …): only to add to a committed reference")
         g.add_argument("--keep-optimizer", action="store_true", help="save each stage's final AdamW state in its "
                        "checkpoint (as --stage-optimizer carry does), for a later run to carry it over")
     else:
         g.add_argument("--out", default=None, help=f"output directory (default runs/{script}-<task>-s<seed>)")
+        g.add_argument("--overwrite-committed", action="store_true", help="write --out under the repository's "
+                       "committed folders (results/, docs/, …)")
     g.add_argument("--unsafe-code", action="store_true", help="run CODING programs even where no OS jail (bubblewrap, "
                    "unshare) is available, with the sandbox's inner layers only (docs/RELIABILITY.md)")
 

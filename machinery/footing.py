@@ -36,11 +36,11 @@ def read_bundles(reference_root, arm_root):
         for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
             exp, _, seed = name.rpartition("-s")
             path = os.path.join(root, name, "results.json")
-            if exp in known and seed.isdigit() and os.path.isfile(path):
+            if exp in known and seed.isdigit() and os.path.lexists(path):
                 x = found.setdefault(int(seed), {"dirs": {}})
-                x[exp] = json.load(open(path))
+                x[exp] = claims.checked_results(path, exp, int(seed), claims.experiment_flags(exp))
                 x["dirs"][exp] = os.path.join(root, name)
-    distances = json.load(open(os.path.join(reference_root, "distances.json")))
+    distances = json.load(open(claims.distances_path(reference_root)))
     return {s: {**x, "distances": distances} for s, x in sorted(found.items())}
 
 

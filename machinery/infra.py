@@ -18,6 +18,7 @@ sixty-four run). Without torchrun nothing is sharded and every collective below 
 import atexit
 import contextlib
 import datetime
+import errno
 import hashlib
 import json
 import os
@@ -474,27 +475,43 @@ class Interrupted(KeyboardInterrupt):
         self.completed_steps = completed_steps
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)   # Ctrl-C, and what kill, SLURM's scancel and Kubernetes send
+
+
+def sigterm_as_ctrl_c():
+    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so every stop runs the same clean-up (the state saved,
+    one line); outside the step loop too (an evaluation, a drift measurement). Main thread only."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        pass
+
+
 class StepBoundarySigint:
-    """While active, the first Ctrl-C (SIGINT) only sets `requested`; the loop stops at the end of the
-    current step, so a saved state is never half an optimizer step. A second Ctrl-C interrupts at once."""
+    """While active, the first Ctrl-C (SIGINT) or SIGTERM only sets `requested`; the loop stops at the end of
+    the current step, so a saved state is never half an optimizer step. A second one interrupts at once."""
 
     def __enter__(self):
         self.requested = False
-        self._old = signal.getsignal(signal.SIGINT)
+        self._old = {s: signal.getsignal(s) for s in STOP_SIGNALS}
 
         def handler(signum, frame):
             if self.requested:
                 raise KeyboardInterrupt
             self.requested = True
         try:
-            signal.signal(signal.SIGINT, handler)
-        except ValueError:  # not the main thread: leave Ctrl-C as it is
+            for s in STOP_SIGNALS:
+                signal.signal(s, handler)
+        except ValueError:  # not the main thread: leave the signals as they are
             self._old = None
         return self
 
     def __exit__(self, *exc):
         if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
+            for s, old in self._old.items():
+                signal.signal(s, old)
         return False
 
 
@@ -519,6 +536,9 @@ def save_checkpoint(model, tok, out_dir, extra=None, opt=None, teacher=None):
             state.pop(f"{head}.weight", None)
     out_dir = out_dir.rstrip("/")
     tmp, old = out_dir + ".tmp", out_dir + ".old"
+    if is_main() and os.path.isdir(out_dir) and os.listdir(out_dir) and not is_checkpoint_dir(out_dir):
+        raise FileExistsError(errno.EEXIST, "exists and is not a checkpoint (it has no config.json): nothing was "
+                              "replaced", out_dir)
     if is_main():
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
@@ -540,6 +560,11 @@ def save_checkpoint(model, tok, out_dir, extra=None, opt=None, teacher=None):
 
 
 CHECKSUMS = "checksums.json"
+
+
+def is_checkpoint_dir(path):
+    """A directory save_checkpoint may replace: one that holds a saved model (its config.json or checksums)."""
+    return any(os.path.isfile(os.path.join(path, f)) for f in ("config.json", CHECKSUMS))
 
 
 def file_digest(path):

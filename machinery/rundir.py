@@ -21,9 +21,9 @@ import drift
 import evaluate
 import grpo
 import sdpo
-from machinery import claims, plots, tasks
+from machinery import claims, plots, safety, tasks
 from machinery.infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states,
-                             damaged_files, is_main, read_jsonl, save_checkpoint, shard, stage_checkpoint,
+                             damaged_files, is_main, read_jsonl, save_checkpoint, shard, sigterm_as_ctrl_c, stage_checkpoint,
                              under_torchrun, with_stage_checkpoints, write_atomically)
 from machinery.models import load_model
 
@@ -40,7 +40,9 @@ def seed_dirs(args, seeds, configs, defaults):
 @contextlib.contextmanager
 def file_errors_stop_cleanly():
     """A file of the run directory that cannot be read or written (a directory in its place, a link loop,
-    an immutable file, a full disk): one line naming it; the completed stages stay."""
+    an immutable file, a full disk): one line naming it; the completed stages stay. SIGTERM stops the run as
+    Ctrl-C does from here on (infra.sigterm_as_ctrl_c)."""
+    sigterm_as_ctrl_c()
     try:
         yield
     except OSError as e:
@@ -49,17 +51,24 @@ def file_errors_stop_cleanly():
 
 
 @contextlib.contextmanager
-def saved_if_interrupted(run, stage, partial_dir, k):
-    """A Ctrl-C at a step boundary of stage k: save everything needed to continue exactly (the weights, the
-    optimizer, the teacher, the steps done and the rows so far) in partial_dir, then stop."""
+def saved_if_interrupted(run, stage, partial_dir, k, steps_done=None):
+    """A Ctrl-C or SIGTERM at a step boundary of stage k: save everything needed to continue exactly (the
+    weights, the optimizer, the teacher, the steps done and the rows so far) in partial_dir, then stop.
+    steps_done: the stage's steps are all done (its end-of-stage evaluation and drift run inside): a stop there
+    saves the trained stage, and the rerun goes straight to its evaluation."""
     try:
         yield
-    except Interrupted as e:
-        extra = {"partial.pt": {"run": run["name"], "stage": k, "step": e.completed_steps,
+    except (Interrupted, KeyboardInterrupt) as e:
+        if not isinstance(e, Interrupted) and steps_done is None:
+            raise
+        done = e.completed_steps if isinstance(e, Interrupted) else steps_done
+        extra = {"partial.pt": {"run": run["name"], "stage": k, "step": done,
                                 "rows": stage["rows"], "curve": stage["curve"]}}
         # (sharded: every rank takes part, each writing its own shard of the optimizer and teacher)
         save_checkpoint(run["model"], run["tok"], partial_dir, extra, opt=stage["opt"], teacher=stage["teacher"])
-        raise
+        if isinstance(e, Interrupted):
+            raise
+        raise Interrupted(done) from None
 
 
 def finish(args, configs, defaults, seeds, dirs, results, t_start):
@@ -78,7 +87,8 @@ def finish(args, configs, defaults, seeds, dirs, results, t_start):
 def run_dir_name(args, configs, defaults):
     """runs/<configurations>-s<seed>[-<hash>]: the hash of every other flag that differs from its default,
     so two different experiments never share a directory (the same command always finds its own)."""
-    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "seed", "threads", "plain", *grpo.SETTINGS,
+    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "overwrite_committed", "seed", "threads", "plain",
+                  *grpo.SETTINGS,
                   *sdpo.SETTINGS}
     changed = {k: v for k, v in sorted(vars(args).items()) if k not in per_config and v != defaults.get(k)}
     suffix = "-" + hashlib.sha1(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:6] if changed else ""
@@ -102,8 +112,9 @@ def write_seeds_summary(args, configs, defaults, all_results, dirs):
 def fingerprint_of(args, stages, benchmarks, configs=()):
     """What config.json records: every flag except where the run is written, and under "runs" each
     configuration's own settings (a sweep's --alpha is a list; each run has one α)."""
-    fingerprint = {k: v for k, v in vars(args).items() if k not in ("overwrite", "name", "runs_dir", "threads", "plain")}
-    fingerprint.update(stages=stages, benchmarks=benchmarks,
+    fingerprint = {k: v for k, v in vars(args).items()
+                   if k not in ("overwrite", "overwrite_committed", "name", "runs_dir", "threads", "plain")}
+    fingerprint.update(program=PROGRAM, stages=stages, benchmarks=benchmarks,
                        runs={name: {"method": method, **settings} for method, settings, name in configs})
     return json.loads(json.dumps(fingerprint))
 
@@ -111,8 +122,23 @@ def fingerprint_of(args, stages, benchmarks, configs=()):
 def same_run(old, fingerprint):
     """Whether a run directory's config.json is this command's ("runs" is derived from the flags, and
     older run directories have none)."""
-    drop = lambda d: {k: v for k, v in d.items() if k != "runs"}   # noqa: E731
+    drop = lambda d: {k: v for k, v in d.items() if k not in ("runs", "program")}   # noqa: E731
     return drop(old) == drop(fingerprint)
+
+
+PROGRAM = "continual.py"   # the marker of a run directory this program made (config.json's "program")
+LOCKS = []                 # the run directories this process writes, locked until it exits (safety.RunLock)
+
+
+def lock_run_dir(run_dir):
+    """Hold the run directory's lock (a file beside it) for as long as this process lives; a second writer
+    stops here with one line naming the holder's pid."""
+    lock = safety.RunLock(run_dir)
+    if not lock.acquire():
+        pid = lock.held_by()
+        fail(f"{run_dir} is being written by another process (pid {pid}); wait for it to finish, or stop it "
+             f"(kill {pid}: it keeps its completed stages) and rerun this command to resume")
+    LOCKS.append(lock)
 
 
 def claim_run_dir(ap, args, run_dir, stages, benchmarks, configs=()):
@@ -120,6 +146,9 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks, configs=()):
     config_path = os.path.join(run_dir, "config.json")
     fingerprint = fingerprint_of(args, stages, benchmarks, configs)
     progress_path = os.path.join(run_dir, "progress.json")
+    safety.refuse_committed(ap.error, "--runs-dir/--name:", run_dir, args.overwrite_committed)
+    if is_main():
+        lock_run_dir(run_dir)
     if is_main() and os.path.isfile(config_path):
         try:
             with open(config_path) as f:
@@ -127,6 +156,9 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks, configs=()):
         except ValueError as e:
             fail(f"{config_path} is damaged ({tasks.one_line(e)}); it says which command {run_dir} belongs to. Restore "
                  f"it from a copy and rerun, or use --name for a new run (--overwrite would delete the completed stages)")
+        if not safety.owned_by(run_dir, PROGRAM):   # parsed, but not ours: never replaced
+            ap.error(f"{run_dir} holds a config.json that continual.py did not write; nothing was changed. Give "
+                     f"another --name or --runs-dir")
         if not same_run(old, fingerprint):
             if not args.overwrite:
                 ap.error(f"{run_dir} holds a different run; use --name for a new one or --overwrite to replace it")
@@ -135,10 +167,9 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks, configs=()):
         fail(f"{config_path} is missing, but {run_dir} holds a run's completed stages (progress.json), so it cannot be "
              f"checked against this command. Restore config.json from a copy and rerun, or use --name for a new run "
              f"(--overwrite would delete the completed stages)")
-    elif is_main() and os.path.isdir(run_dir) and os.listdir(run_dir):
-        if not args.overwrite:
-            ap.error(f"{run_dir} exists and is not a run of continual.py; use --overwrite to replace it")
-        shutil.rmtree(run_dir)
+    elif is_main() and os.path.isdir(run_dir) and os.listdir(run_dir):   # never replaced, whatever the flags
+        ap.error(f"{run_dir} exists and is not a run of continual.py; nothing was changed. Give another --name or "
+                 f"--runs-dir")
     if is_main():
         os.makedirs(run_dir, exist_ok=True)
     atomic_json(config_path, fingerprint)

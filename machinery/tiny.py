@@ -42,7 +42,8 @@ import torch
 
 from machinery import tasks
 from machinery.flags import check_dir_flag
-from machinery.infra import save_checkpoint, setup_torch
+from machinery import safety
+from machinery.infra import is_checkpoint_dir, save_checkpoint, setup_torch
 from machinery.models import TINY_DIR, load_model
 from machinery.padding import round_up
 from rollout import chat_messages, encode_chat, fill_reprompt
@@ -202,6 +203,9 @@ def main(argv=None):
     if committed and not args.overwrite_committed:
         ap.error(f"--out {args.out} is the committed {os.path.basename(committed[0].rstrip('/'))}/, which every "
                  f"committed result was measured on; give another --out, or --overwrite-committed to rebuild it")
+    safety.refuse_committed(ap.error, "--out", args.out, args.overwrite_committed)
+    if os.path.isdir(args.out) and os.listdir(args.out) and not is_checkpoint_dir(args.out):
+        ap.error(f"--out {args.out} exists and is not a model directory; nothing was changed. Give another --out")
     setup_torch("cpu")
     torch.manual_seed(args.seed)
     if args.think:   # the committed base, fine-tuned with traces

@@ -6,7 +6,7 @@
     python tools/adequacy.py null-iou --runs runs/regen --seeds 10,11,12   # C7: a random update of GRPO's size
 
 Each writes OUT/<name>.json (default OUT: runs/adequacy/; the committed ones are in results/equal_rate/adequacy/,
-written with `--out results/equal_rate/adequacy`). The tests themselves, and their declared thresholds, are
+written with `--out results/equal_rate/adequacy --into-results`). The tests themselves, and their declared thresholds, are
 machinery/claims.py's `adequacy` (docs/RESULTS.md, "Equal footing"): every number here comes from the world (the
 base models, the benchmarks, GRPO's own update), never from an SDPO-versus-GRPO difference.
 """
@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
-from machinery import tasks  # noqa: E402
+from machinery import safety, tasks  # noqa: E402
 from machinery.infra import atomic_json  # noqa: E402
 from machinery.models import load_model  # noqa: E402
 from rollout import acc_at_k  # noqa: E402
@@ -161,7 +161,9 @@ def main(argv=None):
                     help="null-iou: the regenerated reference (tools/reference.py --family regen)")
     ap.add_argument("--seeds", default="10,11,12", help="null-iou: the seeds whose GRPO final model it reads")
     ap.add_argument("--models", default="tiny", help="math-feedback: comma list of models or checkpoint folders")
+    ap.add_argument("--into-results", action="store_true", help="let --out be under results/ (the committed ones)")
     args = ap.parse_args(argv)
+    safety.refuse_committed(ap.error, "--out", args.out, args.into_results, "--into-results")
     try:
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:

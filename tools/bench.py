@@ -144,10 +144,10 @@ def bench_fixed(model, tok, device, args):
     # rollout: sample + grade a group per prompt
     batches = []
 
-    def rollout(i):
+    def one_rollout(i):   # (not `rollout`: that name is the module, used below)
         torch.manual_seed(args.seed + i)
         batches.append(collect(model, tok, records, args.group_size, args.max_new_tokens, 1.0, 1.0))
-    t, times = median_time(rollout, args.repeat, device)
+    t, times = median_time(one_rollout, args.repeat, device)
     gen = statistics.median(sum(len(r) for r in b["response_ids"]) for b in batches[1:])
     out["rollout_s"], out["rollout_times"] = t, times
     out["generated_tokens"] = gen

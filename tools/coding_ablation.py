@@ -1,8 +1,9 @@
 """tools/coding_ablation.py — why SDPO fails CODING: the stage rerun from the reference's stage-3
 checkpoints, one factor changed at a time (docs/RESULTS.md, "The CODING collapse"; declared there first).
 
-    python tools/coding_ablation.py --runs runs/regen --seeds 0,1,2          # every cell, resumable
-    python tools/coding_ablation.py --runs runs/regen --summary-only         # the table and the picture
+    python tools/coding_ablation.py --runs runs/regen --seeds 0,1,2 --out runs/ablation    # every cell, resumable
+    python tools/coding_ablation.py --runs runs/regen --summary-only --out runs/ablation   # the table and the picture
+    (--into-results, with the default --out results/coding_ablation: the committed ablation itself)
 
 --runs holds the reference's first three stages, made with --keep-optimizer so that factor (f) can carry
 the optimizer over:
@@ -41,6 +42,7 @@ import evaluate  # noqa: E402
 from machinery import flags  # noqa: E402
 from machinery import rundir  # noqa: E402
 from machinery import plots  # noqa: E402
+from machinery import safety  # noqa: E402
 from classroom import tokens  # noqa: E402
 from machinery.infra import atomic_json, init_distributed  # noqa: E402
 
@@ -337,8 +339,19 @@ def main(argv=None):
     ap.add_argument("--worker", default="0/1", help="i/n: run every n-th cell from the i-th (two processes, one core each)")
     ap.add_argument("--teacher-history", action="store_true", help="the teacher check on every stage checkpoint too")
     ap.add_argument("--summary-only", action="store_true")
+    ap.add_argument("--into-results", action="store_true", help="write into results/ (the committed ablation, "
+                    "--out's default): without it, give --out a folder of your own")
     args = ap.parse_args(argv)
-    seeds = flags.seed_list(args.seeds)
+    os.chdir(safety.REPO)   # the committed paths and the checkpoints' are the repository's, from any directory
+    try:
+        seeds = flags.seed_list(args.seeds)
+    except (ValueError, argparse.ArgumentTypeError) as e:
+        ap.error(f"--seeds: {e}")
+    if not args.summary_only and not os.path.isdir(args.runs):
+        ap.error(f"--runs {args.runs}: no such directory (make it with the command in this script's docstring)")
+    if not glob.glob(os.path.join(args.out, "*", "*", "seed*", "result.json")) and args.summary_only:
+        ap.error(f"--out {args.out}: no cell has finished there; nothing to summarise")
+    safety.refuse_committed(ap.error, "--out", args.out, args.into_results, "--into-results")
     if not args.summary_only:
         jobs = [(c, f, s) for s in seeds for c in args.configs.split(",") for f in args.factors.split(",")]
         jobs += [("grpo", f, s) for s in seeds for f in args.grpo_factors.split(",") if f]

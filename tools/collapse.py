@@ -40,7 +40,7 @@ import evaluate  # noqa: E402
 import grpo  # noqa: E402
 import sdpo  # noqa: E402
 import train  # noqa: E402
-from machinery import flags, rundir  # noqa: E402
+from machinery import flags, rundir, safety  # noqa: E402
 from machinery.infra import atomic_json, init_distributed  # noqa: E402
 from machinery.models import load_model  # noqa: E402
 from rollout import chat_messages, collect, encode_chat, micro_batches, response_logits, token_logprobs  # noqa: E402
@@ -292,7 +292,8 @@ def run_order(out, order, seed):
     if os.path.isfile(os.path.join(root, name, "results.json")):
         return
     cmd = [sys.executable, "continual.py", "--method", "sdpo_5", "--stages", ORDERS[order], "--seed", str(seed),
-           "--runs-dir", root, "--name", name, "--threads", "1"]
+           "--runs-dir", root, "--name", name, "--threads", "1"] + \
+        (["--overwrite-committed"] if safety.committed_path(root) else [])   # (main checked --into-results)
     print("$", " ".join(cmd[1:]), flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
@@ -305,8 +306,11 @@ def main(argv=None):
     ap.add_argument("--cells", default=",".join(CELLS), help=f"comma list of cells (default all: {', '.join(CELLS)})")
     ap.add_argument("--probe", action="store_true", help="the loop probe at the base and after stages 1-3 instead")
     ap.add_argument("--summary", action="store_true", help="print the tables of the finished cells")
+    ap.add_argument("--into-results", action="store_true", help="let --out be under results/ (the committed cells)")
     ap.add_argument("--orders", action="store_true", help="SDPO_5%% with the two other stage orders instead (D.5)")
     args = ap.parse_args(argv)
+    if not args.summary:
+        safety.refuse_committed(ap.error, "--out", args.out, args.into_results, "--into-results")
     try:
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:

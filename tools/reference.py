@@ -1,15 +1,19 @@
 """tools/reference.py — the confirmatory reference of the paper's claims (issue 46), seed by seed.
 
-    python tools/reference.py --distances               # once, before any seed: the benchmarks' distances (G2)
-    python tools/reference.py --seeds 10,11             # the seeds' experiments, one after another
-    python tools/reference.py --seeds 10,11 --jobs 2    # two experiments side by side, one thread each
-    python tools/reference.py --seeds 12,13 --jobs 2 --only math,tooluse   # some experiments only
-    python tools/reference.py --summary                 # the declared claims over every finished seed
-    python tools/reference.py --family defences --seeds 100,101,102 --jobs 2   # what keeps SDPO from forgetting
+    python tools/reference.py --distances --into-results    # once, before any seed: the benchmarks' distances (G2)
+    python tools/reference.py --seeds 10,11 --into-results  # the seeds' experiments into results/reference/
+    python tools/reference.py --seeds 10,11 --jobs 2 --root runs/reference   # two side by side, into a folder of yours
+    python tools/reference.py --seeds 12,13 --jobs 2 --only math,tooluse --root runs/reference   # some experiments
+    python tools/reference.py --summary                     # the declared claims over every finished seed (printed)
+    python tools/reference.py --summary --into-results      # … and written to results/reference/report.md
+    python tools/reference.py --family defences --seeds 100,101,102 --jobs 2 --root runs/defences
     python tools/reference.py --family defences --summary
-    python tools/reference.py --family followup --seeds 100,101,102 --jobs 2   # why replay does not defend
-    python tools/reference.py --family equal --seeds 10,11 --jobs 2     # the equal-rate arm (issue 59)
+    python tools/reference.py --family followup --seeds 100,101,102 --jobs 2 --root runs/defences
+    python tools/reference.py --family equal --seeds 10,11 --jobs 2 --into-results   # the equal-rate arm (issue 59)
     python tools/reference.py --family regen --seeds 10 --jobs 2        # the reference's continual, checkpoints kept
+
+Nothing is written under results/ without --into-results (the committed reference lives there); --root DIR runs a
+family into a folder of your own, and --summary --root DIR reads it. From any directory.
 
 Every seed runs the experiments of machinery/claims.py's EXPERIMENTS (the continual run of GRPO, SDPO_0 and
 SDPO_5%; the single-domain MATH and TOOLUSE runs of GRPO, the α sweep and StableSDPO; the CoT runs on the
@@ -19,8 +23,10 @@ and experiment by experiment; commit each finished directory (its checkpoints ar
 The claims, their metrics and the seeds were declared before any seed ran (docs/RESULTS.md).
 """
 import argparse
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -29,7 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
-from machinery import claims, footing, tasks  # noqa: E402
+from machinery import claims, footing, safety, tasks  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 from machinery.models import load_model  # noqa: E402
 
 ROOT = os.path.join("results", "reference")
@@ -57,23 +64,52 @@ def experiments(family, seed=None):
     return {exp: claims.defence_flags(exp) for exp in (claims.DEFENCES if family == "defences" else claims.FOLLOW_UP)}
 
 
-def run_experiment(exp, seed, threads=1, root=ROOT, family="paper"):
+def end_with_parent():
+    """In the child, before it runs: the kernel sends it SIGTERM when this runner dies, however it dies (a kill -9
+    included), so no continual.py goes on as an orphan writing a directory a rerun would write too; SIGTERM saves
+    the step's state and stops the child as Ctrl-C does."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass   # not Linux: the child outlives a killed runner (docs/RELIABILITY.md)
+
+
+def last_line(path):
+    """The last non-empty line of a log file: what a failed child said."""
+    try:
+        lines = [line.strip() for line in open(path, errors="replace") if line.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1] if lines else "(its log is empty)"
+
+
+class ExperimentFailed(Exception):
+    pass
+
+
+def run_experiment(exp, seed, threads=1, root=ROOT, family="paper", committed=False):
     """One experiment of one seed, unless finished: `continual.py` with its flags; its time in
-    <dir>/seconds.txt."""
+    <dir>/seconds.txt. Its output goes to <root>/<name>.out, appended to an older one (a rerun keeps the log of
+    the run it resumes). A child that fails raises ExperimentFailed with its own last line."""
     if finished(exp, seed, root):
         return
     flags = experiments(family, seed)[exp]
     name = f"{exp}-s{seed}"
     cmd = [sys.executable, "continual.py", *flags.split(), "--seed", str(seed), "--runs-dir", root,
-           "--name", name, "--threads", str(threads)]
+           "--name", name, "--threads", str(threads)] + (["--overwrite-committed"] if committed else [])
     print("$", " ".join(cmd[1:]), flush=True)
-    os.makedirs(os.path.join(root, name), exist_ok=True)
-    t0 = time.time()
-    with open(os.path.join(root, f"{name}.out"), "w") as f:
-        subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.STDOUT)
+    os.makedirs(root, exist_ok=True)
+    t0, out = time.time(), os.path.join(root, f"{name}.out")
+    with open(out, "a") as f:
+        f.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} $ {' '.join(cmd[1:])}\n")
+        f.flush()
+        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, preexec_fn=end_with_parent).returncode
+    if code != 0:
+        raise ExperimentFailed(f"{name} stopped (exit {code}): {last_line(out)} (its whole log: {out}; rerun the "
+                               f"same command to resume it)")
     with open(os.path.join(root, name, "seconds.txt"), "w") as f:
         f.write(f"{time.time() - t0:.0f}\n")
-    os.remove(os.path.join(root, f"{name}.out"))
+    os.remove(out)
     print(f"finished {name} in {time.time() - t0:.0f} s", flush=True)
 
 
@@ -130,7 +166,7 @@ def load_optional(path):
     return json.load(open(path)) if os.path.isfile(path) else None
 
 
-def equal_summary(root=ROOTS["equal"]):
+def equal_summary(root=ROOTS["equal"], write=True):
     """The equal-rate arm (issue 59): every claim at the per-method rates and at each shared rate, with the
     world's adequacy test beside it; written to <root>/report.md."""
     bundles = footing.read_bundles(ROOT, root)
@@ -147,16 +183,21 @@ def equal_summary(root=ROOTS["equal"]):
     if times:
         text += "\n\nWall time per experiment (each directory's seconds.txt; two at a time on 2 cores):\n\n" + times
     print(text)
+    if not write:
+        print(f"\n(printed only: add --into-results to write {os.path.relpath(root)}/report.md)")
+        return
     with open(os.path.join(root, "report.md"), "w") as f:
         f.write("# Equal footing: the claims at one shared learning rate (`python tools/reference.py --family equal "
                 "--summary`)\n\n" + text + "\n")
 
 
-def summary(root=ROOT, family="paper"):
+def summary(root=ROOT, family="paper", write=True):
     """The family's declared claims over every seed with a finished experiment (and, for the defences, the
-    table of what each costs, and the follow-up's when it has run)."""
+    table of what each costs, and the follow-up's when it has run); written to <root>/report*.md when `write`.
+    Every results.json is checked against its directory first: a damaged or mismatched one stops it (ValueError)
+    before anything is written."""
     if family == "equal":
-        return equal_summary()
+        return equal_summary(root, write)
     family = "defences" if family == "followup" else family   # the follow-up's table is the defences' report's
     bundles = claims.read_reference(root)
     if family == "paper":
@@ -178,6 +219,9 @@ def summary(root=ROOT, family="paper"):
     if times:
         text += "\n\nWall time per experiment (each directory's seconds.txt; two at a time on 2 cores):\n\n" + times
     print(text)
+    if not write:
+        print(f"\n(printed only: add --into-results to write the report into {os.path.relpath(root)}/)")
+        return rows
     name = "report.md" if family == "paper" else "report_defences.md"
     with open(os.path.join(root, name), "w") as f:   # the table as it stands, committed with the seeds
         f.write(f"# {'The paper' if family == 'paper' else 'The defences'}: the declared claims "
@@ -198,26 +242,63 @@ def main(argv=None):
                          "defences' follow-up (replay under the base teacher, the same seeds; its table is in the "
                          "defences' summary), the equal-rate arm (issue 59, into results/equal_rate/), or a rerun of the "
                          "reference's continual experiment with its checkpoints (runs/regen/)")
+    ap.add_argument("--into-results", action="store_true",
+                    help="write into the committed folder results/ (the family's runs, its report.md, the distances): "
+                         "without it, nothing is written there and --summary only prints")
+    ap.add_argument("--root", default=None, help="the family's run folder (default: its committed one under results/, "
+                                                  "which needs --into-results to be written)")
     args = ap.parse_args(argv)
+    root = os.path.abspath(args.root) if args.root else os.path.join(safety.REPO, ROOTS[args.family])
+    os.chdir(safety.REPO)   # continual.py and the committed paths are the repository's, from any directory
+    if not (args.seeds is not None or args.summary or args.distances):
+        ap.error("nothing to do: give --seeds to run, --summary for the table, or --distances")
+    writes = (args.seeds is not None or args.distances) and safety.committed_path(root)
+    if writes and not args.into_results:
+        ap.error(f"this would write into {os.path.relpath(root)}/, committed results: add --into-results to do that "
+                 f"on purpose, or --root DIR for a folder of your own")
     if args.distances:
-        print(json.dumps(distances(), indent=1))
-    if args.seeds:
+        print(json.dumps(distances(root), indent=1))
+    if args.seeds is not None:
         try:
             seeds = [int(s) for s in args.seeds.split(",")]
         except ValueError:
             ap.error(f"--seeds: a comma list of integers, got {args.seeds!r}")
-        if args.jobs < 1:
-            ap.error(f"--jobs must be >= 1, got {args.jobs}")
+        if min(seeds) < 0 or len(set(seeds)) != len(seeds):
+            ap.error(f"--seeds: distinct seeds >= 0, got {args.seeds!r}")
+        if not 1 <= args.jobs <= 64:
+            ap.error(f"--jobs must be in [1, 64], got {args.jobs}")
         only = args.only.split(",") if args.only else None
         if only and not set(only) <= set(experiments(args.family)) | ({"continual"} if args.family == "equal" else set()):
             ap.error(f"--only: unknown {sorted(set(only) - set(experiments(args.family)))}; "
                      f"known: {', '.join(experiments(args.family))}")
-        root = ROOTS[args.family]
         units = work_units(seeds, args.family, only, root)
-        with ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda u: run_experiment(*u, max(1, 2 // args.jobs), root=root, family=args.family), units))
+        if not units:
+            print(f"nothing to do: every experiment of seeds {args.seeds} is finished in {os.path.relpath(root)}/")
+        bar = tqdm(total=len(units), desc=f"{args.family} experiments", unit="exp", dynamic_ncols=True)
+        committed = bool(safety.committed_path(root))
+
+        def one(unit):
+            run_experiment(*unit, max(1, 2 // args.jobs), root=root, family=args.family, committed=committed)
+            bar.update(1)
+        try:
+            with ThreadPoolExecutor(args.jobs) as pool:
+                list(pool.map(one, units))
+        except ExperimentFailed as e:
+            bar.close()
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            bar.close()
+            print("\nstopped: each experiment keeps its completed stages; rerun the same command to resume",
+                  file=sys.stderr)
+            sys.exit(130)
+        bar.close()
     if args.summary:
-        summary(family=args.family)
+        try:
+            summary(root, family=args.family, write=args.into_results or not safety.committed_path(root))
+        except ValueError as e:
+            print(f"error: {e}; the report was left as it was", file=sys.stderr)
+            sys.exit(2)
 
 
 if __name__ == "__main__":

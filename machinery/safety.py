@@ -1,0 +1,113 @@
+"""machinery/safety.py — what a command may delete or write, and one writer per run directory.
+
+Three rules every entry point follows (docs/RELIABILITY.md, "Nothing a user types loses data"):
+* a command deletes or replaces only a directory it made itself: a run directory carries its program's name in
+  its config.json (`owned_by`), and --overwrite replaces nothing else;
+* a command writes under the repository's committed folders (results/, docs/, tests/, the models…) or over a
+  file git tracks only with the flag that says so (`committed_path`);
+* while a process writes a run directory it holds its lock (`RunLock`); a second writer stops with one line
+  naming the holder's pid.
+Imports nothing of the project: it sits below everything that writes.
+"""
+import fcntl
+import json
+import os
+import subprocess
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the repository's folders that hold committed work: nothing is written under them without the flag
+COMMITTED_FOLDERS = ("results", "docs", "tests", "machinery", "classroom", "tools", ".ci", ".git")
+
+
+def tracked(path):
+    """Does git track `path` (a file, or a folder with tracked files) in this repository? False without git."""
+    try:
+        out = subprocess.run(["git", "-C", REPO, "ls-files", "--", os.path.relpath(path, REPO)],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and bool(out.stdout.strip())
+
+
+def committed_path(path):
+    """The reason `path` holds committed work (a committed folder of this repository, the repository itself, or
+    a file git tracks), or None when a command may write there freely."""
+    full = os.path.realpath(os.path.abspath(path))
+    if full == REPO or REPO.startswith(full + os.sep):
+        return "the repository itself" if full == REPO else "a folder holding the repository"
+    if not full.startswith(REPO + os.sep):
+        return None
+    top = os.path.relpath(full, REPO).split(os.sep)[0]
+    if top in COMMITTED_FOLDERS:
+        return f"under {top}/, which holds committed work"
+    if os.path.exists(full) and tracked(full):
+        return "tracked by git"
+    return None
+
+
+def refuse_committed(error, flag, path, allowed=False, allow_flag="--overwrite-committed"):
+    """error(message) (argparse's ap.error: one line, exit 2) when `path` holds committed work and `allowed` is
+    not set; the message names the flag that allows it."""
+    why = None if allowed else committed_path(path)
+    if why:
+        error(f"{flag} {path}: {why}; nothing was written. Give a path outside the repository's committed folders "
+              f"(runs/ is yours), or {allow_flag} to write there on purpose")
+
+
+def owned_by(run_dir, program):
+    """Was `run_dir` made by `program` (e.g. "continual.py")? Its config.json says so (`"program"`), or, for run
+    directories made before the field, has the program's own keys (`legacy_keys`)."""
+    try:
+        with open(os.path.join(run_dir, "config.json")) as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(config, dict):
+        return False
+    return config.get("program") == program or (
+        "program" not in config and all(k in config for k in LEGACY_KEYS.get(program, ("-",))))
+
+
+# what a program's config.json held before it named the program (run directories made before 2026-12-04)
+LEGACY_KEYS = {"continual.py": ("method", "stages", "benchmarks", "eval_n")}
+
+
+def lock_path(run_dir):
+    """The lock file of a run directory: beside it (`.<name>.lock`), so that replacing the directory keeps it."""
+    full = os.path.abspath(run_dir).rstrip(os.sep)
+    return os.path.join(os.path.dirname(full), f".{os.path.basename(full)}.lock")
+
+
+class RunLock:
+    """An exclusive lock on a run directory while a process writes it (the file `lock_path(run_dir)`, flock: the
+    kernel drops it when the process dies, so a killed run never leaves a stale lock). `held_by` names the pid
+    of a process already holding it, else None."""
+
+    def __init__(self, run_dir):
+        self.path, self.fd = lock_path(run_dir), None
+
+    def acquire(self):
+        """True when this process now holds the lock; False when another does (then `held_by()` says who)."""
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd = fd
+        return True
+
+    def held_by(self):
+        try:
+            return int(open(self.path).read().strip() or 0) or None
+        except (OSError, ValueError):
+            return None
+
+    def release(self):
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None

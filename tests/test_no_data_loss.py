@@ -1,0 +1,249 @@
+"""Nothing a user types loses data (issue 63): a command deletes or replaces only a run it made itself, writes into
+committed folders only with the flag that says so, one writer per run directory, SIGTERM and a stop during the
+end-of-stage evaluation keep the work, and the reference runner checks its input and its results."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from machinery import safety
+from machinery.infra import save_checkpoint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMOKE = ["--method", "grpo,sdpo", "--stages", "math,coding", "--benchmarks", "math,coding",
+         "--steps", "2", "--prompts-per-step", "2", "--group-size", "4", "--eval-n", "4", "--eval-k", "2",
+         "--max-new-tokens", "40", "--curve-every", "0", "--seed", "5", "--mini-batches", "2"]
+
+
+def run(script, args, cwd=ROOT, timeout=300):
+    return subprocess.run([sys.executable, os.path.join(ROOT, script), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def start(script, args, cwd):
+    return subprocess.Popen([sys.executable, os.path.join(ROOT, script), *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def one_error_line(p):
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    return lines[-1]
+
+
+# ----------------------------------------------------------------------------------------------
+# What holds committed work
+# ----------------------------------------------------------------------------------------------
+def test_committed_paths(tmp_path):
+    assert safety.committed_path(os.path.join(ROOT, "results", "reference", "continual-s10"))
+    assert safety.committed_path(os.path.join(ROOT, "docs"))
+    assert safety.committed_path(os.path.join(ROOT, "machinery", "tiny_model"))
+    assert safety.committed_path(ROOT) == "the repository itself"
+    assert safety.committed_path(os.path.dirname(ROOT))                     # a folder holding the repository
+    assert safety.committed_path(os.path.join(ROOT, "README.md")) == "tracked by git"
+    assert safety.committed_path(os.path.join(ROOT, "runs", "anything")) is None
+    assert safety.committed_path(str(tmp_path / "x")) is None
+
+
+def test_the_lock_names_its_holder(tmp_path):
+    a, b = safety.RunLock(str(tmp_path / "run")), safety.RunLock(str(tmp_path / "run"))
+    assert a.acquire()
+    assert not b.acquire() and b.held_by() == os.getpid()
+    a.release()
+    assert b.acquire()
+    b.release()
+    assert not (tmp_path / "run").exists()   # the lock sits beside the directory, never in it
+
+
+def test_save_checkpoint_never_replaces_what_is_not_a_checkpoint(tiny, tmp_path):
+    model, tok = tiny
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    with pytest.raises(FileExistsError):
+        save_checkpoint(model, tok, str(mine))
+    assert (mine / "thesis.tex").read_text() == "years of work" and sorted(os.listdir(tmp_path)) == ["notes"]
+    save_checkpoint(model, tok, str(tmp_path / "ckpt"))
+    save_checkpoint(model, tok, str(tmp_path / "ckpt"))   # a checkpoint over a checkpoint: allowed, atomic
+
+
+# ----------------------------------------------------------------------------------------------
+# The deletions and the committed-results writes, each one line and exit 2, nothing touched
+# ----------------------------------------------------------------------------------------------
+def test_overwrite_never_deletes_a_directory_continual_did_not_make(tmp_path):
+    victim = tmp_path / "docs"
+    victim.mkdir()
+    (victim / "keep.md").write_text("mine")
+    p = run("continual.py", SMOKE + ["--runs-dir", str(tmp_path), "--name", "docs", "--overwrite"])
+    line = one_error_line(p)
+    assert "not a run of continual.py" in line and "--overwrite" not in line
+    assert (victim / "keep.md").read_text() == "mine"
+    (victim / "config.json").write_text(json.dumps({"program": "something-else.py"}))
+    line = one_error_line(run("continual.py", SMOKE + ["--runs-dir", str(tmp_path), "--name", "docs", "--overwrite"]))
+    assert "did not write" in line and (victim / "keep.md").exists()
+
+
+@pytest.mark.parametrize("script,args,made", [
+    ("continual.py", SMOKE + ["--runs-dir", "results/reference", "--name", "continual-s99"],
+     "results/reference/continual-s99"),
+    ("continual.py", SMOKE + ["--runs-dir", ".", "--name", "docs", "--overwrite"], None),
+    ("machinery/tiny.py", ["--out", "tests/not-a-model", "--steps", "1"], "tests/not-a-model"),
+    ("machinery/tiny.py", ["--out", "docs", "--steps", "1"], None),
+    ("evaluate.py", ["--benchmarks", "math", "--n", "2", "--k", "1", "--out", "results/base/new.json"],
+     "results/base/new.json"),
+    ("sdpo.py", ["--task", "math", "--steps", "1", "--out", "results/base"], None),
+])
+def test_no_command_writes_into_committed_folders_without_its_flag(script, args, made):
+    before = sorted(os.listdir(os.path.join(ROOT, "docs")))
+    line = one_error_line(run(script, args))
+    assert "committed" in line and "--overwrite-committed" in line
+    assert made is None or not os.path.exists(os.path.join(ROOT, made))
+    assert sorted(os.listdir(os.path.join(ROOT, "docs"))) == before
+
+
+def test_a_train_run_does_not_replace_another_programs_run(tmp_path):
+    other = tmp_path / "grpo-run"
+    other.mkdir()
+    (other / "summary.json").write_text(json.dumps({"method": "grpo"}))
+    line = one_error_line(run("sdpo.py", ["--task", "math", "--steps", "1", "--out", str(other)]))
+    assert "not a run of this command" in line and (other / "summary.json").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# Every stop keeps the work: SIGTERM, a stop during the evaluation, a second writer
+# ----------------------------------------------------------------------------------------------
+def results_of(cwd, name):
+    r = json.loads((cwd / "runs" / name / "results.json").read_text())
+    for one in r["runs"].values():
+        one["checkpoints"] = [os.path.basename(c) for c in one["checkpoints"]]
+    return r
+
+
+def wait_for_lines(log, n, timeout=150):
+    deadline = time.time() + timeout
+    while time.time() < deadline and not (log.exists() and len(log.read_text().splitlines()) >= n):
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("ref")
+    p = start("continual.py", SMOKE + ["--name", "ref", "--steps", "6"], cwd)
+    p.communicate(timeout=300)
+    assert p.returncode == 0
+    return cwd
+
+
+@pytest.mark.parametrize("sig,lines", [(signal.SIGTERM, 2),    # in the middle of the first stage's steps
+                                       (signal.SIGINT, 6)])    # right after its last step: in its evaluation
+def test_a_stop_keeps_the_stage_and_resumes_to_the_same_result(reference_run, tmp_path, sig, lines):
+    p = start("continual.py", SMOKE + ["--name", "c", "--steps", "6"], tmp_path)
+    wait_for_lines(tmp_path / "runs" / "c" / "log.jsonl", lines)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+    assert (tmp_path / "runs" / "c" / "partial" / "optimizer.pt").exists()
+    again = start("continual.py", SMOKE + ["--name", "c", "--steps", "6"], tmp_path)
+    out, _ = again.communicate(timeout=300)
+    assert again.returncode == 0 and "resuming stage" in out
+    ref = results_of(reference_run, "ref")
+    assert results_of(tmp_path, "c") == ref
+
+
+def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path):
+    first = start("continual.py", SMOKE + ["--name", "w", "--steps", "6"], tmp_path)
+    wait_for_lines(tmp_path / "runs" / "w" / "log.jsonl", 1)
+    second = run("continual.py", SMOKE + ["--name", "w", "--steps", "6"], cwd=tmp_path)
+    assert second.returncode == 1 and f"pid {first.pid}" in second.stderr and "Traceback" not in second.stderr
+    first.communicate(timeout=300)
+    assert first.returncode == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# The reference runner: its input, its children, its results
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("args,says", [
+    ([], "nothing to do"),
+    (["--seeds", "-1", "--root", "{tmp}"], "distinct seeds >= 0"),
+    (["--seeds", "10,10", "--root", "{tmp}"], "distinct seeds >= 0"),
+    (["--seeds", "", "--root", "{tmp}"], "comma list of integers"),
+    (["--seeds", "10", "--jobs", "-3", "--root", "{tmp}"], "--jobs"),
+    (["--seeds", "10"], "--into-results"),
+    (["--family", "defences", "--seeds", "100"], "--into-results"),
+])
+def test_the_reference_runner_checks_its_input_from_any_directory(tmp_path, args, says):
+    p = run("tools/reference.py", [a.replace("{tmp}", str(tmp_path / "r")) for a in args], cwd=tmp_path)
+    assert says in one_error_line(p)
+    assert not (tmp_path / "results").exists() and not (tmp_path / "r").exists()
+
+
+def test_a_finished_family_says_there_is_nothing_to_do(tmp_path):
+    (tmp_path / "continual-s3").mkdir()
+    (tmp_path / "continual-s3" / "results.json").write_text("{}")
+    p = run("tools/reference.py", ["--family", "regen", "--seeds", "3", "--root", str(tmp_path)], cwd=tmp_path)
+    assert p.returncode == 0 and "nothing to do" in p.stdout
+
+
+def copy_reference(dst, pairs):
+    import shutil
+    for src, name in pairs:
+        shutil.copytree(os.path.join(ROOT, "results", "reference", src), dst / name)
+
+
+@pytest.mark.parametrize("damage,says", [
+    (lambda d: (d / "continual-s10" / "results.json").write_text("{bad"), "is damaged"),
+    (lambda d: copy_reference(d, [("continual-s11", "continual-s12")]), "seed 11's results, not seed 12's"),
+    (lambda d: ((d / "math-s10").mkdir(), (d / "math-s10" / "results.json").mkdir()), "is not a file"),
+    (lambda d: copy_reference(d, [("math-s11", "tooluse-s11")]), "not on tooluse's stages"),
+])
+def test_the_summary_trusts_no_results_file(tmp_path, damage, says):
+    copy_reference(tmp_path, [("continual-s10", "continual-s10")])
+    (tmp_path / "report.md").write_text("the committed report")
+    damage(tmp_path)
+    p = run("tools/reference.py", ["--summary", "--root", str(tmp_path)], cwd=tmp_path)
+    line = one_error_line(p)
+    assert says in line and str(tmp_path) in line
+    assert (tmp_path / "report.md").read_text() == "the committed report"
+
+
+def test_a_failed_child_is_one_line_and_its_log_is_kept(tmp_path):
+    (tmp_path / "continual-s10").mkdir()
+    (tmp_path / "continual-s10" / "mine.txt").write_text("not a run")
+    for attempt in (1, 2):
+        p = run("tools/reference.py", ["--family", "regen", "--seeds", "10", "--root", str(tmp_path)], cwd=tmp_path)
+        assert p.returncode == 1 and "Traceback" not in p.stderr
+        line = [x for x in p.stderr.splitlines() if x.startswith("error:")][-1]
+        assert "continual-s10 stopped (exit 2)" in line and "not a run of continual.py" in line
+        assert (tmp_path / "continual-s10.out").read_text().count("=== ") == attempt   # the older log kept
+    assert (tmp_path / "continual-s10" / "mine.txt").read_text() == "not a run"
+
+
+def children_of(root):
+    """The pids of continual.py processes writing under `root`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if pid.isdigit() and b"continual.py" in b" ".join(cmd) and str(root).encode() in b" ".join(cmd):
+            found.append(int(pid))
+    return found
+
+
+def test_killing_the_runner_ends_its_children(tmp_path):
+    p = start("tools/reference.py", ["--family", "regen", "--seeds", "10", "--root", str(tmp_path)], tmp_path)
+    deadline = time.time() + 60
+    while time.time() < deadline and not children_of(tmp_path):
+        time.sleep(0.2)
+    assert children_of(tmp_path), "the runner started no child"
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=30)
+    deadline = time.time() + 90
+    while time.time() < deadline and children_of(tmp_path):
+        time.sleep(0.5)
+    assert not children_of(tmp_path), "an orphan continual.py outlived its runner"
