@@ -18,6 +18,7 @@ cache (or be a local directory). A flag a model gives its own default to (weight
 is filled in here (`model_defaults`, `default_topk`).
 """
 import argparse
+import json
 import math
 import os
 import re
@@ -25,6 +26,7 @@ import sys
 import tempfile
 
 import torch
+import yaml   # (pyyaml: a dependency of datasets) a YAML --config
 
 from machinery import sandbox
 from machinery import tasks
@@ -216,6 +218,8 @@ def parser(script, description, usage, knobs=()):
         add_drift(ap)
     add_scale(ap)
     add_run(ap, script)
+    ap.add_argument("--config", default=None, help="a JSON or YAML file of settings, applied before the flags typed "
+                    "with it (they win): a run's own config.json reruns it")
     if script == "continual":
         ap.set_defaults(steps=40, eval_n=32)
     return ap
@@ -224,12 +228,59 @@ def parser(script, description, usage, knobs=()):
 # ----------------------------------------------------------------------------------------------
 # The scripts' entry points: parse, check, fill in the model's defaults
 # ----------------------------------------------------------------------------------------------
+CONFIG_IGNORED = ("runs", "program", "config")   # what a run's config.json records beyond its flags (derived from them)
+
+
+def config_settings(ap, path):
+    """{setting: value} of a --config file: JSON (a run's own config.json) or YAML; one error line if it cannot be
+    read or is not a mapping."""
+    try:
+        text = open(path).read()
+        if path.endswith((".yaml", ".yml")):
+            cfg = yaml.safe_load(text)
+        else:
+            cfg = json.loads(text)
+    except (OSError, ValueError) as e:
+        ap.error(f"--config {path}: {str(e).splitlines()[0][:200]}")
+    except Exception as e:   # a YAML syntax error
+        ap.error(f"--config {path}: not valid YAML ({str(e).splitlines()[0][:200]})")
+    if not isinstance(cfg, dict):
+        ap.error(f"--config {path}: expected a mapping of settings, got {type(cfg).__name__}")
+    return cfg
+
+
+def with_config(ap, argv):
+    """The command line with --config FILE's settings in front of the flags typed after it (so a typed flag wins):
+    each setting becomes the flag that sets it (`lr: 1e-4` -> --lr 1e-4, a list -> a comma list, true -> the
+    switch). A run's own config.json reruns it: `python continual.py --config runs/X/config.json`."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", default=None)
+    known, rest = pre.parse_known_args(argv)
+    if known.config is None:
+        return argv
+    tokens = []
+    for key, value in config_settings(ap, known.config).items():
+        if key in CONFIG_IGNORED or value is None:
+            continue
+        actions = [a for a in ap._actions if a.dest == key and a.option_strings]
+        if not actions:
+            ap.error(f"--config {known.config}: '{key}' is not a setting of this command")
+        if all(a.nargs == 0 for a in actions):   # switches: the one whose constant is the value (or none)
+            hit = [a for a in actions if a.const == value]
+            tokens += hit[0].option_strings[:1] if hit else []
+            continue
+        flag = actions[0].option_strings[0]
+        tokens += [flag, ",".join(map(str, value)) if isinstance(value, list) else str(value)]
+    return tokens + rest
+
+
 def one_task_args(script, argv=None, knobs=()):
     """grpo.py / sdpo.py: (parser, checked args). knobs: the method file's KNOBS."""
     method = "GRPO on one task (SPEC G1–G5)." if script == "grpo" else "SDPO on one task (SPEC S1–S8, T1–T3)."
     ap = parser(script, method, f"python {script}.py [--task TASK] [--steps N] [--lr LR] [--seed S] ... "
                                 "(--help lists all)", knobs)
-    args = ap.parse_args(argv)
+    args = ap.parse_args(with_config(ap, argv))
     check_common(ap, args)
     check_knobs(ap, args, knobs)
     if script == "grpo":
@@ -248,7 +299,7 @@ def continual_args(argv, presets, grpo_knobs=(), sdpo_knobs=()):
                 "python continual.py [--method grpo,sdpo,...] [--alpha A[,A...]] [--stages S,...] [--seed S] ... "
                 "(--help lists all)", [*grpo_knobs, *sdpo_knobs])
     defaults = vars(ap.parse_args([]))
-    args = ap.parse_args(argv)
+    args = ap.parse_args(with_config(ap, argv))
     for flag, value in (("--method", args.method), ("--alpha", args.alpha), ("--stages", args.stages),
                         ("--benchmarks", args.benchmarks)):
         check_list_flag(ap, flag, value)

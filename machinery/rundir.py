@@ -87,7 +87,8 @@ def finish(args, configs, defaults, seeds, dirs, results, t_start):
 def run_dir_name(args, configs, defaults):
     """runs/<configurations>-s<seed>[-<hash>]: the hash of every other flag that differs from its default,
     so two different experiments never share a directory (the same command always finds its own)."""
-    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "overwrite_committed", "seed", "threads", "plain",
+    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "overwrite_committed", "config", "seed", "threads",
+                  "plain",
                   *grpo.SETTINGS,
                   *sdpo.SETTINGS}
     changed = {k: v for k, v in sorted(vars(args).items()) if k not in per_config and v != defaults.get(k)}
@@ -113,7 +114,7 @@ def fingerprint_of(args, stages, benchmarks, configs=()):
     """What config.json records: every flag except where the run is written, and under "runs" each
     configuration's own settings (a sweep's --alpha is a list; each run has one α)."""
     fingerprint = {k: v for k, v in vars(args).items()
-                   if k not in ("overwrite", "overwrite_committed", "name", "runs_dir", "threads", "plain")}
+                   if k not in ("overwrite", "overwrite_committed", "config", "name", "runs_dir", "threads", "plain")}
     fingerprint.update(program=PROGRAM, stages=stages, benchmarks=benchmarks,
                        runs={name: {"method": method, **settings} for method, settings, name in configs})
     return json.loads(json.dumps(fingerprint))
