@@ -21,7 +21,7 @@ import drift
 import evaluate
 import grpo
 import sdpo
-from machinery import claims, plots, safety, tasks
+from machinery import claims, plots, safety, tables, tasks
 from machinery.infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states,
                              damaged_files, is_main, read_jsonl, save_checkpoint, shard, sigterm_as_ctrl_c, stage_checkpoint,
                              under_torchrun, with_stage_checkpoints, write_atomically)
@@ -410,7 +410,9 @@ def pct(v, signed=False):
 
 
 def write_report(results, run_dir):
-    """report.md: accuracy matrix per run, the G/F table of the final models, averages, collapse markers."""
+    """report.md: accuracy matrix per run, the G/F table of the final models, averages, collapse markers; and the
+    same numbers as a table, results.parquet and results.csv (machinery/tables.py)."""
+    tables.write_tables(tables.rows_of(results), os.path.join(run_dir, "results"))
     stages, benches = results["stages"], results["benchmarks"]
     short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
     ood = [b for b in benches if b not in stages]
