@@ -66,8 +66,10 @@ SHARED_JAIL = True   # layer 0b: a batch's programs share one jail, each in a pr
 # reaches another (signals, pidfds, ptrace, another's memory, pages or robust list, its scheduling, priority
 # or limits), new processes and programs, namespaces and mounts, sockets (no AF_VSOCK, no netlink), keyrings,
 # SysV and POSIX IPC (memory outside the address-space limit), io_uring, bpf, perf events and userfaultfd.
-# Three are checked rather than refused: execve (only the child's own start of the fresh interpreter),
-# fcntl (not F_SETOWN, F_SETSIG, F_SETOWN_EX) and prlimit64 (its own pid only).
+# Round four adds vmsplice, splice and tee (pipes holding pages outside the address-space cap), the sync family
+# (the host's writeback), the io_* AIO calls (the machine's aio-max-nr table), fadvise64 and readahead (the host's
+# page cache). Four are checked rather than refused: execve (only the child's own start of the fresh
+# interpreter), fcntl (an allow list: FCNTL_ALLOWED), prlimit64 (its own pid only) and madvise (MADVISE_ALLOWED).
 # Per machine: (AUDIT_ARCH_*, {name: number} refused, {name: number} checked); elsewhere no filter.
 SYSCALLS = {
     "x86_64": (0xC000003E,
@@ -83,8 +85,13 @@ SYSCALLS = {
                 "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
                 "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
                 "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "bpf": 321,
-                "perf_event_open": 298, "userfaultfd": 323, "personality": 135},
-               {"execve": 59, "fcntl": 72, "prlimit64": 302}),
+                "perf_event_open": 298, "userfaultfd": 323, "personality": 135,
+                # round four: memory the caps do not count (pipes pinning pages) and host-wide state (the page
+                # cache, writeback, the machine's AIO table)
+                "vmsplice": 278, "splice": 275, "tee": 276, "sync": 162, "syncfs": 306, "sync_file_range": 277,
+                "io_setup": 206, "io_destroy": 207, "io_getevents": 208, "io_submit": 209, "io_cancel": 210,
+                "io_pgetevents": 333, "fadvise64": 221, "readahead": 187},
+               {"execve": 59, "fcntl": 72, "prlimit64": 302, "madvise": 28}),
     "aarch64": (0xC00000B7,
                 {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
                  "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "ptrace": 117,
@@ -98,9 +105,20 @@ SYSCALLS = {
                  "shmdt": 197, "semget": 190, "semop": 193, "semctl": 191, "semtimedop": 192, "msgget": 186,
                  "msgsnd": 189, "msgrcv": 188, "msgctl": 187, "mq_open": 180, "io_uring_setup": 425,
                  "io_uring_enter": 426, "io_uring_register": 427, "bpf": 280, "perf_event_open": 241,
-                 "userfaultfd": 282, "personality": 92},
-                {"execve": 221, "fcntl": 25, "prlimit64": 261}),
+                 "userfaultfd": 282, "personality": 92,
+                 "vmsplice": 75, "splice": 76, "tee": 77, "sync": 81, "syncfs": 267, "sync_file_range": 84,
+                 "io_setup": 0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3, "io_getevents": 4,
+                 "io_pgetevents": 292, "fadvise64": 223, "readahead": 213},
+                {"execve": 221, "fcntl": 25, "prlimit64": 261, "madvise": 233}),
 }
+# fcntl's commands a program may use: descriptors, flags, locks, reading a pipe's size and seals. Everything else is
+# refused: F_SETOWN/F_SETSIG/F_SETOWN_EX (signals to another pid), F_SETPIPE_SZ (a pipe of pinned memory),
+# F_SETLEASE (a lease that stalls the next program's open), F_NOTIFY, F_ADD_SEALS.
+FCNTL_ALLOWED = (0, 1, 2, 3, 4, 5, 6, 7, 9, 11, 16, 36, 37, 38, 1025, 1030, 1032, 1034)
+# madvise's advice values a program's allocator needs: normal, random, sequential, willneed, dontneed, free,
+# dontfork/dofork, hugepage/nohugepage, dontdump/dodump, wipeonfork/keeponfork. Refused: KSM merging, cold and
+# pageout (the host's reclaim), remove, populate, hwpoison and the rest.
+MADVISE_ALLOWED = (0, 1, 2, 3, 4, 8, 10, 11, 14, 15, 16, 17, 18, 19)
 # The modules a program may import: the release's allow list (its code grader,
 # `feedback/code.py`). numpy and sortedcontainers are on it too but live outside the standard
 # library, which a `-S` interpreter does not see (docs/PROTOCOL.md lists this difference).
@@ -128,7 +146,7 @@ if batch["cwd"]:   # (0) in the jail: its read-only /tmp
 if batch["filter"]:   # (0b) the seccomp filter's parts, here (trusted); each child builds its own and installs it
     import ctypes, struct
     libc = ctypes.CDLL(None, use_errno=True)
-    arch, denied, checked = batch["filter"]
+    arch, denied, checked, fcntl_allowed, madvise_allowed = batch["filter"]
 
     def filter_program(exec_path):
         # classic BPF over struct seccomp_data {nr @0, arch @4, ip @8, args[6] @16 (lo, hi)}; jumps to labels
@@ -137,12 +155,13 @@ if batch["filter"]:   # (0b) the seccomp filter's parts, here (trusted); each ch
         lo, hi = exec_path & 0xFFFFFFFF, exec_path >> 32
         code = [(LOAD, 4), (JEQ, arch, None, "kill"), (LOAD, 0), (JGE, 0x40000000, "deny", None),
                 (JEQ, checked["execve"], "execve", None), (JEQ, checked["fcntl"], "fcntl", None),
-                (JEQ, checked["prlimit64"], "prlimit64", None)]
+                (JEQ, checked["prlimit64"], "prlimit64", None), (JEQ, checked["madvise"], "madvise", None)]
         code += [(JEQ, nr, "deny", None) for nr in denied] + [(RET, ALLOW)]
         # execve only of this child's own path buffer: the fresh interpreter cannot name that address again
         code += ["execve", (LOAD, 16), (JEQ, lo, None, "deny"), (LOAD, 20), (JEQ, hi, "allow", "deny")]
-        # fcntl: no F_SETOWN (8), F_SETSIG (10) or F_SETOWN_EX (15): the kernel's route to signal another pid
-        code += ["fcntl", (LOAD, 24), (JEQ, 8, "deny", None), (JEQ, 10, "deny", None), (JEQ, 15, "deny", "allow")]
+        # fcntl (args[1]) and madvise (args[2]): an allow list each; anything else is refused
+        code += ["fcntl", (LOAD, 24)] + [(JEQ, c, "allow", None) for c in fcntl_allowed] + [(RET, EPERM)]
+        code += ["madvise", (LOAD, 32)] + [(JEQ, c, "allow", None) for c in madvise_allowed] + [(RET, EPERM)]
         # prlimit64 on its own pid (0) only: no other process's limits are read or changed
         code += ["prlimit64", (LOAD, 16), (JEQ, 0, None, "deny"), (LOAD, 20), (JEQ, 0, "allow", "deny")]
         code += ["allow", (RET, ALLOW), "kill", (RET, KILL), "deny", (RET, EPERM)]   # (BPF jumps only forward)
@@ -1023,9 +1042,11 @@ def run_jails(groups, tmp, kind, filtered, limits):
 
 
 def seccomp_filter():
-    """[AUDIT_ARCH, [the refused calls' numbers], {checked call: number}] for this machine (SYSCALLS), or None."""
+    """[AUDIT_ARCH, [the refused calls' numbers], {checked call: number}, fcntl's allowed commands, madvise's
+    allowed advice] for this machine (SYSCALLS), or None."""
     arch = SYSCALLS.get(os.uname().machine) if hasattr(os, "uname") else None
-    return None if arch is None else [arch[0], sorted(arch[1].values()), arch[2]]
+    return None if arch is None else [arch[0], sorted(arch[1].values()), arch[2], list(FCNTL_ALLOWED),
+                                      list(MADVISE_ALLOWED)]
 
 
 @functools.lru_cache(maxsize=None)

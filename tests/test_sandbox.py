@@ -653,3 +653,40 @@ def test_bench_grading_grades_every_reference_answer_in_every_jail_here():
         [(k, s) for k in kinds for s in (True, False) if not s or sandbox.shares_jail(k)]
     assert all(r["seconds"] > 0 and r["programs"] == 64 for r in rows)
     assert (sandbox.JAILS, sandbox.ALLOW_UNJAILED, sandbox.SHARED_JAIL) == (("bwrap", "unshare"), False, True)
+
+
+# Round four (issue 62), with the audit hook removed: memory the caps do not count and host-wide state. The program
+# tries each call by its number and is right only if every one came back EPERM; without the filter they do not.
+ROUND_FOUR = (PRELUDE + "ct, fcntl = imp('ctypes'), imp('fcntl')\nlibc = ct.CDLL(None, use_errno=True)\n"
+              "libc.syscall.restype = ct.c_long\nr, w = os.pipe()\nfd = os.open('/usr', os.O_RDONLY)\n"
+              "ctx = ct.c_ulong(0)\niov = (ct.c_char * 4096)()\nvec = (ct.c_void_p * 2)(ct.addressof(iov), 4096)\n"
+              "calls = [({sync},), ({syncfs}, fd), ({sync_file_range}, w, 0, 0, 0), ({io_setup}, 1, ct.byref(ctx)),\n"
+              "         ({fadvise64}, fd, 0, 0, 4), ({readahead}, fd, 0, 4096), ({vmsplice}, w, vec, 1, 0),\n"
+              "         ({tee}, r, w, 4096, 0), ({splice}, r, None, w, None, 4096, 0),\n"
+              "         ({fcntl}, w, 1031, 1 << 20), ({fcntl}, fd, 1024, 1), ({fcntl}, fd, 1026, 1),\n"
+              "         ({madvise}, 0, 0, 21), ({madvise}, 0, 0, 12)]\n"
+              "refused = 0\nfor c in calls:\n    ct.set_errno(0)\n    os.set_blocking(r, False)\n"
+              "    if libc.syscall(*[ct.c_long(a) if isinstance(a, int) else a for a in c]) == -1 and ct.get_errno() == 1:\n"
+              "        refused += 1\nok = os.fstat(r) and fcntl.fcntl(w, fcntl.F_GETFL) >= 0\n"
+              "f = lambda x: x + 10 if refused == len(calls) and ok else 0")
+SYNCER = PRELUDE + "for _ in range(50):\n    os.sync()\nf = lambda x: x + 10"
+
+
+def test_round_four_calls_are_refused_and_a_syncer_leaves_its_siblings_alone(monkeypatch):
+    """Issue 62: vmsplice, splice, tee, F_SETPIPE_SZ (pipes pinning memory outside the caps); the sync family, io_*
+    AIO, fadvise64, readahead (host-wide state); F_SETLEASE, F_NOTIFY; madvise PAGEOUT and MERGEABLE. Every one is
+    EPERM under the filter, and a program calling os.sync() in a loop costs its siblings nothing. Without the
+    filter the same calls go through: the test can fail."""
+    if not sandbox.jail() or not sandbox.shares_jail(sandbox.jail()):
+        pytest.skip("no seccomp filter here")
+    monkeypatch.setattr(sandbox, "RUNNER", sandbox.RUNNER.replace("sys.addaudithook(hook)", "pass"))
+    numbers = {**sandbox.SYSCALLS[os.uname().machine][1], **sandbox.SYSCALLS[os.uname().machine][2]}
+    program = ROUND_FOUR.format(**numbers)
+    right = "f = lambda x: x + 10"
+    assert sandbox.run_programs([(program, TESTS), (SYNCER, TESTS), (right, TESTS), (SLOW_RIGHT, TESTS)]) == \
+        [1.0, 1.0, 1.0, 1.0]
+    honest = sandbox.run_programs([("import json, re, collections\nf = lambda x: x + 10", TESTS)])
+    assert honest == [1.0]   # the allow lists leave an honest program's start-up alone
+    monkeypatch.setattr(sandbox, "seccomp_filter", lambda: None)
+    monkeypatch.setattr(sandbox, "shares_jail", lambda kind: False)
+    assert sandbox.run_programs([(program, TESTS)]) == [0.0]
