@@ -97,11 +97,15 @@ def plot_accuracy(results, path, seeds_results=None, labels=None):
         for c, name in enumerate(results["runs"]):
             ys = [[100 * row[i] for row in r["runs"][name]["acc"]] for r in all_results if name in r["runs"]]
             line_with_band(ax, x, ys, COLORS[c % len(COLORS)], label_of(labels, name))
-        ax.set_title(os.path.basename(b) + (" (trained)" if b in stages else " (OOD)"), fontsize=9)
-        ax.set_xticks(x, ["base"] + [f"after {s}" for s in stage_names(stages)], fontsize=6, rotation=20)
+        if b in stages:   # the stage that trains this benchmark's domain, shaded
+            k = stages.index(b) + 1
+            ax.axvspan(k - 1, k, color="0.9", zorder=0, label="its training stage" if i == 0 else None)
+        ax.set_title(os.path.basename(b) + (f" (trained in stage {stages.index(b) + 1})" if b in stages else " (OOD)"),
+                     fontsize=10)
+        ax.set_xticks(x, ["base"] + [f"after {s}" for s in stage_names(stages)], fontsize=8, rotation=30)
         ax.set_ylim(0, 100)
         if i % cols == 0:
-            ax.set_ylabel("Acc@k (%)", fontsize=8)
+            ax.set_ylabel("Acc@k (%)", fontsize=9)
     for j in range(len(benches), rows * cols):
         axes[j // cols][j % cols].axis("off")
     axes[0][0].legend(fontsize=7)
@@ -109,18 +113,19 @@ def plot_accuracy(results, path, seeds_results=None, labels=None):
 
 
 def plot_gain_forgetting(results, path, seeds_results=None, labels=None):
-    """gain.png: per run, G on each stage's domain right after the stage, and F of the final model on
-    earlier domains and OOD benchmarks (bars; with several seeds the whiskers are 95% intervals)."""
+    """gain.png: per run, the signed relative change δ (A2) on each stage's domain right after the stage, and δ of
+    the final model on the earlier domains and the OOD benchmarks (bars; with several seeds the whiskers are 95%
+    intervals). A3's G and F are δ's positive and negative parts: a bar below 0 is a loss that G clamps to 0."""
     if pyplot() is None:
         return None
     all_results = seeds_results or [results]
     stages, benches = results["stages"], results["benchmarks"]
     ood = [b for b in benches if b not in stages]
-    panels = [("gain G on the stage's domain, right after it (%)",
-               [(s, lambda r, k=k, s=s: r["per_stage"][k][s]["gain"]) for k, s in enumerate(stages)]),
-              ("forgetting F of the final model (%)",
-               [(b, lambda r, b=b: r["per_stage"][-1][b]["forget"]) for b in stages[:-1] + ood])]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.2))
+    panels = [("δ on each stage's domain right after it (%; G = max(δ, 0))",
+               [(s, lambda r, k=k, s=s: r["per_stage"][k][s]["rel"]) for k, s in enumerate(stages)]),
+              ("δ of the final model (%; F = max(−δ, 0))",
+               [(b, lambda r, b=b: r["per_stage"][-1][b]["rel"]) for b in stages[:-1] + ood])]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 3.6))
     names = list(results["runs"])
     width = 0.8 / max(1, len(names))
     for ax, (title, items) in zip(axes, panels):
@@ -134,12 +139,38 @@ def plot_gain_forgetting(results, path, seeds_results=None, labels=None):
             err = [[max(0.0, m - lo) for m, lo, _ in ci], [max(0.0, hi - m) for m, _, hi in ci]]
             ax.bar(xs, means, width, color=COLORS[c % len(COLORS)], label=label_of(labels, name),
                    yerr=err if len(all_results) > 1 else None, capsize=2)
+        ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(items))],
-                      [os.path.basename(k) for k, _ in items], fontsize=7, rotation=20)
+                      [os.path.basename(k) for k, _ in items], fontsize=8, rotation=20)
         ax.set_title(title + (f"; whiskers: 95% interval over {len(all_results)} seeds"
                               if len(all_results) > 1 else ""), fontsize=9)
-        ax.set_ylabel("%", fontsize=8)
-    axes[0].legend(fontsize=7)
+        ax.set_ylabel("δ vs the base (%)", fontsize=9)
+    axes[0].legend(fontsize=8)
+    return save(fig, path)
+
+
+def plot_accuracy_matrix(results, path, labels=None):
+    """accuracy_matrix.png: per run, the accuracy matrix as a heatmap, stages (rows: the base, then after each
+    stage) × benchmarks (columns), each cell's Acc@k (%) written in it; the cell of a stage's own domain boxed."""
+    if pyplot() is None:
+        return None
+    stages, benches, names = results["stages"], results["benchmarks"], list(results["runs"])
+    fig, axes = plt.subplots(1, len(names), figsize=(0.75 * len(benches) * len(names) + 1.5, 0.5 * len(stages) + 2.2),
+                             squeeze=False)
+    for ax, name in zip(axes[0], names):
+        m = [[100 * v for v in row] for row in results["runs"][name]["acc"]]           # [stages + 1, benchmarks]
+        im = ax.imshow(m, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+        for k, row in enumerate(m):
+            for i, v in enumerate(row):
+                ax.text(i, k, f"{v:.0f}", ha="center", va="center", fontsize=7, color="white" if v < 55 else "black")
+        for k, s in enumerate(stages, start=1):
+            if s in benches:
+                i = benches.index(s)
+                ax.add_patch(plt.Rectangle((i - 0.5, k - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5))
+        ax.set_xticks(range(len(benches)), [os.path.basename(b) for b in benches], fontsize=7, rotation=45, ha="right")
+        ax.set_yticks(range(len(stages) + 1), ["base"] + [f"after {s}" for s in stage_names(stages)], fontsize=7)
+        ax.set_title(label_of(labels, name), fontsize=9)
+    fig.colorbar(im, ax=axes[0][-1], fraction=0.046, pad=0.03, label="Acc@k (%)")
     return save(fig, path)
 
 
@@ -165,8 +196,13 @@ def plot_drift(results, path, seeds_results=None, labels=None):
             ys = [[get(d) for d in r["runs"][name]["drift"]] for r in all_results
                   if name in r["runs"] and all(r["runs"][name].get("drift") or [None])]
             line_with_band(ax, x, [y for y in ys if None not in y], COLORS[c % len(COLORS)], label_of(labels, name))
-        ax.set_title(title, fontsize=9)
-        ax.set_xticks(x, [f"after {s}" for s in stage_names(stages)], fontsize=6, rotation=20)
+        near_one = "IoU" in title or "cosine" in title   # values near 1: zoomed, and the axis says so
+        if near_one:
+            ax.set_title(f"{title}\naxis from {ax.get_ylim()[0]:.2f}, not 0", fontsize=9)
+        else:
+            ax.set_ylim(bottom=0)
+            ax.set_title(title, fontsize=9)
+        ax.set_xticks(x, [f"after {s}" for s in stage_names(stages)], fontsize=8, rotation=30)
     axes[0].legend(fontsize=7)
     return save(fig, path)
 

@@ -386,7 +386,10 @@ def run_figures(results, run_dir):
     names = paper_names(results)
     return [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png"), labels=names),
              "accuracy per benchmark across stages"),
-            (plots.plot_gain_forgetting(results, os.path.join(run_dir, "gain.png"), labels=names), "gain and forgetting"),
+            (plots.plot_accuracy_matrix(results, os.path.join(run_dir, "accuracy_matrix.png"), labels=names),
+             "the accuracy matrix, stage × benchmark"),
+            (plots.plot_gain_forgetting(results, os.path.join(run_dir, "gain.png"), labels=names),
+             "signed change δ on each stage's domain and of the final model"),
             (plots.plot_drift(results, os.path.join(run_dir, "drift.png"), labels=names), "drift after every stage"),
             (plots.plot_curves(rows, os.path.join(run_dir, "curves.png"), results["stages"], labels=names),
              "reward, JS and entropies per step")]
