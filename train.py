@@ -267,11 +267,9 @@ def own_run_dir(out, method_name):
     return set(os.listdir(out)) <= RUN_FILES
 
 
-def train_one_task(ap, args, method_name, method):
-    """What `python grpo.py` / `python sdpo.py` run: evaluate, train one task, evaluate, save a HF
-    checkpoint, log.jsonl and summary.json in runs/<method_name>-<task>-s<seed>/ (the name carries every
-    method setting that differs from its default, e.g. sdpo_a0_cot). method: the grpo or sdpo module."""
-    records, test = task_and_test_records(ap, args)
+def claim_out_dir(ap, args, method_name):
+    """The run's directory (--out, else runs/<method_name>-<task>-s<seed>), or one error line: never under the
+    committed folders without --overwrite-committed, never over what is not a run of this command."""
     if args.out is not None:   # (an empty --out is an error, not the default)
         check_dir_flag(ap, "--out", args.out)
     out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")
@@ -279,6 +277,15 @@ def train_one_task(ap, args, method_name, method):
     if is_main() and os.path.isdir(out) and os.listdir(out) and not own_run_dir(out, method_name):
         ap.error(f"--out {out} exists and is not a run of this command ({method_name}); nothing was changed. "
                  f"Give another --out")
+    return out
+
+
+def train_one_task(ap, args, method_name, method):
+    """What `python grpo.py` / `python sdpo.py` run: evaluate, train one task, evaluate, save a HF
+    checkpoint, log.jsonl and summary.json in runs/<method_name>-<task>-s<seed>/ (the name carries every
+    method setting that differs from its default, e.g. sdpo_a0_cot). method: the grpo or sdpo module."""
+    records, test = task_and_test_records(ap, args)
+    out = claim_out_dir(ap, args, method_name)
     device = init_distributed(args.device, args.threads)   # torchrun: one process per GPU (machinery/infra.py)
     log_path = os.path.join(out, "log.jsonl")
     if is_main():

@@ -16,11 +16,13 @@ sys.path.insert(0, ROOT)
 import continual  # noqa: E402
 
 # Lowest first. A module may import only modules listed before it (and never from inside a function).
-LAYERS = ["machinery.sandbox", "machinery.tasks", "machinery.infra", "machinery.padding", "machinery.speedups",
+LAYERS = ["machinery.safety", "machinery.sandbox", "machinery.tasks", "machinery.infra", "machinery.padding", "machinery.speedups",
           "machinery.models", "rollout", "machinery.flags", "evaluate",
-          "machinery.plots", "train", "grpo", "sdpo", "drift", "razor", "machinery.claims", "machinery.rundir", "continual",
+          "machinery.plots", "train", "grpo", "sdpo", "drift", "razor", "machinery.claims", "machinery.tables", "machinery.footing",
+          "machinery.rundir", "continual",
           "classroom.tokens", "machinery.tiny", "tools.bench", "classroom.lab", "tools.gpu_check", "tools.world",
-          "tools.coding_ablation", "tools.reference"]
+          "tools.coding_ablation", "tools.reference", "tools.adequacy", "tools.collapse", "tools.tables",
+          "tools.figures"]
 # What a student sees on opening the repository: the files that carry the paper, and three folders (issue 44)
 TOP_LEVEL_PY = ["continual", "drift", "evaluate", "grpo", "razor", "rollout", "sdpo", "train"]
 TOP_LEVEL = sorted(["README.md", "EQUATIONS.md", "LAB.md", "requirements.txt", "machinery", "tools", "classroom",
