@@ -71,11 +71,11 @@ KNOBS = [
     dict(name="replay", default=0.0, group="protocol", config=True, only="continual", ok=lambda v: 0 <= v < 1,
          allowed="in [0, 1)", help="a forgetting defence (R1): this share of every stage's prompts drawn from the "
                                    "earlier domains, each graded by its own domain; 0 = off"),
-    dict(name="anchor", default=0.0, group="protocol", config=True, ok=lambda v: math.isfinite(v) and v >= 0,
-         allowed="a finite number >= 0", help="a forgetting defence (R2): L2 anchoring to θ_0, (λ/2)‖θ − θ_0‖² "
+    dict(name="anchor", default=0.0, group="protocol", config=True, ok=lambda v: math.isfinite(v) and 0 <= v <= 1e6,
+         allowed="in [0, 1e6]", help="a forgetting defence (R2): L2 anchoring to θ_0, (λ/2)‖θ − θ_0‖² "
                                               "added to every optimizer step's loss; 0 = off"),
-    dict(name="base_kl", default=0.0, group="protocol", config=True, ok=lambda v: math.isfinite(v) and v >= 0,
-         allowed="a finite number >= 0", help="a forgetting defence (R3): β·k3(π_0, π_θ) (G4's KL to θ_0) added to "
+    dict(name="base_kl", default=0.0, group="protocol", config=True, ok=lambda v: math.isfinite(v) and 0 <= v <= 1e6,
+         allowed="in [0, 1e6]", help="a forgetting defence (R3): β·k3(π_0, π_θ) (G4's KL to θ_0) added to "
                                                "SDPO's per-token loss on the distilled tokens; 0 = off"),
     dict(name="teacher_init", default="restart", group="protocol", config=True, only="continual",
          argparse=dict(choices=["restart", "carry"]),

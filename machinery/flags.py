@@ -338,7 +338,8 @@ def check_common(ap, args):
               ("--prompts-per-step", 1 <= args.prompts_per_step <= MAX_PROMPTS, f"in [1, {MAX_PROMPTS}]"),
               ("--group-size", 2 <= args.group_size <= 1024, "in [2, 1024] (advantages and teachers need siblings)"),
               ("--max-new-tokens", 1 <= args.max_new_tokens <= MAX_TOKENS, f"in [1, {MAX_TOKENS}]"),
-              ("--lr", args.lr is None or (finite(args.lr) and 0 < args.lr <= 1), "in (0, 1]"),
+              ("--lr", args.lr is None or (finite(args.lr) and 1e-12 <= args.lr <= 1),
+               "in [1e-12, 1] (smaller is 0 or a denormal in fp32/bf16 weights' updates)"),
               ("--weight-decay", args.weight_decay is None or (finite(args.weight_decay) and 0 <= args.weight_decay <= 1),
                "in [0, 1]"),
               ("--warmup-steps", args.warmup_steps is None or args.warmup_steps >= 0, ">= 0"),
@@ -450,6 +451,16 @@ def check_unused_flags(ap, args, defaults, grpo_knobs, sdpo_knobs):
             if getattr(args, name) != defaults.get(name):
                 print(f"warning: --{name.replace('_', '-')} is read only by {who}, which --method "
                       f"{','.join(args.method)} does not run: it changes nothing", file=sys.stderr)
+    alpha_given = args.alpha != [float(a) for a in str(defaults.get("alpha", "0.05")).split(",")]
+    if alpha_given and not sdpo_used:
+        print(f"warning: --alpha is SDPO's teacher rate (T1), and --method {','.join(args.method)} runs no SDPO: it "
+              f"changes nothing", file=sys.stderr)
+    elif alpha_given and getattr(args, "teacher", "ema") in ("live", "base"):
+        print(f"warning: --alpha is the EMA teacher's rate (T1); --teacher {args.teacher} never moves by it: it "
+              f"changes only the run's name", file=sys.stderr)
+    if getattr(args, "replay", 0) and len([s for s in str(args.stages).split(",") if s.strip()]) < 2:
+        print("warning: --replay draws from the earlier stages' domains, and one stage has none: it changes "
+              "nothing", file=sys.stderr)
 
 
 def has_control(text):

@@ -247,3 +247,35 @@ def test_killing_the_runner_ends_its_children(tmp_path):
     while time.time() < deadline and children_of(tmp_path):
         time.sleep(0.5)
     assert not children_of(tmp_path), "an orphan continual.py outlived its runner"
+
+
+# ----------------------------------------------------------------------------------------------
+# Every flag bounded; a flag that changes nothing says so
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("script,args,says", [
+    ("continual.py", ["--lr", "1e-320"], "--lr"),
+    ("continual.py", ["--method", "sdpo", "--anchor", "1e300"], "--anchor"),
+    ("continual.py", ["--method", "sdpo", "--base-kl", "1e300"], "--base-kl"),
+    ("tools/gpu_check.py", ["check", "/tmp/x", "--tol", "inf"], "--tol"),
+    ("tools/gpu_check.py", ["check", "/tmp/no-such-reference-here"], "no reference there"),
+    ("tools/world.py", ["w2", "--lr-grpo", "inf"], "--lr-grpo"),
+    ("tools/world.py", ["w2", "--lr-sdpo", "-1"], "--lr-sdpo"),
+    ("tools/world.py", ["w2", "--jobs", "0"], "--jobs"),
+])
+def test_bounded_flags(tmp_path, script, args, says):
+    assert says in one_error_line(run(script, args, cwd=tmp_path))
+
+
+def test_world_errors_on_a_fresh_clone_says_what_to_run_first(tmp_path):
+    assert "run `python tools/world.py w2` first" in one_error_line(run("tools/world.py", ["errors"], cwd=tmp_path))
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--method", "grpo", "--alpha", "0.5"], "runs no SDPO"),
+    (["--method", "sdpo", "--teacher", "live", "--alpha", "0.5"], "never moves by it"),
+    (["--method", "sdpo", "--replay", "0.2", "--stages", "math"], "--replay"),
+])
+def test_a_flag_that_changes_nothing_is_named(capsys, args, says):
+    import continual
+    continual.parse_args(args)
+    assert says in capsys.readouterr().err

@@ -14,6 +14,7 @@ GRPO's being ≈ 0) from the reference.
 """
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -278,6 +279,17 @@ def main(argv=None):
     ap.add_argument("--sample-batch", type=int, default=8, help="memory: sequences generated and scored at once")
     ap.add_argument("--mem-tol", type=float, default=0.25, help="memory: largest relative difference from the formula")
     args = ap.parse_args(argv)
+    for flag, v in (("--tol", args.tol), ("--mem-tol", args.mem_tol)):
+        if not (math.isfinite(v) and 0 < v < 10):
+            ap.error(f"{flag} must be a finite number in (0, 10), got {v}: a check that cannot fail decides nothing")
+    for flag, v, top in (("--ranks", args.ranks, 1024), ("--tokens", args.tokens, 1 << 20),
+                         ("--sample-batch", args.sample_batch, 1 << 16)):
+        if not 1 <= v <= top:
+            ap.error(f"{flag} must be in [1, {top}], got {v}")
+    if args.mode == "check" and not os.path.isdir(args.out):
+        ap.error(f"{args.out}: no reference there (make it first: python tools/gpu_check.py reference {args.out})")
+    if args.mode == "reference" and os.path.exists(args.out) and not os.path.isdir(args.out):
+        ap.error(f"{args.out} is a file; give a folder for the reference")
     if args.mode == "reference":
         reference(args.out, args.model, args.ranks)
     elif args.mode == "memory":

@@ -17,6 +17,7 @@ points (mean over 3 seeds), and the 95% t-interval of the gain lies above 0.
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -135,6 +136,16 @@ def main():
     ap.add_argument("--lr-sdpo", type=float, default=None, help="W2 at this SDPO_0 lr (default: the grid's choice)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2, one thread each)")
     args = ap.parse_args()
+    for flag, v in (("--lr-grpo", args.lr_grpo), ("--lr-sdpo", args.lr_sdpo)):
+        if v is not None and not (math.isfinite(v) and 1e-12 <= v <= 1):
+            ap.error(f"{flag} must be in [1e-12, 1], got {v}")
+    if not 1 <= args.jobs <= 16:
+        ap.error(f"--jobs must be in [1, 16], got {args.jobs}")
+    if args.part == "errors":
+        lrs = {"GRPO": args.lr_grpo or flags.LR["grpo"], "SDPO_0": args.lr_sdpo or flags.LR["sdpo"]}
+        missing = [m for m in METHODS if not os.path.isdir(os.path.join(run_dir(m, "tooluse", lrs[m], 0, "test"), "model"))]
+        if missing:
+            ap.error(f"no W2 model of {', '.join(missing)} on TOOLUSE under {OUT}/: run `python tools/world.py w2` first")
     if args.part == "lr":
         lr_grid(args.jobs)
     elif args.part == "errors":
