@@ -369,7 +369,8 @@ def equal_rate_experiments(seed):
         return EQUAL_RATE
     return {"continual": EXPERIMENTS["continual"],
             **{e: f for e, f in EQUAL_RATE.items() if e.endswith("-continual")}}
-DISTANCES = "results/reference/distances.json"   # drift.benchmark_distances of the base, fixed before the runs
+DISTANCES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "reference",
+                         "distances.json")   # drift.benchmark_distances of the base, fixed before the runs
 
 
 def reference_role(run):

@@ -135,6 +135,8 @@ def lock_run_dir(run_dir):
     """Hold the run directory's lock (a file beside it) for as long as this process lives; a second writer
     stops here with one line naming the holder's pid."""
     lock = safety.RunLock(run_dir)
+    if any(held.path == lock.path for held in LOCKS):   # this process holds it already (continual.main called again)
+        return
     if not lock.acquire():
         pid = lock.held_by()
         fail(f"{run_dir} is being written by another process (pid {pid}); wait for it to finish, or stop it "

@@ -5,14 +5,16 @@ Three rules every entry point follows (docs/RELIABILITY.md, "Nothing a user type
   its config.json (`owned_by`), and --overwrite replaces nothing else;
 * a command writes under the repository's committed folders (results/, docs/, tests/, the models…) or over a
   file git tracks only with the flag that says so (`committed_path`);
-* while a process writes a run directory it holds its lock (`RunLock`); a second writer stops with one line
-  naming the holder's pid.
+* while a process writes a run directory it holds its lock (`RunLock`, a file in the machine's temporary folder);
+  a second writer stops with one line naming the holder's pid.
 Imports nothing of the project: it sits below everything that writes.
 """
 import fcntl
+import hashlib
 import json
 import os
 import subprocess
+import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the repository's folders that hold committed work: nothing is written under them without the flag
@@ -72,16 +74,21 @@ def owned_by(run_dir, program):
 LEGACY_KEYS = {"continual.py": ("method", "stages", "benchmarks", "eval_n")}
 
 
+LOCK_DIR = os.path.join(tempfile.gettempdir(), "sdpo-run-locks")
+
+
 def lock_path(run_dir):
-    """The lock file of a run directory: beside it (`.<name>.lock`), so that replacing the directory keeps it."""
-    full = os.path.abspath(run_dir).rstrip(os.sep)
-    return os.path.join(os.path.dirname(full), f".{os.path.basename(full)}.lock")
+    """The lock file of a run directory: in the machine's temporary folder, named by the directory's real path, so
+    that nothing is added to the run directory or to the folder that holds it (the lock survives its replacement)."""
+    full = os.path.realpath(os.path.abspath(run_dir)).rstrip(os.sep)
+    return os.path.join(LOCK_DIR, hashlib.sha1(full.encode()).hexdigest()[:20] + ".lock")
 
 
 class RunLock:
     """An exclusive lock on a run directory while a process writes it (the file `lock_path(run_dir)`, flock: the
     kernel drops it when the process dies, so a killed run never leaves a stale lock). `held_by` names the pid
-    of a process already holding it, else None."""
+    of a process already holding it, else None. (flock works between processes of one machine: two machines
+    writing one shared folder are not stopped by it.)"""
 
     def __init__(self, run_dir):
         self.path, self.fd = lock_path(run_dir), None

@@ -211,7 +211,8 @@ def test_read_bundles_merges_the_reference_and_the_arm(tmp_path, bundle):
     for root, exp, seed in [(ref, "continual", 10), (arm, "lr1e-4-continual", 10), (arm, "continual", 30),
                             (arm, "lr4e-4-continual", 30), (arm, "unrelated", 10)]:
         os.makedirs(root / f"{exp}-s{seed}")
-        json.dump(bundle.get(exp, bundle["continual"]), open(root / f"{exp}-s{seed}" / "results.json", "w"))
+        json.dump({**bundle.get(exp, bundle["continual"]), "seed": seed},
+                  open(root / f"{exp}-s{seed}" / "results.json", "w"))
     json.dump({"math": {}}, open(ref / "distances.json", "w"))
     found = footing.read_bundles(str(ref), str(arm))
     assert sorted(found) == [10, 30]

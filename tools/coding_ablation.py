@@ -330,7 +330,7 @@ def plot_collapse(found, path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", required=True, help="the regenerated first three stages (see the docstring)")
-    ap.add_argument("--out", default="results/coding_ablation")
+    ap.add_argument("--out", default=os.path.join(safety.REPO, "results", "coding_ablation"))
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--configs", default="sdpo_0,sdpo_5")
     ap.add_argument("--factors", default="a,b,c,d,e,f")
@@ -342,7 +342,6 @@ def main(argv=None):
     ap.add_argument("--into-results", action="store_true", help="write into results/ (the committed ablation, "
                     "--out's default): without it, give --out a folder of your own")
     args = ap.parse_args(argv)
-    os.chdir(safety.REPO)   # the committed paths and the checkpoints' are the repository's, from any directory
     try:
         seeds = flags.seed_list(args.seeds)
     except (ValueError, argparse.ArgumentTypeError) as e:

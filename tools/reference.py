@@ -39,12 +39,12 @@ from machinery import claims, footing, safety, tasks  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 from machinery.models import load_model  # noqa: E402
 
-ROOT = os.path.join("results", "reference")
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "reference")
 # Where each family's run directories go. The equal-rate arm (issue 59) pairs by seed with the reference's;
 # "regen" reruns the reference's continual experiment with its checkpoints kept (the collapse's interventions,
 # issue 60, start from them; its results.json must equal the committed one byte for byte).
 ROOTS = {"paper": ROOT, "defences": ROOT, "followup": ROOT, "equal": os.path.join("results", "equal_rate"),
-         "regen": os.path.join("runs", "regen")}
+         "regen": os.path.join("runs", "regen")}   # (relative ones: under the repository)
 
 
 def finished(exp, seed, root=ROOT):
@@ -95,7 +95,7 @@ def run_experiment(exp, seed, threads=1, root=ROOT, family="paper", committed=Fa
         return
     flags = experiments(family, seed)[exp]
     name = f"{exp}-s{seed}"
-    cmd = [sys.executable, "continual.py", *flags.split(), "--seed", str(seed), "--runs-dir", root,
+    cmd = [sys.executable, os.path.join(safety.REPO, "continual.py"), *flags.split(), "--seed", str(seed), "--runs-dir", root,
            "--name", name, "--threads", str(threads)] + (["--overwrite-committed"] if committed else [])
     print("$", " ".join(cmd[1:]), flush=True)
     os.makedirs(root, exist_ok=True)
@@ -103,7 +103,8 @@ def run_experiment(exp, seed, threads=1, root=ROOT, family="paper", committed=Fa
     with open(out, "a") as f:
         f.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} $ {' '.join(cmd[1:])}\n")
         f.flush()
-        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, preexec_fn=end_with_parent).returncode
+        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, preexec_fn=end_with_parent,
+                              cwd=safety.REPO).returncode
     if code != 0:
         raise ExperimentFailed(f"{name} stopped (exit {code}): {last_line(out)} (its whole log: {out}; rerun the "
                                f"same command to resume it)")
@@ -166,11 +167,11 @@ def load_optional(path):
     return json.load(open(path)) if os.path.isfile(path) else None
 
 
-def equal_summary(root=ROOTS["equal"], write=True):
+def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True):
     """The equal-rate arm (issue 59): every claim at the per-method rates and at each shared rate, with the
     world's adequacy test beside it; written to <root>/report.md."""
     bundles = footing.read_bundles(ROOT, root)
-    base = json.load(open(os.path.join("results", "base", "tiny.json")))
+    base = json.load(open(os.path.join(safety.REPO, "results", "base", "tiny.json")))
     traces = load_optional(os.path.join(root, "adequacy", "traces.json"))
     null = load_optional(os.path.join(root, "adequacy", "null-iou.json"))
     table, _ = footing.footing_table(bundles, base, traces, null)
@@ -230,6 +231,25 @@ def summary(root=ROOT, family="paper", write=True):
     return rows
 
 
+def checked_seeds_and_only(ap, args):
+    """--seeds (distinct, >= 0), --jobs and --only, each checked before anything runs: (seeds, only)."""
+    if args.seeds is None:
+        return None, None
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds: a comma list of integers, got {args.seeds!r}")
+    if min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        ap.error(f"--seeds: distinct seeds >= 0, got {args.seeds!r}")
+    if not 1 <= args.jobs <= 64:
+        ap.error(f"--jobs must be in [1, 64], got {args.jobs}")
+    only = args.only.split(",") if args.only else None
+    if only and not set(only) <= set(experiments(args.family)) | ({"continual"} if args.family == "equal" else set()):
+        ap.error(f"--only: unknown {sorted(set(only) - set(experiments(args.family)))}; "
+                 f"known: {', '.join(experiments(args.family))}")
+    return seeds, only
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default=None, help="comma list of seeds to run (the declared ones start at 10)")
@@ -248,10 +268,11 @@ def main(argv=None):
     ap.add_argument("--root", default=None, help="the family's run folder (default: its committed one under results/, "
                                                   "which needs --into-results to be written)")
     args = ap.parse_args(argv)
+    # every path is the repository's or absolute: the runner works from any directory, and changes none
     root = os.path.abspath(args.root) if args.root else os.path.join(safety.REPO, ROOTS[args.family])
-    os.chdir(safety.REPO)   # continual.py and the committed paths are the repository's, from any directory
     if not (args.seeds is not None or args.summary or args.distances):
         ap.error("nothing to do: give --seeds to run, --summary for the table, or --distances")
+    seeds, only = checked_seeds_and_only(ap, args)
     writes = (args.seeds is not None or args.distances) and safety.committed_path(root)
     if writes and not args.into_results:
         ap.error(f"this would write into {os.path.relpath(root)}/, committed results: add --into-results to do that "
@@ -259,18 +280,6 @@ def main(argv=None):
     if args.distances:
         print(json.dumps(distances(root), indent=1))
     if args.seeds is not None:
-        try:
-            seeds = [int(s) for s in args.seeds.split(",")]
-        except ValueError:
-            ap.error(f"--seeds: a comma list of integers, got {args.seeds!r}")
-        if min(seeds) < 0 or len(set(seeds)) != len(seeds):
-            ap.error(f"--seeds: distinct seeds >= 0, got {args.seeds!r}")
-        if not 1 <= args.jobs <= 64:
-            ap.error(f"--jobs must be in [1, 64], got {args.jobs}")
-        only = args.only.split(",") if args.only else None
-        if only and not set(only) <= set(experiments(args.family)) | ({"continual"} if args.family == "equal" else set()):
-            ap.error(f"--only: unknown {sorted(set(only) - set(experiments(args.family)))}; "
-                     f"known: {', '.join(experiments(args.family))}")
         units = work_units(seeds, args.family, only, root)
         if not units:
             print(f"nothing to do: every experiment of seeds {args.seeds} is finished in {os.path.relpath(root)}/")

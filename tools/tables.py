@@ -17,7 +17,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from machinery import claims, safety, tables  # noqa: E402
 
-FAMILIES = {"reference": os.path.join("results", "reference"), "equal_rate": os.path.join("results", "equal_rate")}
+FAMILIES = {f: os.path.join(safety.REPO, "results", f) for f in ("reference", "equal_rate")}
 KNOWN = {**claims.EXPERIMENTS, **claims.EQUAL_RATE, **{e: "" for e in (*claims.DEFENCES, *claims.FOLLOW_UP)}}
 
 
@@ -37,9 +37,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--into-results", action="store_true", help="write results/tables/ (committed); without it, "
                                                                 "print the tables' sizes only")
-    ap.add_argument("--out", default=os.path.join("results", "tables"), help="where the tables go")
+    ap.add_argument("--out", default=os.path.join(safety.REPO, "results", "tables"), help="where the tables go")
     args = ap.parse_args(argv)
-    os.chdir(safety.REPO)
     if not args.into_results and safety.committed_path(args.out):
         print(f"(printing only: --into-results writes {args.out}/)")
         args.out = None
