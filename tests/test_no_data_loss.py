@@ -19,7 +19,7 @@ SMOKE = ["--method", "grpo,sdpo", "--stages", "math,coding", "--benchmarks", "ma
          "--max-new-tokens", "40", "--curve-every", "0", "--seed", "5", "--mini-batches", "2"]
 
 
-def run(script, args, cwd=ROOT, timeout=300):
+def run(script, args, cwd=ROOT, timeout=900):
     return subprocess.run([sys.executable, os.path.join(ROOT, script), *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout)
 
