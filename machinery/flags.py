@@ -31,7 +31,7 @@ import yaml   # (pyyaml: a dependency of datasets) a YAML --config
 from machinery import sandbox
 from machinery import tasks
 from machinery.infra import sample_blocks_per_step
-from machinery.models import BUILT_IN_MODELS, DTYPES
+from machinery.models import BUILT_IN_MODELS, DTYPES, MODEL_DIRS
 import rollout
 from rollout import SAMPLE_BATCH
 
@@ -381,8 +381,22 @@ def check_grpo(ap, args, used=True):
 
 
 def check_sdpo(ap, args):
-    """(S4) --topk left to the model: the release's 100 for a real model, the full vocabulary for the tiny one."""
+    """(S4) --topk left to the model: the release's 100 for a real model, the full vocabulary for the tiny one; a
+    --topk above a local model's vocabulary is one error line before any work (a hub model is checked when loaded)."""
+    vocab = vocabulary_size(args.model)
+    if args.topk and vocab and args.topk > vocab:
+        ap.error(f"--topk {args.topk} is larger than {args.model}'s vocabulary ({vocab} ids); give at most {vocab}, "
+                 f"or 0 for the full vocabulary")
     args.topk = default_topk(args.model) if args.topk is None else (args.topk or None)
+
+
+def vocabulary_size(model):
+    """The vocabulary of a built-in or local model, from its config.json; None for a hub id (not read here)."""
+    path = MODEL_DIRS.get(model, model)
+    try:
+        return int(json.load(open(os.path.join(path, "config.json")))["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def check_drift(ap, args):

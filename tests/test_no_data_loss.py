@@ -254,6 +254,8 @@ def test_killing_the_runner_ends_its_children(tmp_path):
 # ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("script,args,says", [
     ("continual.py", ["--lr", "1e-320"], "--lr"),
+    ("continual.py", ["--method", "sdpo", "--topk", "100000"], "larger than tiny's vocabulary"),
+    ("sdpo.py", ["--topk", "100000"], "larger than tiny's vocabulary"),
     ("continual.py", ["--method", "sdpo", "--anchor", "1e300"], "--anchor"),
     ("continual.py", ["--method", "sdpo", "--base-kl", "1e300"], "--base-kl"),
     ("tools/gpu_check.py", ["check", "/tmp/x", "--tol", "inf"], "--tol"),
