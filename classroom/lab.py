@@ -54,6 +54,7 @@ FAST = {
     10: None,
     11: None,
     12: TINY_RUN + ["--benchmarks", "math,tooluse,math_hard"],
+    13: None,    # (it reads the committed cells of results/collapse: seconds)
 }
 
 
@@ -198,7 +199,8 @@ FIGURES = {2: ["runs/lab2/tokens.png"],
            5: ["runs/lab5-s0-*/differences.png"],
            6: ["runs/lab6/curves.png"],
            7: ["runs/lab7/accuracy.png", "runs/lab7/gain.png"],
-           8: ["runs/lab7/drift.png"]}
+           8: ["runs/lab7/drift.png"],
+           13: ["runs/lab13/loop_steps.png", "runs/lab13/loop_stages.png"]}
 
 
 def question(number, sheet=os.path.join(ROOT, "LAB.md")):

@@ -10,8 +10,11 @@ token twice: by the student π_θ(·|x, y_<t) and by the teacher, the same weigh
 answer (S2). Each token is coloured by its GJSD (S3), the per-token signal SDPO trains on; hovering
 shows the student's and the teacher's probability of the sampled token and the teacher's top
 alternatives. Beside it, GRPO's signal for the same response: one advantage A_i (G1) for every
-token. "Denser" in one look: SDPO's signal sits on a few tokens (an answer digit, an argument), and
-formatting tokens get almost none.
+token. Loop tokens (§5's artifact loop: the token's bigram with its predecessor already occurred in the
+response, evaluate.loop_tokens) are underlined, the line coloured by the teacher's push on the token,
+log p_T − log p_S: blue where the teacher raises it, orange where it lowers it (the CODING collapse,
+docs/RESULTS.md issue 60: does the teacher push the loop up, or fail to push it down?). "Denser" in one
+look: SDPO's signal sits on a few tokens (an answer digit, an argument), and formatting tokens get almost none.
 
 Writes OUT/tokens.html (self-contained: no network, no script), OUT/tokens.png (for slides) and
 OUT/tokens.json (the numbers). Works on any checkpoint, e.g. every stage of a continual run.
@@ -49,8 +52,9 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
     """Sample and grade a group per record, then the per-token signals of every response.
 
     Returns a list of dicts, one per response: prompt, reward, advantage (G1), has_signal (S1), and
-    tokens: [{'text', 'gjsd' (S3), 'p_student', 'p_teacher', 'teacher_top': [(text, p), ...]}]
-    (the SDPO fields are None for a response without a successful sibling).
+    tokens: [{'text', 'gjsd' (S3), 'p_student', 'p_teacher', 'push' (log p_T − log p_S of the sampled token),
+    'loop' (a loop token), 'teacher_top': [(text, p), ...]}]
+    (the SDPO fields are None for a response without a successful sibling; 'loop' is always set).
     sample_batch: responses scored per forward; only their per-token numbers are kept, never [N, T, V].
     """
     torch.manual_seed(seed)
@@ -80,15 +84,18 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
         row = {"prompt": batch["records"][i]["prompt"], "reward": float(batch["rewards"][i]),
                "advantage": float(adv[i]), "has_signal": bool(m[i] > 0), "response": batch["texts"][i]}
         texts = [tok.decode([t]) for t in ids]
+        loops = evaluate.loop_tokens(list(ids))                                                  # [T] (§5's loop)
         if i in scored:
             s_lp, t_lp, g, top_p, top_v = scored[i]
-            row["tokens"] = [{"text": texts[t], "gjsd": g[t].item(),
+            row["tokens"] = [{"text": texts[t], "gjsd": g[t].item(), "loop": loops[t],
                               "p_student": s_lp[t].exp().item(), "p_teacher": t_lp[t].exp().item(),
+                              # the teacher's push on the sampled token: log p_T(y_t) − log p_S(y_t)
+                              "push": (t_lp[t] - s_lp[t]).item(),
                               "teacher_top": [(tok.decode([int(v)]), round(p.item(), 3)) for p, v in zip(top_p[t], top_v[t])]}
                              for t in range(len(ids))]
         else:
-            row["tokens"] = [{"text": texts[t], "gjsd": None, "p_student": None, "p_teacher": None,
-                              "teacher_top": []} for t in range(len(ids))]
+            row["tokens"] = [{"text": texts[t], "gjsd": None, "p_student": None, "p_teacher": None, "push": None,
+                              "loop": loops[t], "teacher_top": []} for t in range(len(ids))]
         out.append(row)
     return out
 
@@ -120,6 +127,15 @@ def color(v, vmax):
     return f"rgba(214,39,40,{a:.2f})"
 
 
+def push_color(push):
+    """A loop token's underline: blue where the teacher raises the token (push > 0), orange where it lowers it,
+    the stronger the larger |log p_T − log p_S| (full at 2 nats); grey without a teacher signal."""
+    if push is None:
+        return "rgba(120,120,120,0.8)"
+    a = min(1.0, 0.25 + abs(push) / 2)
+    return f"rgba(31,119,180,{a:.2f})" if push > 0 else f"rgba(255,127,14,{a:.2f})"
+
+
 def write_html(rows, path, title):
     vmax = max([t["gjsd"] for r in rows for t in r["tokens"] if t["gjsd"] is not None] or [1e-9])
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
@@ -132,7 +148,9 @@ def write_html(rows, path, title):
              "<p>Each sampled token is coloured by SDPO's per-token signal, GJSD(student ‖ teacher) (S3), from white "
              f"(0) to red (the largest shown, {vmax:.3f} nats). Hover a token: the student's and the teacher's "
              "probability of it, and the teacher's top alternatives. Below: GRPO's signal for the same response, "
-             "one advantage A (G1) for every token (green &gt; 0, red &lt; 0).</p>"]
+             "one advantage A (G1) for every token (green &gt; 0, red &lt; 0). <u>Underlined</u>: a loop token "
+             "(its bigram already occurred in the response); the line is blue where the teacher raises the token "
+             "(log p_T − log p_S &gt; 0), orange where it lowers it.</p>"]
     for r in rows:
         parts.append("<div class='row'>")
         parts.append(f"<div class='lab'>prompt: {html.escape(r['prompt'][:300])}</div>")
@@ -142,9 +160,13 @@ def write_html(rows, path, title):
         for t in r["tokens"]:
             tip = "no teacher signal" if t["gjsd"] is None else (
                 f"GJSD {t['gjsd']:.4f} | student p {t['p_student']:.3f} | teacher p {t['p_teacher']:.3f} | "
+                f"push log p_T − log p_S {t['push']:+.3f} | "
                 "teacher top: " + ", ".join(f"{shown(a)!r} {p:.2f}" for a, p in t["teacher_top"]))
+            if t.get("loop"):
+                tip = "loop token | " + tip
+            line = f";border-bottom:3px solid {push_color(t.get('push'))}" if t.get("loop") else ""
             parts.append(f"<span class='tok' title='{html.escape(tip, quote=True)}' "
-                         f"style='background:{color(t['gjsd'], vmax)}'>{html.escape(shown(t['text']))}</span>")
+                         f"style='background:{color(t['gjsd'], vmax)}{line}'>{html.escape(shown(t['text']))}</span>")
         a = r["advantage"]
         bg = f"rgba(44,160,44,{min(1, abs(a)):.2f})" if a > 0 else f"rgba(214,39,40,{min(1, abs(a)):.2f})"
         parts.append(f"</div><div class='lab'>GRPO (every token): <span class='grpo' style='background:{bg}'>"
@@ -166,12 +188,16 @@ def write_png(rows, path, title):
     ax.set_xlim(0, width + 9)
     ax.set_ylim(len(rows), -0.8)
     ax.axis("off")
-    ax.set_title(title + f"  (red: SDPO's per-token GJSD, max {vmax:.3f}; right: GRPO's one advantage)", fontsize=9)
+    ax.set_title(title + f"  (red: SDPO's per-token GJSD, max {vmax:.3f}; underline: a loop token, blue/orange: the "
+                 "teacher raises/lowers it; right: GRPO's one advantage)", fontsize=9)
     for y, r in enumerate(rows):
         for x, t in enumerate(r["tokens"]):
             a = 0.0 if t["gjsd"] is None else min(1.0, t["gjsd"] / vmax)
             ax.add_patch(plt.Rectangle((x, y - 0.4), 1, 0.8, color=(0.84, 0.15, 0.16, a), lw=0))
             ax.text(x + 0.5, y, shown(t["text"])[:2], ha="center", va="center", fontsize=7, family="monospace")
+            if t.get("loop"):   # a loop token: underlined in the colour of the teacher's push
+                ax.add_patch(plt.Rectangle((x, y + 0.3), 1, 0.12, lw=0, color=matplotlib.colors.to_rgba(
+                    "tab:grey" if t.get("push") is None else ("tab:blue" if t["push"] > 0 else "tab:orange"))))
         adv = r["advantage"]
         ax.text(width + 1, y, f"r={r['reward']:.0f}  A={adv:+.2f}", va="center", fontsize=7,
                 color="green" if adv > 0 else ("red" if adv < 0 else "grey"))
@@ -186,6 +212,17 @@ def write_png(rows, path, title):
     os.replace(path + ".tmp.png", path)
     plt.close(fig)
     return path
+
+
+def loop_line(rows):
+    """One line: the loop tokens' share of all sampled tokens, and the teacher's mean push on loop tokens and on the
+    others where it has a signal (the quantities of tools/collapse.py's loop probe, on this page's responses)."""
+    every = [t for r in rows for t in r["tokens"]]
+    pushed = [t for t in every if t["push"] is not None]
+    on_loop, on_other = [t["push"] for t in pushed if t["loop"]], [t["push"] for t in pushed if not t["loop"]]
+    mean = lambda v: f"{sum(v) / len(v):+.3f} ({len(v)} tokens)" if v else "— (none)"   # noqa: E731
+    return (f"loop tokens: {sum(t['loop'] for t in every)} of {len(every)} sampled; the teacher's push "
+            f"log p_T − log p_S on loop tokens {mean(on_loop)}, on the others {mean(on_other)}")
 
 
 def main(argv=None):
@@ -233,6 +270,7 @@ def main(argv=None):
     distilled = [t["gjsd"] for r in rows if r["has_signal"] for t in r["tokens"]]
     print(f"{sum(r['has_signal'] for r in rows)} of {len(rows)} responses have a teacher signal; mean GJSD per "
           f"distilled token {sum(distilled) / max(1, len(distilled)):.4f}, max {max(distilled or [0]):.4f}")
+    print(loop_line(rows))
     print(f"wrote {page}" + (f", {png}" if png else "") + f", {os.path.join(args.out, 'tokens.json')}")
     return chosen
 

@@ -318,3 +318,93 @@ def plot_differences(seed_rows, path, stages=None, labels=None, window=5):
         mark_stages(ax, stages, steps_per_stage)
     axes[0].legend(fontsize=6)
     return save(fig, path)
+
+
+# The loop, step by step (issue 60): what tools/collapse.py logs on every CODING step of a cell
+LOOP_METRICS = [("loop_share_failed", "loop tokens, share of failed responses' tokens"),
+                ("logratio_loop", "log p_T − log p_S on loop tokens"),
+                ("logratio_other", "log p_T − log p_S on the other tokens"),
+                ("eos_push", "push on end-of-response: p_T(EOS) − p_S(EOS)"),
+                ("entropy_gap", "H_T − H_S per distilled token (nats)"),
+                ("distilled_token_frac", "distilled share of the batch's tokens"),
+                ("reward", "mean reward")]
+
+
+def loop_value(row, key):
+    """One step's value of a LOOP_METRICS key (H_T − H_S from the two entropies; None where undefined)."""
+    if key == "entropy_gap":
+        if row.get("skipped") or row.get("teacher_entropy") is None or row.get("entropy") is None:
+            return None
+        return row["teacher_entropy"] - row["entropy"]
+    return row.get(key)
+
+
+def plot_loop_steps(cells, path, labels=None, window=5):
+    """The CODING stage step by step: one panel per LOOP_METRICS key, one line per cell: each seed's running mean
+    over `window` steps (a step without a value left out), then the mean over the seeds with its 95% band (drawn only
+    where every seed has a value: a band from two seeds of three would be twelve standard errors wide).
+
+    cells: {cell name: [one seed's log rows, ...]}, the rows as tools/collapse.py writes them."""
+    if pyplot() is None:
+        return None
+    cols = 4
+    fig, grid = plt.subplots(2, cols, figsize=(3.4 * cols, 5.8), squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for c, (cell, seeds) in enumerate(cells.items()):
+        steps = sorted({r["step"] for rows in seeds for r in rows})
+        for ax, (key, _) in zip(axes, LOOP_METRICS):
+            pts = []
+            for s in steps:   # each seed's running mean over the window, then the mean over the seeds
+                per_seed = []
+                for rows in seeds:
+                    near = [loop_value(r, key) for r in rows if abs(r["step"] - s) <= window // 2]
+                    near = [v for v in near if v is not None]
+                    if near:
+                        per_seed.append(sum(near) / len(near))
+                if per_seed:
+                    pts.append((s, *mean_interval(per_seed), len(per_seed)))
+            if not pts:
+                continue
+            color = COLORS[c % len(COLORS)]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1.2, color=color, label=label_of(labels, cell))
+            band = [p for p in pts if p[4] == len(seeds) > 1]   # (the band only where every seed has a value)
+            if band:
+                ax.fill_between([p[0] for p in band], [p[2] for p in band], [p[3] for p in band], color=color, alpha=0.15)
+    for ax, (key, title) in zip(axes, LOOP_METRICS):
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("CODING step", fontsize=8)
+        ax.axhline(0, color="grey", lw=0.6)
+        if key in ("loop_share_failed", "distilled_token_frac", "reward"):
+            ax.set_ylim(0, 1)
+    axes[-1].axis("off")
+    handles, names = axes[0].get_legend_handles_labels()
+    axes[-1].legend(handles, names, fontsize=8, loc="center",
+                    title=f"running mean over {window} steps,\nmean over {max(len(s) for s in cells.values())} seeds, 95% band")
+    return save(fig, path)
+
+
+def plot_loop_stages(probes, path, stages=None, labels=None):
+    """The loop's growth along the stages: the probe's loop-token share of failed responses at the base and after
+    stages 1–3, one line per configuration, the mean over the seeds with its 95% whiskers.
+
+    probes: [one seed's probe dict ({"base": {...}, "grpo/stage1": {...}, ...}), ...]."""
+    if pyplot() is None or not probes:
+        return None
+    configs = list(dict.fromkeys(k.split("/")[0] for k in probes[0] if "/" in k))
+    names = ["base"] + [f"after {s}" for s in (stages or ["stage 1", "stage 2", "stage 3"])[:3]]
+    fig, ax = plt.subplots(figsize=(5.2, 3.4))
+    for c, config in enumerate(configs):
+        keys = ["base"] + [f"{config}/stage{k}" for k in (1, 2, 3)]
+        cols = [mean_interval([100 * p[k]["loop_share_failed"] for p in probes]) for k in keys]
+        x = [i + 0.06 * (c - 1) for i in range(len(keys))]   # (side by side at each point)
+        ax.plot(x, [m for m, _, _ in cols], marker="o", color=COLORS[c % len(COLORS)], label=label_of(labels, config))
+        if len(probes) > 1:
+            ax.errorbar(x, [m for m, _, _ in cols], yerr=[[m - lo for m, lo, _ in cols], [hi - m for m, _, hi in cols]],
+                        ls="none", color=COLORS[c % len(COLORS)], capsize=3)
+    ax.set_xticks(range(len(names)), names, fontsize=8)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("loop tokens, % of failed responses' tokens", fontsize=8)
+    seeds = f"{len(probes)} seed" + ("s, 95% whiskers" if len(probes) > 1 else "")
+    ax.set_title(f"The loop probe: 64 CODING prompts × 8 at T = 1 ({seeds})", fontsize=9)
+    ax.legend(fontsize=8)
+    return save(fig, path)

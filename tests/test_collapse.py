@@ -2,6 +2,7 @@
 zeroes exactly the loop tokens' loss, the probe's numbers against brute force, and a CODING-only cell leaves the
 stages before it byte for byte as they were."""
 import hashlib
+import json
 import os
 
 import pytest
@@ -145,3 +146,59 @@ def test_a_coding_only_cell_leaves_stages_1_to_3_byte_identical(tiny, tmp_path, 
     assert {"loop_share", "logratio_loop", "eos_push", "js", "distilled_token_frac"} <= set(row)
     # read back, not run again
     assert collapse.run_cell(str(runs), str(tmp_path / "out"), "sdpo_5-grpo", 10, steps=1) == result
+
+
+def probe_entry(share):
+    return {"loop_share": share, "loop_share_failed": share, "probe_responses": 2, "logratio_loop": -0.5,
+            "logratio_other": -0.1, "eos_push": 0.01}
+
+
+def test_the_seeding_stage_is_the_first_with_twice_the_bases_loop_share():
+    probe = {"base": probe_entry(0.03), **{f"{c}/stage{k}": probe_entry(v) for c, vals in
+             {"grpo": (0.03, 0.05, 0.059), "sdpo_0": (0.06, 0.01, 0.2), "sdpo_5": (0.02, 0.061, 0.02)}.items()
+             for k, v in zip((1, 2, 3), vals)}}
+    assert [collapse.seeding_stage(probe, c) for c in ("grpo", "sdpo_0", "sdpo_5")] == ["none", "math", "science"]
+
+
+def write_json(path, obj):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+
+
+def test_the_probe_and_order_tables_read_what_the_runs_wrote(tmp_path, monkeypatch):
+    probes = [{"base": probe_entry(0.02), **{f"{c}/stage{k}": probe_entry(0.02 * k * (1 + s)) for c in
+               ("grpo", "sdpo_0", "sdpo_5") for k in (1, 2, 3)}} for s in (0, 1)]
+    for s, p in enumerate(probes):
+        write_json(str(tmp_path / "probe" / f"seed{s}.json"), p)
+    table = collapse.probe_table(str(tmp_path))
+    # sdpo_5 after stage 3: 6% and 12% on the two seeds: mean 9.0; the base's 2.0 on both
+    assert "| sdpo_5/stage3 | 9.0 [" in table and "| base | 2.0 [2.0, 2.0] | -0.500 [-0.500, -0.500]" in table
+    assert "sdpo_5 science, math" in table   # seed 0: 4% at stage 2; seed 1: 4% at stage 1 (≥ 2 × 2%)
+
+    def order_run(root, name, stages, coding_acc, deg):
+        per_stage = [{"domain": d, "acc": {"coding": coding_acc if d == "coding" else 0.1},
+                      "degenerate": {"coding": deg if i >= stages.index("coding") else 0.0}}
+                     for i, d in enumerate(stages)]
+        write_json(os.path.join(root, name, "progress.json"), {"sdpo_a0.05": {"stages": per_stage}})
+        write_json(os.path.join(root, name, "results.json"),
+                   {"stages": stages, "runs": {"sdpo_a0.05": {"avg_forget_earlier": 0.25}}})
+    monkeypatch.setattr(collapse, "REFERENCE", str(tmp_path / "reference"))
+    for seed in (10, 11):
+        order_run(str(tmp_path / "reference"), f"continual-s{seed}", collapse.STAGES, 0.01, 0.5)
+        order_run(str(tmp_path / "order"), f"math-science-coding-tooluse-s{seed}",
+                  ["math", "science", "coding", "tooluse"], 0.25 + 0.05 * (seed - 10), 0.1)
+    table = collapse.orders_table(str(tmp_path), seeds=(10, 11))
+    assert "| math-science-tooluse-coding (the reference) | 2 | 1.0 [1.0, 1.0] | 50.0 [50.0, 50.0] | 50.0" in table
+    assert "| math-science-coding-tooluse | 2 | 27.5 [" in table and "math-tooluse-science-coding" not in table
+    monkeypatch.setattr(collapse, "REFERENCE", str(tmp_path / "none"))
+    assert collapse.orders_table(str(tmp_path / "none"), seeds=(10,)) == ""   # nothing run: no table
+
+
+def test_the_figures_draw_from_the_committed_cells(tmp_path):
+    pytest.importorskip("matplotlib")
+    made = collapse.figures(collapse.COMMITTED, str(tmp_path))
+    assert sorted(os.path.basename(m) for m in made) == ["loop_stages.png", "loop_steps.png"]
+    assert all(open(m, "rb").read(4) == b"\x89PNG" for m in made)
+    with pytest.raises(SystemExit, match="no finished cell"):
+        collapse.figures(str(tmp_path / "empty"), str(tmp_path))

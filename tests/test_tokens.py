@@ -1,6 +1,7 @@
 """classroom/tokens.py: the per-token view is computed from the same functions that train (S1–S3, G1), is
 self-contained HTML, and renders in a real browser."""
 import json
+import math
 import shutil
 import subprocess
 import tempfile
@@ -8,7 +9,9 @@ import tempfile
 import matplotlib.image
 import pytest
 
+import evaluate
 import sdpo
+import train
 from classroom import tokens
 
 
@@ -56,3 +59,31 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
     rgb = matplotlib.image.imread(shot)[..., :3]                     # [H, W, 3] in [0, 1]
     assert (rgb.mean(-1) < 0.3).mean() > 0.001                       # text was drawn
     assert ((rgb[..., 0] - rgb[..., 1]) > 0.3).mean() > 0.0001       # red-shaded tokens were drawn
+
+
+def test_loop_tokens_are_marked_and_coloured_by_the_teachers_push(tiny, tmp_path):
+    model, tok = tiny
+    records = train.train_records("coding", seed=0)[:2]   # 'lambda x: x…': the second ' x' is a loop
+    teacher = sdpo.stage_teacher(model)
+    rows = tokens.token_signals(model, teacher, tok, records, group_size=8, seed=1)
+    assert any(t["loop"] for r in rows for t in r["tokens"])
+    for r in rows:   # the marks are evaluate.loop_tokens of the response (one text per token id here); the push
+        # is log p_T − log p_S of the sampled token
+        assert [t["loop"] for t in r["tokens"]] == evaluate.loop_tokens([t["text"] for t in r["tokens"]])
+        for t in r["tokens"]:
+            if t["push"] is not None:
+                assert t["push"] == pytest.approx(math.log(t["p_teacher"]) - math.log(t["p_student"]), abs=1e-4)
+    # a hand-written row: 'ab' then 'ab' again: the second 'b' is a loop token (its bigram (a, b) occurred)
+    toks = [{"text": c, "gjsd": 0.1, "p_student": 0.5, "p_teacher": p, "push": math.log(p / 0.5), "loop": loop,
+             "teacher_top": []} for c, p, loop in [("a", 0.5, False), ("b", 0.5, False), ("a", 0.5, False),
+                                                   ("b", 0.9, True), ("c", 0.1, False)]]
+    row = {"prompt": "p", "reward": 0.0, "advantage": -1.0, "has_signal": True, "response": "ababc", "tokens": toks}
+    page = tmp_path / "t.html"
+    tokens.write_html([row], str(page), "test")
+    text = page.read_text()
+    assert text.count("border-bottom") == 1 and tokens.push_color(math.log(0.9 / 0.5)) in text   # blue: raised
+    assert "loop token |" in text
+    assert tokens.push_color(0.3).startswith("rgba(31,119,180") and tokens.push_color(-0.3).startswith("rgba(255,127")
+    assert tokens.push_color(None).startswith("rgba(120")
+    line = tokens.loop_line([row])
+    assert "1 of 5 sampled" in line and f"{math.log(0.9 / 0.5):+.3f} (1 tokens)" in line

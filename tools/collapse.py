@@ -4,7 +4,7 @@
     python tools/collapse.py --runs runs/regen --seeds 10,11,12 --out runs/collapse          # every cell, resumable
     python tools/collapse.py --runs runs/regen --seeds 10,11,12 --out runs/collapse --probe  # the loop along the stages
     python tools/collapse.py --seeds 10,11,12 --out runs/collapse --orders                   # D.5: two other orders
-    python tools/collapse.py --out runs/collapse --summary                                   # the swap table
+    python tools/collapse.py --out runs/collapse --summary              # the swap, probe and order tables
 
 Every cell reruns the reference's CODING stage (its prompt order, seeds and settings: no feedback, no warmup,
 a fresh AdamW at 4e-4) from one configuration's stage-3 checkpoint, with one thing changed:
@@ -40,7 +40,7 @@ import evaluate  # noqa: E402
 import grpo  # noqa: E402
 import sdpo  # noqa: E402
 import train  # noqa: E402
-from machinery import flags, rundir, safety  # noqa: E402
+from machinery import flags, plots, rundir, safety  # noqa: E402
 from machinery.infra import atomic_json, init_distributed  # noqa: E402
 from machinery.models import load_model  # noqa: E402
 from rollout import chat_messages, collect, encode_chat, micro_batches, response_logits, token_logprobs  # noqa: E402
@@ -257,11 +257,12 @@ def probe_stages(runs, out, seed):
 # ----------------------------------------------------------------------------------------------
 # The tables
 # ----------------------------------------------------------------------------------------------
-def interval(values, scale=100):
+def interval(values, scale=100, digits=1):
+    """mean [95% t-interval over the seeds], × scale, or — with nothing to average."""
     if not values:
         return "—"
     m, lo, hi = evaluate.mean_interval(values)
-    return f"{scale * m:.1f}" + ("" if lo is None else f" [{scale * lo:.1f}, {scale * hi:.1f}]")
+    return f"{scale * m:.{digits}f}" + ("" if lo is None else f" [{scale * lo:.{digits}f}, {scale * hi:.{digits}f}]")
 
 
 def summary(out):
@@ -281,9 +282,65 @@ def summary(out):
     return "\n".join(lines)
 
 
+def seeding_stage(probe, config, stages=("math", "science", "tooluse")):
+    """Declared: the stage that seeds the loops is the first whose loop share of failed tokens is ≥ 2× the base's."""
+    for k, stage in enumerate(stages, start=1):
+        if probe[f"{config}/stage{k}"]["loop_share_failed"] >= 2 * probe["base"]["loop_share_failed"]:
+            return stage
+    return "none"
+
+
+def probe_table(out):
+    """The probe along the stages: per model, over the seeds, the loop share of failed tokens and how the model,
+    as its own teacher with the demonstration, scores loop tokens, the other tokens and the end of the response."""
+    probes = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "probe", "seed*.json")))]
+    if not probes:
+        return ""
+    lines = [f"| model ({len(probes)} seeds) | loop share of failed tokens, % [95%] | log p_T − log p_S, loop tokens | "
+             "other tokens | p_T(EOS) − p_S(EOS) |", "|---|---|---|---|---|"]
+    for key in probes[0]:
+        rows = [p[key] for p in probes]
+        lines.append(f"| {key} | {interval([r['loop_share_failed'] for r in rows])} | "
+                     + " | ".join(interval([r[m] for r in rows if r[m] is not None], scale=1, digits=3)
+                                  for m in ("logratio_loop", "logratio_other", "eos_push")) + " |")
+    seeded = {config: [seeding_stage(p, config) for p in probes] for config in RUN_NAMES}
+    lines.append("")
+    lines.append("The stage that seeds the loops (the first with ≥ 2× the base's share), seed by seed: "
+                 + "; ".join(f"{config} {', '.join(stages)}" for config, stages in seeded.items()) + ".")
+    return "\n".join(lines)
+
+
 # Table D.5 (exploratory): SDPO_5% with two other stage orders, the same seeds, every stage as continual.py runs it
 ORDERS = {"math-tooluse-science-coding": "math,tooluse,science,coding",
           "math-science-coding-tooluse": "math,science,coding,tooluse"}
+REFERENCE = os.path.join(safety.REPO, "results", "reference")   # the reference's own order, the same seeds
+
+
+def order_row(path):
+    """One SDPO_5% run (its results.json and the progress.json beside it): CODING right after its own stage, CODING's
+    degenerate share then and after the last stage, and F on the earlier domains."""
+    result = json.load(open(path))
+    stages = json.load(open(os.path.join(os.path.dirname(path), "progress.json")))["sdpo_a0.05"]["stages"]
+    k = result["stages"].index("coding")
+    return {"coding_after": stages[k]["acc"]["coding"], "degenerate_after": stages[k]["degenerate"]["coding"],
+            "degenerate_last": stages[-1]["degenerate"]["coding"],
+            "forget_earlier": result["runs"]["sdpo_a0.05"]["avg_forget_earlier"]}
+
+
+def orders_table(out, seeds=(10, 11, 12)):
+    """Table D.5 (exploratory): the reference's order and the two others, over the same seeds."""
+    paths = {"math-science-tooluse-coding (the reference)":
+             [os.path.join(REFERENCE, f"continual-s{s}", "results.json") for s in seeds]}
+    paths.update({o: [os.path.join(out, "order", f"{o}-s{s}", "results.json") for s in seeds] for o in ORDERS})
+    lines = ["| order (SDPO_5%, exploratory) | seeds | CODING right after its stage, % [95%] | CODING degenerate then, % | "
+             "CODING degenerate after the last stage, % | F on earlier domains, % |", "|---|---|---|---|---|---|"]
+    for order, files in paths.items():
+        rows = [order_row(f) for f in files if os.path.isfile(f)]
+        if rows:
+            lines.append(f"| {order} | {len(rows)} | " + " | ".join(
+                interval([r[m] for r in rows]) for m in ("coding_after", "degenerate_after", "degenerate_last",
+                                                         "forget_earlier")) + " |")
+    return "\n".join(lines) if len(lines) > 3 else ""
 
 
 def run_order(out, order, seed):
@@ -298,25 +355,61 @@ def run_order(out, order, seed):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
+COMMITTED = os.path.join(safety.REPO, "results", "collapse")   # the committed cells (issue 60), read by default
+
+# The figures: the three configurations' own CODING stage and θ_0's rescue, step by step; the probe along the stages
+STEP_CELLS = {"sdpo_5-ema5": "SDPO_5%, its own EMA teacher", "sdpo_0-ema5": "SDPO_0, its own EMA teacher",
+              "sdpo_5-base": "SDPO_5%, teacher θ_0", "grpo": "GRPO"}
+
+
+def figures(out, into):
+    """loop_steps.png and loop_stages.png from the finished cells and probes under `out`, written into `into`."""
+    cells = {}
+    for cell in STEP_CELLS:
+        paths = sorted(glob.glob(os.path.join(out, cell, "seed*", "result.json")))
+        if paths:
+            cells[cell] = [json.load(open(p))["rows"] for p in paths]
+    probes = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "probe", "seed*.json")))]
+    if not cells and not probes:
+        sys.exit(f"error: no finished cell or probe under {out}")
+    os.makedirs(into, exist_ok=True)
+    made = [plots.plot_loop_steps(cells, os.path.join(into, "loop_steps.png"), labels=STEP_CELLS) if cells else None,
+            plots.plot_loop_stages(probes, os.path.join(into, "loop_stages.png"),
+                                   stages=["math", "science", "tooluse"],   # (the reference's order)
+                                   labels={"grpo": "GRPO", "sdpo_0": "SDPO_0", "sdpo_5": "SDPO_5%"}) if probes else None]
+    return [m for m in made if m] or ["nothing (matplotlib is missing)"]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", default=os.path.join("runs", "regen"), help="the regenerated reference (--family regen)")
-    ap.add_argument("--out", default=os.path.join("runs", "collapse"), help="where the cells go (default runs/collapse)")
+    ap.add_argument("--out", default=None, help="where the cells go (default runs/collapse); --summary and --figures "
+                    "read it (default: the committed cells, results/collapse)")
     ap.add_argument("--seeds", default="10,11,12", help="comma list of reference seeds (default 10,11,12)")
     ap.add_argument("--cells", default=",".join(CELLS), help=f"comma list of cells (default all: {', '.join(CELLS)})")
     ap.add_argument("--probe", action="store_true", help="the loop probe at the base and after stages 1-3 instead")
     ap.add_argument("--summary", action="store_true", help="print the tables of the finished cells")
     ap.add_argument("--into-results", action="store_true", help="let --out be under results/ (the committed cells)")
     ap.add_argument("--orders", action="store_true", help="SDPO_5%% with the two other stage orders instead (D.5)")
+    ap.add_argument("--figures", metavar="DIR", help="draw the step-by-step and along-the-stages figures of the "
+                    "finished cells and probes into DIR (with --summary: both)")
+    ap.add_argument("--overwrite-committed", action="store_true", help="let --figures be a committed folder (docs/img)")
     args = ap.parse_args(argv)
-    if not args.summary:
+    if args.out is None:   # (reading: the committed cells, from any directory; running: a folder of yours)
+        args.out = COMMITTED if (args.summary or args.figures) else os.path.join("runs", "collapse")
+    if args.figures:
+        safety.refuse_committed(ap.error, "--figures", args.figures, args.overwrite_committed)
+    if not (args.summary or args.figures):
         safety.refuse_committed(ap.error, "--out", args.out, args.into_results, "--into-results")
     try:
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         ap.error(f"--seeds: a comma list of integers, got {args.seeds!r}")
     if args.summary:
-        print(summary(args.out))
+        print("\n\n".join(t for t in (summary(args.out), probe_table(args.out), orders_table(args.out, seeds)) if t))
+    if args.figures:
+        print("wrote " + ", ".join(figures(args.out, args.figures)))
+    if args.summary or args.figures:
         return
     cells = args.cells.split(",")
     if not set(cells) <= set(CELLS) or len(set(seeds)) != len(seeds) or min(seeds) < 0:
