@@ -14,8 +14,8 @@ benchmark: an accuracy matrix acc[stage][benchmark] (Acc@k, C3).
 
 Every configuration (method × α) starts from the same base with the same seed and the same data
 order. Results go to runs/<name>/: log.jsonl (one line per step), a Hugging Face checkpoint per
-stage, results.json, report.md and its plots (machinery/plots.py). Rerunning the same
-command resumes after the last completed stage and ends with the same results.json (machinery/rundir.py
+stage, results.json, report.md and its plots (infra/plots.py). Rerunning the same
+command resumes after the last completed stage and ends with the same results.json (experiment/rundir.py
 keeps the run directory: claiming it, resuming it, its reports).
 
 Read `main` first: it is the experiment, the stage loop C1–C2 in the paper's order. Each stage calls
@@ -36,11 +36,12 @@ import evaluate
 import grpo
 import sdpo
 import train
-from machinery import claims, flags, rundir
-from machinery.flags import per_seed
-from machinery.infra import (append_jsonl, atomic_json, init_distributed, is_main, load_optimizer, load_teacher,
-                             stage_checkpoint)
-from machinery.models import load_policy
+from experiment import claims, rundir
+from infra import flags
+from infra.flags import per_seed
+from infra.checkpoints import append_jsonl, atomic_json, load_optimizer, load_teacher, stage_checkpoint
+from infra.distributed import init_distributed, is_main
+from infra.models import load_policy
 from rollout import acc_at_k, drop_long_prompts
 
 # ----------------------------------------------------------------------------------------------
@@ -128,7 +129,7 @@ def run_configs(args):
 
 
 def parse_args(argv=None):
-    """The flags (machinery/flags.py), checked before any work starts: (parser, args, stages, benchmarks, configs,
+    """The flags (infra/flags.py), checked before any work starts: (parser, args, stages, benchmarks, configs,
     defaults)."""
     ap, args, stages, benchmarks, defaults = flags.continual_args(argv, PRESETS, grpo.KNOBS, sdpo.KNOBS)
     configs = run_configs(args)

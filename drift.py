@@ -27,13 +27,15 @@ import time
 import torch
 
 import evaluate
-from machinery import flags
-from machinery import tasks
+from infra import flags
+from world import tasks
 from evaluate import collapse
-from machinery.flags import MASK_Q, RANK_FRAC, check_device_flag
-from machinery.infra import full_state_dict, gathered, is_main, setup_torch, with_stage_checkpoints, write_atomically
-from machinery.models import load_model
-from rollout import SAMPLE_BATCH, chat_messages, encode_chat, response_logits, sample, sampled_logprobs
+from infra.flags import MASK_Q, RANK_FRAC, check_device_flag
+from infra.distributed import full_state_dict, gathered, is_main, setup_torch
+from infra.checkpoints import with_stage_checkpoints, write_atomically
+from infra.models import load_model
+from infra.speedups import SAMPLE_BATCH
+from rollout import chat_messages, encode_chat, response_logits, sample, sampled_logprobs
 
 
 

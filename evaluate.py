@@ -21,11 +21,14 @@ import time
 
 import torch
 
-from machinery import safety, tasks
-from machinery.flags import MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag
-from machinery.infra import init_distributed, is_main, shard
-from machinery.models import DTYPES, MODEL_DIRS, load_model
-from rollout import EVAL_TEMPERATURE, EVAL_TOP_P, SAMPLE_BATCH, acc_at_k, drop_long_prompts, fill_reprompt
+from infra import safety
+from world import tasks
+from world import graders
+from infra.flags import MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag
+from infra.distributed import init_distributed, is_main, shard
+from infra.models import DTYPES, MODEL_DIRS, load_model
+from infra.speedups import SAMPLE_BATCH
+from rollout import EVAL_TEMPERATURE, EVAL_TOP_P, acc_at_k, drop_long_prompts, fill_reprompt
 
 
 def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0, split="test"):
@@ -40,26 +43,6 @@ def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0, split="test")
         records = drop_long_prompts(tok, records, max_prompt_len, f"{name} test prompts")
     return records[:n]
 
-
-# ----------------------------------------------------------------------------------------------
-# Error bars over seeds
-# ----------------------------------------------------------------------------------------------
-# Student's t quantile t_{0.975, df} for df = 1 … 30 (beyond 30 the normal 1.96 is within 4%).
-T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
-
-def mean_interval(values):
-    """(mean, low, high): the mean of per-seed values with its 95% Student-t interval,
-    mean ± t_{0.975, n−1} · s / √n (s: the sample standard deviation). One value has no interval:
-    low = high = None. With 3 seeds t = 4.30, so an effect must be large next to its spread to count."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, None, None
-    s = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
-    half = (T975[n - 2] if n - 1 <= len(T975) else 1.96) * s / n ** 0.5
-    return mean, mean - half, mean + half
 
 
 @torch.no_grad()
@@ -89,7 +72,7 @@ def feedback_check(model, tok, records, k=8, max_new_tokens=64, sample_batch=SAM
     shown, reprompts, before = [], [], []
     for i, rec in enumerate(records):
         failed = [r for r, s in zip(responses[i * k:(i + 1) * k], scores[i * k:(i + 1) * k]) if s == 0.0]
-        note = next((n for n in (tasks.feedback(rec, r) for r in failed) if n), None)
+        note = next((n for n in (graders.feedback(rec, r) for r in failed) if n), None)
         if note:
             shown.append(rec)
             reprompts.append(fill_reprompt(rec["prompt"], feedback=note))
@@ -237,7 +220,7 @@ def main(argv=None):
     ap.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
     ap.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this (0 = keep all)")
     ap.add_argument("--unsafe-code", action="store_true", help="run CODING programs without an OS jail where none "
-                    "is available (machinery/sandbox.py's inner layers only)")
+                    "is available (world/sandbox.py's inner layers only)")
     ap.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences generated at once (bounds "
                     "the KV cache: at 8k tokens set it to what fits, docs/GPU.md)")
     thinking = ap.add_mutually_exclusive_group()

@@ -19,7 +19,7 @@ ratio is 1, the clip never binds, and the gradient is exactly A_i ∇log π_θ (
 baseline). SDPO takes one step per batch in both the release and here.
 
 Simplifications, on purpose (and what the release does instead):
-* No critic, no value head, no reward model: rewards come from the graders in machinery/tasks.py.
+* No critic, no value head, no reward model: rewards come from the graders in world/tasks.py.
 * Log-probs are those of the untempered policy (the release divides logits by the rollout temperature;
   with the default rollout temperature 1 the two agree).
 """
@@ -28,12 +28,12 @@ import sys
 
 import torch
 
-from machinery import flags
+from infra import flags
 import train
-from machinery.infra import clone_model
+from infra.distributed import clone_model
 from rollout import batch_order, micro_batches, response_logits, response_logprobs, token_entropy, token_logprobs
 
-# The knobs GRPO reads, each with the equation it sets (the same form as sdpo.KNOBS; machinery/flags.py makes
+# The knobs GRPO reads, each with the equation it sets (the same form as sdpo.KNOBS; infra/flags.py makes
 # each a flag and checks it). The defaults are the release's (`baseline_grpo.yaml`, docs/PROTOCOL.md); the
 # knobs marked "config" tell one GRPO configuration from another (run_name). To add a knob: a row here, the
 # line of math that reads it, and its test.
@@ -286,7 +286,7 @@ def run_name(s):
 
 
 def main(argv=None):
-    ap, args = flags.one_task_args("grpo", argv, KNOBS)   # the flags and their checks: machinery/flags.py
+    ap, args = flags.one_task_args("grpo", argv, KNOBS)   # the flags and their checks: infra/flags.py
     return train.train_seeds(ap, args, run_name(args), sys.modules[__name__])
 
 

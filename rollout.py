@@ -16,18 +16,16 @@ import torch
 from tqdm import tqdm
 from transformers import LogitsProcessorList
 
-from machinery import speedups, tasks
-from machinery.infra import gather_lists, gathered, is_main, my_share
-from machinery.padding import left_pad, right_pad
+from infra import speedups
+from infra.speedups import SAMPLE_BATCH
+from world import graders
+from infra.distributed import gather_lists, gathered, is_main, my_share
+from infra.padding import left_pad, right_pad
 
-# The one switch between the plain path below and its speed-ups (machinery/speedups.py: a group's prompt
-# computed once, a preallocated KV cache, log-probs recorded while sampling, chunked log-sum-exp). Each
-# speed-up gives the plain path's numbers up to float summation order (tests/test_speedups.py).
-# `--plain` sets it False.
-SPEEDUPS = True
-# --sample-batch: sequences per forward or generate call wherever the count grows with the data (rollout,
-# evaluation, the teacher check, drift, classroom/tokens.py); what fits on a GPU: docs/GPU.md
-SAMPLE_BATCH = 128
+# speedups.ON is the one switch between the plain path below and its speed-ups (infra/speedups.py: a group's
+# prompt computed once, a preallocated KV cache, log-probs recorded while sampling, chunked log-sum-exp). Each
+# speed-up gives the plain path's numbers up to float summation order (tests/test_speedups.py). `--plain` sets
+# it False. SAMPLE_BATCH (--sample-batch): sequences per forward or generate call (infra/speedups.py).
 EVAL_TEMPERATURE, EVAL_TOP_P = 0.6, 0.95  # (C3) release defaults
 
 
@@ -159,8 +157,8 @@ def _sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top
         ids, mask = left_pad(chunk, tok.pad_token_id, device)  # [b, P]
         gen_kw = dict(do_sample=True, temperature=temperature, top_k=0, top_p=top_p) if temperature > 0 \
             else dict(do_sample=False)
-        recorder = speedups.TokenLogprobs() if with_logprobs and SPEEDUPS else None
-        if SPEEDUPS:   # a preallocated cache, each group's prompt prefilled once (speedups.generation_cache)
+        recorder = speedups.TokenLogprobs() if with_logprobs and speedups.ON else None
+        if speedups.ON:   # a preallocated cache, each group's prompt prefilled once (speedups.generation_cache)
             shared = group_size if group_size > 1 and min(len(p) for p in chunk) >= 2 else 0
             gen_kw["cache"] = speedups.generation_cache(model, ids, mask, max_new_tokens, shared)
         # (synced_gpus off: each rank holds the whole weights (infra.gathered) and samples on its own;
@@ -190,7 +188,7 @@ def response_logits(model, prompt_ids, response_ids, pad_id, as_float=True):
     as_float=False keeps the compute dtype (bf16 on GPUs): no fp32 copy of a [B, T, V] tensor, for the
     top-k path that only ever needs k values per position in fp32 (sdpo.topk_logprobs).
     """
-    if SPEEDUPS and speedups.prefix_can_be_shared(model, prompt_ids):
+    if speedups.ON and speedups.prefix_can_be_shared(model, prompt_ids):
         logits, r_mask, r_ids = speedups.shared_prefix_logits(model, prompt_ids, response_ids, pad_id)
     else:
         logits, r_mask, r_ids = packed_logits(model, prompt_ids, response_ids, pad_id)
@@ -255,13 +253,13 @@ def response_logprobs(model, prompt_ids, response_ids, pad_id, micro_batch=0):
 def logsumexp_fp32(logits):
     """log Σ_v exp(x_v) in fp32 over the last dimension, [..., V] -> [...], with its gradient (SDPO's top-k).
     Speed-ups on: chunk by chunk, without an fp32 copy of the logits (speedups.chunked_logsumexp)."""
-    return speedups.chunked_logsumexp(logits) if SPEEDUPS else torch.logsumexp(logits.float(), dim=-1)
+    return speedups.chunked_logsumexp(logits) if speedups.ON else torch.logsumexp(logits.float(), dim=-1)
 
 
 @torch.no_grad()
 def token_entropy(logits):
     """Per-token entropy H(π(·|h_t)) = −Σ_v p log p, [B, T, V] -> [B, T] (fp32), for the logs."""
-    if SPEEDUPS:   # chunk by chunk, never an fp32 log-softmax of the whole batch
+    if speedups.ON:   # chunk by chunk, never an fp32 log-softmax of the whole batch
         return speedups.token_entropy(logits)
     logp = torch.log_softmax(logits.float(), dim=-1)
     return -(logp.exp() * logp).sum(-1)
@@ -270,7 +268,7 @@ def token_entropy(logits):
 @torch.no_grad()
 def sampled_logprobs(logits, targets):
     """log π(y_t | h_t) in fp32 for measurements (nothing flows back), logits in any dtype: [B, T, V] -> [B, T]."""
-    return speedups.sampled_logprobs(logits, targets) if SPEEDUPS else token_logprobs(logits.float(), targets)
+    return speedups.sampled_logprobs(logits, targets) if speedups.ON else token_logprobs(logits.float(), targets)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -288,7 +286,7 @@ def collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, to
     response_ids = sample(model, tok, prompt_ids, group_size, max_new_tokens, temperature, top_p, sample_batch)
     texts = decode(tok, response_ids)
     expanded = [r for r in records for _ in range(group_size)]
-    graded = tasks.check_many(expanded, texts)
+    graded = graders.check_many(expanded, texts)
     rewards = torch.tensor([score for score, _ in graded], dtype=torch.float32)
     return {"records": expanded, "prompt_ids": [p for p in prompt_ids for _ in range(group_size)],
             "response_ids": response_ids, "texts": texts, "rewards": rewards,
@@ -313,7 +311,7 @@ def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPE
     ids = sample(model, tok, prompt_ids, k, max_new_tokens, temperature, top_p, batch_size,
                  progress=progress) if prompt_ids else []
     responses = decode(tok, ids) if ids else []
-    scores = tasks.grade_many([records[i] for i in mine for _ in range(k)], responses)
+    scores = graders.grade_many([records[i] for i in mine for _ in range(k)], responses)
     hit_limit = [len(i) >= max_new_tokens for i in ids]
     responses, scores, hit_limit = gather_lists(responses), gather_lists(scores), gather_lists(hit_limit)
     # (C3) the mean correctness of each prompt's k samples, then the mean over prompts

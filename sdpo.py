@@ -26,16 +26,16 @@ import sys
 
 import torch
 
-from machinery import flags
-from machinery import tasks
+from infra import flags
+from world import graders
 import train
-from machinery.infra import NonFiniteError, all_finite, clone_model
+from infra.distributed import NonFiniteError, all_finite, clone_model
 from grpo import k3_kl
 from rollout import (batch_positions, chat_messages, encode_chat, fill_reprompt, logsumexp_fp32, micro_batches,
                      response_logits, strip_think, token_entropy, token_logprobs)
 
 # The knobs SDPO reads, each with the equation it sets: (name, default, what it is, its check and the allowed
-# values in words, where it goes). machinery/flags.py makes each a flag (--refresh-every for refresh_every) in
+# values in words, where it goes). infra/flags.py makes each a flag (--refresh-every for refresh_every) in
 # --help's "paper" or "protocol" group and checks it before any work; the knobs marked "config" tell one SDPO
 # configuration from another: the run's name (run_name) and each configuration's settings follow from them.
 # To add a knob: a row here, the line of math that reads it, and its test.
@@ -118,7 +118,7 @@ def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedba
     `feedback_on`): a response without j* whose grader has something to say about it gets a teacher
     prompt with that feedback instead of a demonstration, and m_i = 1.
     notes: what the grader said about each response [N*G] ("" = nothing), as rollout.collect records it;
-    None: asked of the grader here (tasks.feedback).
+    None: asked of the grader here (graders.feedback).
     Returns (teacher user texts [N*G], m [N*G] float tensor, j* per response or None; a j* of None with
     m_i = 1 is a response distilled by feedback).
 
@@ -141,7 +141,7 @@ def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedba
         # (S8) no successful sibling: the grader's feedback on this response's own failed attempt
         note = None
         if feedback_on(feedback, rec) and float(rewards[i]) != 1.0:
-            note = tasks.feedback(rec, texts[i]) if notes is None else (notes[i] or None)
+            note = graders.feedback(rec, texts[i]) if notes is None else (notes[i] or None)
         user_texts.append(None if note is None else fill_reprompt(rec["prompt"], feedback=note))
         mask.append(0.0 if note is None else 1.0)  # (S1) nothing to show -> no distillation signal
     return user_texts, torch.tensor(mask), demo_of
@@ -515,7 +515,7 @@ def run_name(s):
 
 
 def main(argv=None):
-    ap, args = flags.one_task_args("sdpo", argv, KNOBS)   # the flags and their checks: machinery/flags.py
+    ap, args = flags.one_task_args("sdpo", argv, KNOBS)   # the flags and their checks: infra/flags.py
     return train.train_seeds(ap, args, run_name(args), sys.modules[__name__])
 
 

@@ -27,14 +27,14 @@ import torch
 from tqdm import tqdm
 
 import evaluate
-from machinery import plots, safety
-from machinery import tasks
-from machinery.flags import check_code_jail, check_dir_flag, per_seed
-from machinery.infra import (Interrupted, NonFiniteError, StepBoundarySigint, append_jsonl, check_weights, checked_total,
-                             clip_gradients, first_global_index, gathered, global_sum, init_distributed, is_main,
-                             my_sample_blocks, clone_model,
-                             process_count, save_checkpoint, update_size, weights_snapshot)
-from machinery.models import load_policy
+from infra import stats
+from infra import plots, safety
+from world import tasks
+from infra.flags import check_code_jail, check_dir_flag, per_seed
+from infra.stops import Interrupted, StepBoundarySigint
+from infra.distributed import NonFiniteError, check_weights, checked_total, clip_gradients, first_global_index, gathered, global_sum, init_distributed, is_main, my_sample_blocks, clone_model, process_count, update_size, weights_snapshot
+from infra.checkpoints import append_jsonl, save_checkpoint
+from infra.models import load_policy
 from rollout import acc_at_k, collect, drop_long_prompts
 
 
@@ -127,12 +127,12 @@ def run_steps(model, tok, records, args, method, frozen, opt, log_path=None, des
     """
     order, warmup = prompt_order(len(records), args), stage_warmup(args.warmup_steps, records)
     bar = tqdm(range(start_step, args.steps), desc=desc, dynamic_ncols=True, leave=False, disable=not is_main())
-    with StepBoundarySigint() as sigint:          # Ctrl-C stops at the end of a step (machinery/infra.py)
+    with StepBoundarySigint() as sigint:          # Ctrl-C stops at the end of a step (infra/distributed.py)
         for step in bar:
             n = args.prompts_per_step
             chosen = [records[i] for i in order[step * n:(step + 1) * n]]
             t0 = time.time()
-            # ---- 1. sample a group of G responses per prompt and grade them (rollout.py, machinery/tasks.py) ----
+            # ---- 1. sample a group of G responses per prompt and grade them (rollout.py, world/tasks.py) ----
             batch = sample_and_grade(model, tok, chosen, args, step)
             t1 = time.time()
             # ---- 2. the method's update: its loss on every micro-batch, backward, clip, step (update) ----
@@ -286,7 +286,7 @@ def train_one_task(ap, args, method_name, method):
     method setting that differs from its default, e.g. sdpo_a0_cot). method: the grpo or sdpo module."""
     records, test = task_and_test_records(ap, args)
     out = claim_out_dir(ap, args, method_name)
-    device = init_distributed(args.device, args.threads)   # torchrun: one process per GPU (machinery/infra.py)
+    device = init_distributed(args.device, args.threads)   # torchrun: one process per GPU (infra/distributed.py)
     log_path = os.path.join(out, "log.jsonl")
     if is_main():
         os.makedirs(out, exist_ok=True)
@@ -343,14 +343,14 @@ def train_one_task(ap, args, method_name, method):
 def train_seeds(ap, args, method_name, method):
     """`--seed 0,1,2`: train_one_task once per seed, each in its own directory (…-s<seed>), all scored on
     the same test prompts (--eval-seed); then the change in accuracy, mean over seeds with its 95%
-    interval (evaluate.mean_interval). Returns [(before, after)] per seed."""
+    interval (stats.mean_interval). Returns [(before, after)] per seed."""
     runs = []
     for one in per_seed(args):
         if args.out and len(args.seed) > 1:
             one.out = f"{args.out}-s{one.seed}"
         runs.append(train_one_task(ap, one, method_name, method))
     if len(runs) > 1 and is_main():
-        mean, lo, hi = evaluate.mean_interval([after - before for before, after in runs])
+        mean, lo, hi = stats.mean_interval([after - before for before, after in runs])
         print(f"\n{method_name} on {args.task} over seeds {','.join(map(str, args.seed))}: Acc@{args.eval_k} change "
               f"{100 * mean:+.1f} points, 95% interval [{100 * lo:+.1f}, {100 * hi:+.1f}] "
               f"(t-interval over {len(runs)} seeds; " + ", ".join(f"s{s}: {100 * (a - b):+.1f}" for s, (b, a) in

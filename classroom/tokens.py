@@ -32,11 +32,12 @@ import torch
 import evaluate
 import grpo
 import sdpo
-from machinery import tasks
-from machinery.infra import setup_torch
-from machinery.models import load_model
-from machinery.padding import right_pad
-from rollout import SAMPLE_BATCH, batch_positions, chat_messages, collect, encode_chat, response_logits
+from world import tasks
+from infra.distributed import setup_torch
+from infra.models import load_model
+from infra.padding import right_pad
+from infra.speedups import SAMPLE_BATCH
+from rollout import batch_positions, chat_messages, collect, encode_chat, response_logits
 
 try:
     import matplotlib

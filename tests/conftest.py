@@ -22,8 +22,8 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def tiny():
     """The committed tiny model and its tokenizer (fp32, CPU)."""
-    from machinery.infra import setup_torch
-    from machinery.models import load_model
+    from infra.distributed import setup_torch
+    from infra.models import load_model
     setup_torch("cpu")
     return load_model("tiny", "cpu")
 

@@ -13,15 +13,15 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from tools import bench    # noqa: E402
-from machinery import flags    # noqa: E402
+from infra import memory    # noqa: E402
+from infra import flags    # noqa: E402
 import grpo     # noqa: E402
-from machinery import infra    # noqa: E402
-from machinery import models    # noqa: E402
+from infra import checkpoints, distributed    # noqa: E402
+from infra import models    # noqa: E402
 import rollout  # noqa: E402
 import sdpo     # noqa: E402
 import train  # noqa: E402
-from machinery import tasks    # noqa: E402
+from world import tasks    # noqa: E402
 
 
 def step(model, opt, ids):
@@ -36,7 +36,7 @@ def step(model, opt, ids):
 def check_state(out):
     """Checkpoint, optimizer state and teacher survive a save and a load into freshly sharded models."""
     model, tok = models.load_model("tiny", "cpu")
-    model = infra.shard(model, "cpu")
+    model = distributed.shard(model, "cpu")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(3, 90, (2, 16), generator=torch.Generator().manual_seed(0))
     step(model, opt, ids)
@@ -44,38 +44,38 @@ def check_state(out):
     step(model, opt, ids)
     sdpo.ema_update(teacher, model, 0.3)                  # (T1) shard by shard
     ckpt = os.path.join(out, "ckpt")
-    infra.save_checkpoint(model, tok, ckpt, opt=opt, teacher=teacher)   # (states: one file per rank)
+    checkpoints.save_checkpoint(model, tok, ckpt, opt=opt, teacher=teacher)   # (states: one file per rank)
     again, _ = models.load_model(ckpt, "cpu")           # the directory from_pretrained loads
-    again = infra.shard(again, "cpu")
+    again = distributed.shard(again, "cpu")
     opt2 = torch.optim.AdamW(again.parameters(), lr=1e-3)
-    infra.load_optimizer(ckpt, again, opt2)
+    checkpoints.load_optimizer(ckpt, again, opt2)
     teacher2 = sdpo.init_teacher(again)
-    infra.load_teacher(ckpt, teacher2)
+    checkpoints.load_teacher(ckpt, teacher2)
     step(model, opt, ids)                                 # the same next step from both
     step(again, opt2, ids)
-    a, b = infra.full_state_dict(model), infra.full_state_dict(again)
+    a, b = distributed.full_state_dict(model), distributed.full_state_dict(again)
     # GRPO's KL reference (G4) is a sharded copy too: one on-policy update with --kl-coef, the reference
     # gathered for its forwards; at the first step the student is the reference, so KL ≈ 0
     args = flags.parser("grpo", "", "", grpo.KNOBS).parse_args(["--kl-coef", "0.1", "--mini-batches", "1"])
-    ref = infra.clone_model(again).eval().requires_grad_(False)
+    ref = distributed.clone_model(again).eval().requires_grad_(False)
     torch.manual_seed(0)
     batch = rollout.collect(again, tok, tasks.builtin_split("math", "test", 1), 4, 16)
     kl = train.update(again, opt2, grpo, ref, batch, args, tok, 1)["kl"]
-    t1, t2 = infra.full_state_dict(teacher), infra.full_state_dict(teacher2)
+    t1, t2 = distributed.full_state_dict(teacher), distributed.full_state_dict(teacher2)
     # the sharded clone computes with its own weights: zero them, and its logits must change (issue 26)
-    zeroed = infra.clone_model(again)
+    zeroed = distributed.clone_model(again)
     with torch.no_grad():
         for p in zeroed.parameters():
             p.zero_()
-        with infra.gathered(again, zeroed):
+        with distributed.gathered(again, zeroed):
             clone_gap = (again(input_ids=ids).logits.float() - zeroed(input_ids=ids).logits.float()).abs().max().item()
     shards = [p.to_local().numel() for p in model.parameters()]
-    if infra.is_main():
+    if distributed.is_main():
         result = {"resumed_step_diff": max((a[k] - b[k]).abs().max().item() for k in a),
                   "teacher_diff": max((t1[k] - t2[k]).abs().max().item() for k in t1),
                   "teacher_moved": max((t1[k] - a[k]).abs().max().item() for k in t1),
                   "local_fraction": sum(shards) / sum(v.numel() for k, v in a.items()),
-                  "sharded": infra.is_sharded(model) and infra.is_sharded(teacher2) and infra.is_sharded(ref),
+                  "sharded": distributed.is_sharded(model) and distributed.is_sharded(teacher2) and distributed.is_sharded(ref),
                   "first_step_kl": kl, "zeroed_clone_gap": clone_gap}
         json.dump(result, open(os.path.join(out, "state.json"), "w"))
 
@@ -90,7 +90,7 @@ def rss(field):
 
 def check_memory(out, tokens=512):
     """A model big enough to see (33M parameters), built sharded (never whole on one rank): the peak
-    resident memory of SDPO-like steps on each rank, against bench.memory_per_rank (fp32 compute)."""
+    resident memory of SDPO-like steps on each rank, against memory.memory_per_rank (fp32 compute)."""
     from transformers import AutoConfig, AutoModelForCausalLM
     cfg = AutoConfig.from_pretrained(models.TINY_DIR)
     cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers = 512, 2048, 8
@@ -107,7 +107,7 @@ def check_memory(out, tokens=512):
         model = AutoModelForCausalLM.from_config(cfg)
     getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()   # as the formula
     model.train()
-    model = infra.shard(model, "cpu")
+    model = distributed.shard(model, "cpu")
     model.to_empty(device="cpu")
     with torch.no_grad():
         for p in model.parameters():
@@ -116,7 +116,7 @@ def check_memory(out, tokens=512):
     teacher = sdpo.init_teacher(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
     for _ in range(2):
-        with infra.gathered(teacher):                    # as train.update: the teacher whole for the update
+        with distributed.gathered(teacher):                    # as train.update: the teacher whole for the update
             with torch.no_grad():
                 t_logp = torch.log_softmax(teacher(input_ids=ids).logits.float(), -1)
             s_logp = torch.log_softmax(model(input_ids=ids).logits.float(), -1)
@@ -126,16 +126,16 @@ def check_memory(out, tokens=512):
         opt.zero_grad(set_to_none=True)
         sdpo.ema_update(teacher, model, 0.05)
     peak = rss("VmHWM") - base
-    shape = bench.shape_of_config(cfg)
-    formula = bench.memory_per_rank(shape, infra.rank_and_world()[1], "sdpo", tokens, compute_bytes=4)
-    peaks = infra.gather_lists([peak])
-    if infra.is_main():
+    shape = memory.shape_of_config(cfg)
+    formula = memory.memory_per_rank(shape, distributed.rank_and_world()[1], "sdpo", tokens, compute_bytes=4)
+    peaks = distributed.gather_lists([peak])
+    if distributed.is_main():
         json.dump({"measured": peaks, "formula": formula["update_total"], "parameters": formula["parameters"],
                    "parts": formula["update"]}, open(os.path.join(out, "memory.json"), "w"))
 
 
 if __name__ == "__main__":
-    infra.init_distributed("cpu", threads=1)
+    distributed.init_distributed("cpu", threads=1)
     if sys.argv[1] in ("memory", "both"):   # (first: its high-water mark starts from a clean process)
         check_memory(sys.argv[2])
     if sys.argv[1] in ("state", "both"):

@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from tools import bench
-from machinery import claims
+from experiment import claims
 import continual
 import drift
 import evaluate
 import grpo
 import razor
 import sdpo
-from machinery import tiny
+from tools import tiny
 
 NO_CUDA = not torch.cuda.is_available()
 
@@ -70,7 +70,7 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (tiny, ["--out", "FILE/m"]),
     # issue 45's sweep: accepted before, or a traceback, or a rebuild over the committed model
     (tiny, ["--out", ""]),
-    (tiny, ["--steps", "2"]),                      # the committed machinery/tiny_model/, without --overwrite-committed
+    (tiny, ["--steps", "2"]),                      # the committed world/tiny_model/, without --overwrite-committed
     (bench, ["--eval", "--eval-n", "0"]),
     (bench, ["--memory", "--memory-tokens", "-1"]),
     (bench, ["--threads", "-1"]),

@@ -86,7 +86,7 @@ def test_a_knob_is_declared_once_in_its_method_file():
     with no edit anywhere else."""
     import grpo
     import sdpo
-    from machinery import flags
+    from infra import flags
     for method, knobs in (("grpo", grpo.KNOBS), ("sdpo", sdpo.KNOBS)):
         args = flags.parser(method, "", "", knobs).parse_args([])
         for k in knobs:

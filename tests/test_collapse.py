@@ -11,7 +11,7 @@ import torch
 import evaluate
 import sdpo
 import train
-from machinery import flags
+from infra import flags
 from rollout import chat_messages, encode_chat, response_logits, token_logprobs
 from tools import collapse
 

@@ -9,7 +9,7 @@ import pytest
 
 import continual
 import grpo
-from machinery import flags
+from infra import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = ["--method", "sdpo", "--stages", "math", "--benchmarks", "math", "--steps", "2", "--prompts-per-step", "2",

@@ -9,7 +9,8 @@ import pytest
 import continual
 import grpo
 import sdpo
-from machinery import flags, rundir
+from infra import flags
+from experiment import rundir
 from conftest import interrupted_copy, results_as_if_full
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,7 +110,7 @@ def test_refuses_a_directory_holding_a_different_run(tmp_path):
 
 
 def test_plots_with_one_seed_and_with_bands(tmp_path):
-    from machinery import plots
+    from infra import plots
     cm = continual.change_metrics
 
     def results(shift):
@@ -134,7 +135,7 @@ def test_plots_with_one_seed_and_with_bands(tmp_path):
 
 def test_paired_differences_are_each_seeds_step_by_step_difference(tmp_path):
     """differences.png's numbers against a brute-force loop, and its edge cases."""
-    from machinery import plots
+    from infra import plots
     rows_of = lambda seed: [{"run": run, "stage": stage, "step": k, "js": 0.1 * seed + 0.01 * k + (0.5 if run == "b" else 0),  # noqa: E731
                              "reward": 1.0, **({"teacher_refresh": True} if run == "b" and k == 2 else {})}
                             for run in ("a", "b") for stage in (1, 2) for k in (1, 2, 3)]

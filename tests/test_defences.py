@@ -13,7 +13,9 @@ import torch
 import continual
 import sdpo
 import train
-from machinery import claims, tasks
+from experiment import claims
+from world import tasks
+from world import graders
 from rollout import response_logits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -163,7 +165,7 @@ def test_replay_draws_the_declared_share_graded_by_its_own_domain():
         if r:
             assert abs(kinds.count("math") - kinds.count("mcq")) <= 1   # the earlier domains in turn
     mixed = continual.replay_mix(own, earlier, 0.5, 40, seed=7)
-    scores = tasks.grade_many(mixed, [rec["solution"] for rec in mixed])
+    scores = graders.grade_many(mixed, [rec["solution"] for rec in mixed])
     assert scores == [1.0] * 40
     assert continual.replay_mix(own, earlier, 0.5, 40, seed=7) == mixed   # seeded: the same prompts on a rerun
 

@@ -58,7 +58,7 @@ def test_torchrun_two_ranks_equal_one_process(tmp_path, script):
         assert a["reward"] == b["reward"] and a["response_len"] == b["response_len"]
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
         assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-5, abs=1e-7)   # the summed gradients
-    base = load_file(os.path.join(ROOT, "machinery/tiny_model", "model.safetensors"))
+    base = load_file(os.path.join(ROOT, "world/tiny_model", "model.safetensors"))
     for part in ("model", "teacher") if script == "sdpo.py" else ("model",):   # SDPO: the EMA teacher too
         dp, single = (load_file(str(tmp_path / d / part / "model.safetensors")) for d in ("dp", "single"))
         assert dp.keys() == single.keys() == base.keys()   # one whole Hugging Face checkpoint, gathered

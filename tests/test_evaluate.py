@@ -13,8 +13,8 @@ import continual
 import drift
 import evaluate
 import rollout
-from machinery import tasks
-from machinery import models, padding, speedups
+from world import tasks
+from infra import models, padding, speedups
 
 
 def prompts_of(tok, names, n):
@@ -172,7 +172,7 @@ def test_world_criteria_by_hand():
 def test_the_committed_evaluation_is_of_the_committed_base():
     saved = json.load(open(BASE_EVAL))
     assert saved["weights_sha1"] == evaluate.weights_sha1("tiny"), \
-        "machinery/tiny_model/ changed: rerun python evaluate.py --model tiny --n 64 --no-teacher-check --out results/base/tiny.json"
+        "world/tiny_model/ changed: rerun python evaluate.py --model tiny --n 64 --no-teacher-check --out results/base/tiny.json"
     assert set(saved["acc"]) == set(tasks.GENERATORS) and saved["k"] == 8
 
 

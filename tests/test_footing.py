@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from machinery import claims, footing
+from experiment import claims, footing
 from tools import adequacy
 
 B8 = ["math", "science", "tooluse", "coding", "math_hard", "science_boxed", "tool_unseen", "logic"]

@@ -1,6 +1,6 @@
 """FSDP2 plumbing on 2 CPU ranks (gloo), beyond the 2-ranks-equal-1-process runs of test_distributed.py:
 checkpoint / optimizer / teacher round trips, and each rank's measured peak memory against the formula
-that docs/GPU.md's table comes from (bench.memory_per_rank)."""
+that docs/GPU.md's table comes from (memory.memory_per_rank)."""
 import json
 import os
 import subprocess
@@ -51,7 +51,7 @@ def test_checkpoint_optimizer_and_teacher_round_trip(worker_results):
 
 def test_measured_peak_memory_per_rank_agrees_with_the_formula(worker_results):
     """33M parameters built sharded, two SDPO-like steps with the teacher gathered and activation
-    checkpointing: each rank's peak resident memory within 15% of bench.memory_per_rank."""
+    checkpointing: each rank's peak resident memory within 15% of memory.memory_per_rank."""
     _, _, r = worker_results
     for measured in r["measured"]:
         assert measured == pytest.approx(r["formula"], rel=0.15), (measured / 1e6, r["formula"] / 1e6, r["parts"])

@@ -1,10 +1,10 @@
-"""BFCL grader (tasks.check_bfcl). The release has none; this follows BFCL's AST checker: the right
+"""BFCL grader (graders.check_bfcl). The release has none; this follows BFCL's AST checker: the right
 function, required parameters present, no unknown parameter, every value among its possible answers."""
 import json
 
 import pytest
 
-from machinery import tasks
+from world import graders
 
 FUNCTIONS = [
     {"name": "triangle_properties.get", "description": "Area and perimeter of a triangle.",
@@ -33,7 +33,7 @@ def call(name, args):
     (CIRCLE, call("circle_properties.get", {"radius": 2.0, "unit": "new york ny"})),                  # string normalised
 ])
 def test_accepts(record, response):
-    assert tasks.grade(record, response) == 1.0
+    assert graders.grade(record, response) == 1.0
 
 
 @pytest.mark.parametrize("record,response", [
@@ -46,4 +46,4 @@ def test_accepts(record, response):
     (CIRCLE, call("circle_properties.get", {"radius": 2.5})), (REC, ""),
 ])
 def test_rejects(record, response):
-    assert tasks.grade(record, response) == 0.0
+    assert graders.grade(record, response) == 0.0

@@ -1,9 +1,9 @@
-"""GPQA-style letter grader (GPQA, MMLU-Redux, the built-in science_boxed; tasks.check_gpqa): the
+"""GPQA-style letter grader (GPQA, MMLU-Redux, the built-in science_boxed; graders.check_gpqa): the
 release's rule (feedback/gpqa.py) — the last standalone A-D of the upper-cased text — read inside the
 last \\boxed{} when there is one."""
 import pytest
 
-from machinery import tasks
+from world import graders
 
 REC = {"kind": "gpqa", "answer": "B"}
 
@@ -12,15 +12,15 @@ REC = {"kind": "gpqa", "answer": "B"}
                                       "\\boxed{B} is a guess",   # the release reads the article `a` as A here
                                       "\\boxed{\\text{B}}", "A or B"])
 def test_accepts(response):
-    assert tasks.grade(REC, response) == 1.0
+    assert graders.grade(REC, response) == 1.0
 
 
 @pytest.mark.parametrize("response", ["\\boxed{A}", "B or A", "\\boxed{B} no, \\boxed{C}", "BB", "", "\\boxed{E}"])
 def test_rejects(response):
-    assert tasks.grade(REC, response) == 0.0
+    assert graders.grade(REC, response) == 0.0
 
 
 def test_the_release_rule_without_a_box():
     """With no box the whole text is read, as in the release: the last standalone letter, even an article."""
-    assert tasks.answer_letter("B, I think. Is that a good one?") == "A"
-    assert tasks.answer_letter("none of them.") == "none of them"   # no letter: the text itself
+    assert graders.answer_letter("B, I think. Is that a good one?") == "A"
+    assert graders.answer_letter("none of them.") == "none of them"   # no letter: the text itself

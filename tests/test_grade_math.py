@@ -1,14 +1,14 @@
-"""MATH grader (tasks.check_math): the release's rule (feedback/math.py) — the last \\boxed{} equals the
+"""MATH grader (graders.check_math): the release's rule (feedback/math.py) — the last \\boxed{} equals the
 answer as text, else math-verify says they are the same — and the places we deliberately differ."""
 import pytest
 
-from machinery import tasks
+from world import graders
 
 GOLD = {"kind": "math", "answer": ""}
 
 
 def grade(answer, response):
-    return tasks.grade(dict(GOLD, answer=answer), response)
+    return graders.grade(dict(GOLD, answer=answer), response)
 
 
 @pytest.mark.parametrize("answer,boxed", [
@@ -39,11 +39,11 @@ def test_the_whole_response_is_read():
 def test_the_last_box_counts_and_the_format_feedback():
     assert grade("7", "\\boxed{6} no, \\boxed{7}") == 1.0 and grade("7", "\\boxed{7} no, \\boxed{6}") == 0.0
     rec = dict(GOLD, answer="7")
-    assert tasks.check(rec, "7") == (0.0, tasks.MATH_FORMAT_FEEDBACK)            # no box: the release's string
-    assert tasks.check(rec, "\\boxed{7") == (0.0, tasks.MATH_FORMAT_FEEDBACK)    # unbalanced
-    assert tasks.check(rec, "\\boxed{}") == (0.0, tasks.MATH_FORMAT_FEEDBACK)    # empty
-    assert tasks.check(rec, "\\boxed{6}") == (0.0, "")                           # wrong, well formed: silent
-    assert tasks.check(rec, "\\boxed{7}") == (1.0, "")
+    assert graders.check(rec, "7") == (0.0, graders.MATH_FORMAT_FEEDBACK)            # no box: the release's string
+    assert graders.check(rec, "\\boxed{7") == (0.0, graders.MATH_FORMAT_FEEDBACK)    # unbalanced
+    assert graders.check(rec, "\\boxed{}") == (0.0, graders.MATH_FORMAT_FEEDBACK)    # empty
+    assert graders.check(rec, "\\boxed{6}") == (0.0, "")                           # wrong, well formed: silent
+    assert graders.check(rec, "\\boxed{7}") == (1.0, "")
 
 
 def test_math_verify_is_not_called_for_plain_numbers_or_words(monkeypatch):

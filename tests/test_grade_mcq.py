@@ -1,8 +1,8 @@
-"""MCQ grader (SciKnowEval, tasks.check_mcq): the release's rule (feedback/mcq.py) — the text after the
+"""MCQ grader (SciKnowEval, graders.check_mcq): the release's rule (feedback/mcq.py) — the text after the
 last <answer>, up to </answer> if present, stripped, equals the letter. Feedback: none."""
 import pytest
 
-from machinery import tasks
+from world import graders
 
 REC = {"kind": "mcq", "answer": "B"}
 
@@ -15,10 +15,10 @@ REC = {"kind": "mcq", "answer": "B"}
     "<answer>A</answer> no wait <answer>\nB\n</answer>",   # the last one counts
 ])
 def test_release_accepts(response):
-    assert tasks.check(REC, response) == (1.0, "")
+    assert graders.check(REC, response) == (1.0, "")
 
 
 @pytest.mark.parametrize("response", ["<answer>C</answer>", "<answer>B, C</answer>", "The answer is B",
                                       "<answer>B</answer> no, <answer>A</answer>", "<answer>B: the first option</answer>", ""])
 def test_release_rejects(response):
-    assert tasks.check(REC, response) == (0.0, "")
+    assert graders.check(REC, response) == (0.0, "")

@@ -1,8 +1,9 @@
-"""ZebraLogic grader (tasks.check_zebralogic). The release has none; this follows the benchmark's grid
+"""ZebraLogic grader (graders.check_zebralogic). The release has none; this follows the benchmark's grid
 mode: the answer is a JSON grid, a puzzle counts when every cell is right."""
 import json
 
-from machinery import tasks
+from world import tasks
+from world import graders
 
 ROW = {"id": "lgp-test-2x2-1", "size": "2*2", "puzzle": "There are 2 houses, numbered 1 to 2 ...",
        "solution": {"header": ["House", "Name", "Color"], "rows": [["1", "Eric", "Red"], ["2", "Arnold", "Blue"]]}}
@@ -15,16 +16,16 @@ def answer(grid, reasoning="Eric is in house 1."):
 
 def test_every_cell_right_scores_one():
     grid = {"House 1": {"Name": "Eric", "Color": "Red"}, "House 2": {"Name": "Arnold", "Color": "Blue"}}
-    assert tasks.grade(REC, answer(grid)) == 1.0
-    assert tasks.grade(REC, "```json\n" + json.dumps({"solution": {"House 1": {"Name": " eric ", "Color": "RED"},
+    assert graders.grade(REC, answer(grid)) == 1.0
+    assert graders.grade(REC, "```json\n" + json.dumps({"solution": {"House 1": {"Name": " eric ", "Color": "RED"},
                                                                       "House 2": {"Name": "Arnold", "Color": "Blue"}}}) + "\n```") == 1.0
 
 
 def test_one_wrong_or_missing_cell_scores_zero():
     grid = {"House 1": {"Name": "Arnold", "Color": "Red"}, "House 2": {"Name": "Eric", "Color": "Blue"}}
-    assert tasks.grade(REC, answer(grid)) == 0.0
-    assert tasks.grade(REC, answer({"House 1": {"Name": "Eric", "Color": "Red"}})) == 0.0
-    assert tasks.check(REC, "Eric lives in house 1.") == (0.0, "Your response did not contain the solution as a JSON object.")
+    assert graders.grade(REC, answer(grid)) == 0.0
+    assert graders.grade(REC, answer({"House 1": {"Name": "Eric", "Color": "Red"}})) == 0.0
+    assert graders.check(REC, "Eric lives in house 1.") == (0.0, "Your response did not contain the solution as a JSON object.")
 
 
 def test_the_prompt_shows_the_grid_to_fill():

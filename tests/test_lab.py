@@ -122,7 +122,7 @@ def test_change_one_line_b_no_tail_bucket_in_s4():
 
 def test_change_one_line_c_beta_zero_in_s3():
     import sdpo
-    from machinery import flags
+    from infra import flags
     f = changed("sdpo", 'dict(name="beta", default=0.5,', 'dict(name="beta", default=0.0,')
     beta = flags.parser("sdpo", "", "", f.KNOBS).parse_args([]).beta
     S, T = pair()

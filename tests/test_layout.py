@@ -15,23 +15,32 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import continual  # noqa: E402
 
-# Lowest first. A module may import only modules listed before it (and never from inside a function).
-LAYERS = ["machinery.safety", "machinery.sandbox", "machinery.tasks", "machinery.infra", "machinery.padding", "machinery.speedups",
-          "machinery.models", "rollout", "machinery.flags", "evaluate",
-          "machinery.plots", "train", "grpo", "sdpo", "drift", "razor", "machinery.claims", "machinery.tables", "machinery.footing",
-          "machinery.rundir", "continual",
-          "classroom.tokens", "machinery.tiny", "tools.bench", "classroom.lab", "tools.gpu_check", "tools.world",
-          "tools.coding_ablation", "tools.reference", "tools.adequacy", "tools.collapse", "tools.tables",
-          "tools.figures"]
-# What a student sees on opening the repository: the files that carry the paper, and three folders (issue 44)
+# Every folder is a floor (issue 61): lowest first, a module imports only its own floor and the floors below it,
+# one way (no circle). The paper's files sit at the top level; continual.py alone runs an experiment, so it stands
+# on the experiment's bookkeeping above them. Nothing imports tools/ or classroom/ (tests aside).
+FLOORS = [("world", "the built-in world: tasks, graders, the jail, the tiny models"),
+          ("infra", "below the paper: models, padding, speed-ups, distributed, stops, checkpoints, stats, flags, plots"),
+          ("paper", "the paper's files: rollout, evaluate, train, grpo, sdpo, drift, razor"),
+          ("beyond", "beyond the paper: the other teacher kinds and the forgetting defences, a method over sdpo.py"),
+          ("experiment", "above the paper: run directories and resume, reports, claims, tables"),
+          ("continual", "continual.py: the experiment"),
+          ("tools", "commands that measure the project"), ("classroom", "the class")]
+# What a student sees on opening the repository: the files that carry the paper, and the floors' folders
 TOP_LEVEL_PY = ["continual", "drift", "evaluate", "grpo", "razor", "rollout", "sdpo", "train"]
-TOP_LEVEL = sorted(["README.md", "EQUATIONS.md", "LAB.md", "requirements.txt", "machinery", "tools", "classroom",
-                    "docs", "results", "tests"] + [m + ".py" for m in TOP_LEVEL_PY])
-PACKAGES = ("machinery", "tools", "classroom")
+PACKAGES = tuple(name for name, _ in FLOORS if name not in ("paper", "continual"))
+TOP_LEVEL = sorted(["README.md", "EQUATIONS.md", "LAB.md", "requirements.txt", "docs", "results", "tests",
+                    *PACKAGES] + [m + ".py" for m in TOP_LEVEL_PY])
 
 ALL_TAGS = ([f"G{i}" for i in range(1, 6)] + [f"S{i}" for i in range(1, 9)] + [f"T{i}" for i in range(1, 7)]
             + [f"C{i}" for i in range(1, 4)] + [f"A{i}" for i in range(1, 9)] + [f"B{i}" for i in range(1, 5)]
             + [f"R{i}" for i in range(1, 4)])   # T4–T6, R1–R3: the other implementations' kinds and defences (issue 47)
+
+
+def floor_of(module):
+    """The floor index of a module: its folder's, the paper's for a top-level file, continual.py's own."""
+    if "." in module:
+        return [name for name, _ in FLOORS].index(module.split(".")[0])
+    return [name for name, _ in FLOORS].index("continual" if module == "continual" else "paper")
 
 
 def modules():
@@ -70,7 +79,7 @@ def import_graph():
 
 
 def test_the_top_level_is_what_a_student_reads():
-    """Issue 44: the files that carry the paper at the top, everything else in a named folder."""
+    """Issues 44, 61: the files that carry the paper at the top, everything else in a folder that is a floor."""
     shown = sorted(e for e in os.listdir(ROOT) if not e.startswith(".") and e not in ("runs", "__pycache__"))
     assert shown == TOP_LEVEL, f"the top level holds {shown}; expected {TOP_LEVEL} (move the rest into a folder)"
     for p in PACKAGES:
@@ -78,15 +87,14 @@ def test_the_top_level_is_what_a_student_reads():
         assert doc and doc.startswith(p + " — "), f"{p}/__init__.py: a docstring '{p} — its purpose'"
 
 
-def test_every_module_has_a_layer():
-    assert sorted(modules()) == sorted(LAYERS), "add a new module to LAYERS (and to the file table in docs/FILES.md)"
-
-
-def test_imports_run_one_way():
+def test_imports_run_down_the_floors():
+    """No module imports a floor above its own; nothing imports tools/ or classroom/; no import hides in a function."""
     edges, hidden = import_graph()
     assert not hidden, hidden
-    upward = [f"{m} -> {n}" for m, ns in edges.items() for n in ns if LAYERS.index(n) >= LAYERS.index(m)]
-    assert not upward, f"imports against the layer order {LAYERS}: {upward}"
+    upward = [f"{m} -> {n}" for m, ns in edges.items() for n in ns if floor_of(n) > floor_of(m)]
+    assert not upward, f"imports up the floors {[name for name, _ in FLOORS]}: {upward}"
+    into = [f"{m} -> {n}" for m, ns in edges.items() for n in ns if n.split(".")[0] in ("tools", "classroom")]
+    assert not into, f"nothing imports tools/ or classroom/: {into}"
 
 
 def test_the_graph_has_no_cycle():
@@ -147,10 +155,16 @@ def test_every_tag_is_computed_where_the_key_says():
 
 
 def calls_outside_tests():
-    """{function name: set of 'module:caller'} for every call in the top-level modules (not tests/)."""
+    """{function name: set of 'module:caller'} for every call in the project's modules (not tests/), the script's
+    own `if __name__ == "__main__": main()` included (caller '<script>')."""
     calls = {}
     for m, path in modules().items():
         tree = ast.parse(open(path).read())
+        for node in tree.body:   # a script's entry point: `if __name__ == "__main__": main()`
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+                for call in ast.walk(node):
+                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+                        calls.setdefault(call.func.id, set()).add(f"{m}:<script>")
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -208,10 +222,10 @@ def identifiers(tree):
 
 @pytest.mark.parametrize("f", ["train.py", "grpo.py", "sdpo.py"])
 def test_the_method_files_have_no_rank_world_or_shard_names(f):
-    """torchrun's bookkeeping lives in machinery/infra.py; the step and the equations read as one process would."""
+    """torchrun's bookkeeping lives in infra/distributed.py; the step and the equations read as one process would."""
     found = sorted({n for n in identifiers(ast.parse(open(os.path.join(ROOT, f)).read()))
                     if any(word in n.lower() for word in PLUMBING)})
-    assert not found, f"{f} uses {found}: move them behind a named helper in machinery/infra.py"
+    assert not found, f"{f} uses {found}: move them behind a named helper in infra/distributed.py"
 
 
 # The only names the method files take from the infrastructure (issue 44). The loop (train.py) holds what
@@ -231,11 +245,11 @@ ALLOWED_HELPERS = {
 @pytest.mark.parametrize("f", sorted(ALLOWED_HELPERS))
 def test_the_method_files_take_only_the_allowed_helpers_from_the_infrastructure(f):
     tree = ast.parse(open(os.path.join(ROOT, f)).read())
-    taken = {a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == "machinery.infra"
+    taken = {a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == "infra.distributed"
              for a in node.names}
     whole = [a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names if "infra" in a.name]
     assert not whole, f"{f} imports the whole infrastructure module: import the helpers it needs by name"
-    assert taken <= ALLOWED_HELPERS[f], f"{f} takes {sorted(taken - ALLOWED_HELPERS[f])} from machinery/infra.py"
+    assert taken <= ALLOWED_HELPERS[f], f"{f} takes {sorted(taken - ALLOWED_HELPERS[f])} from infra/distributed.py"
 
 
 MAX_DEPTH = 4
@@ -310,8 +324,8 @@ if __name__ == "__main__":
             print(f"{tag:3s} {f}:{fn:28s} {found.get(f'{f}:{fn}', 'not run')}")
         sys.exit(0)
     graph, _ = import_graph()
-    for mod in LAYERS:
-        print(f"{mod:22s} imports {', '.join(sorted(graph[mod], key=LAYERS.index)) or '(nothing of ours)'}")
+    for mod in sorted(graph, key=lambda m: (floor_of(m), m)):
+        print(f"{FLOORS[floor_of(mod)][0]:10s} {mod:22s} imports {', '.join(sorted(graph[mod], key=lambda m: (floor_of(m), m))) or '(nothing of ours)'}")
 
 
 def test_the_readme_is_read_in_five_minutes():

@@ -9,12 +9,14 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from infra import memory  # noqa: E402
 
 SCRIPT = r'''
 import json, torch
 from transformers import LlamaConfig, LlamaForCausalLM
 import drift, rollout
-from machinery import models
+from infra import models
 torch.manual_seed(0)
 torch.set_num_threads(1)
 _, tok = models.load_model("tiny")
@@ -57,14 +59,13 @@ def test_peak_memory_grows_with_the_chunk_not_the_number_of_sequences():
 
 
 def test_the_formulas_logit_bytes_are_what_an_update_measures():
-    """bench.LOGIT_BYTES (the update's bytes per token × vocabulary id in memory_per_rank and docs/GPU.md)
+    """memory.LOGIT_BYTES (the update's bytes per token × vocabulary id in memory_per_rank and docs/GPU.md)
     against a fresh measurement of SDPO's update at the release's top-k 100 with bf16 compute: within 25%."""
-    from tools import bench
-    code = ("from tools import bench; from machinery import speedups; import torch; torch.set_num_threads(1); speedups.ROWS_PER_CHUNK = 64; "
+    code = ("from tools import bench; from infra import speedups; import torch; torch.set_num_threads(1); speedups.ROWS_PER_CHUNK = 64; "
             "print(bench.logit_memory_slope('sdpo top-100'))")
     env = dict(os.environ, PYTHONPATH=ROOT, MALLOC_MMAP_THRESHOLD_="131072")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-3000:]
     measured = float(res.stdout.strip().splitlines()[-1])
-    assert abs(measured / bench.LOGIT_BYTES["sdpo top-100"] - 1) < 0.25, measured
-    assert measured < bench.LOGIT_BYTES["sdpo full"] / 3     # top-k keeps no full fp32 log-softmax
+    assert abs(measured / memory.LOGIT_BYTES["sdpo top-100"] - 1) < 0.25, measured
+    assert measured < memory.LOGIT_BYTES["sdpo full"] / 3     # top-k keeps no full fp32 log-softmax

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from machinery import safety
-from machinery.infra import save_checkpoint
+from infra import safety
+from infra.checkpoints import save_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMOKE = ["--method", "grpo,sdpo", "--stages", "math,coding", "--benchmarks", "math,coding",
@@ -41,7 +41,7 @@ def one_error_line(p):
 def test_committed_paths(tmp_path):
     assert safety.committed_path(os.path.join(ROOT, "results", "reference", "continual-s10"))
     assert safety.committed_path(os.path.join(ROOT, "docs"))
-    assert safety.committed_path(os.path.join(ROOT, "machinery", "tiny_model"))
+    assert safety.committed_path(os.path.join(ROOT, "world", "tiny_model"))
     assert safety.committed_path(ROOT) == "the repository itself"
     assert safety.committed_path(os.path.dirname(ROOT))                     # a folder holding the repository
     assert safety.committed_path(os.path.join(ROOT, "README.md")) == "tracked by git"
@@ -91,8 +91,8 @@ def test_overwrite_never_deletes_a_directory_continual_did_not_make(tmp_path):
     ("continual.py", SMOKE + ["--runs-dir", "results/reference", "--name", "continual-s99"],
      "results/reference/continual-s99"),
     ("continual.py", SMOKE + ["--runs-dir", ".", "--name", "docs", "--overwrite"], None),
-    ("machinery/tiny.py", ["--out", "tests/not-a-model", "--steps", "1"], "tests/not-a-model"),
-    ("machinery/tiny.py", ["--out", "docs", "--steps", "1"], None),
+    ("tools/tiny.py", ["--out", "tests/not-a-model", "--steps", "1"], "tests/not-a-model"),
+    ("tools/tiny.py", ["--out", "docs", "--steps", "1"], None),
     ("evaluate.py", ["--benchmarks", "math", "--n", "2", "--k", "1", "--out", "results/base/new.json"],
      "results/base/new.json"),
     ("sdpo.py", ["--task", "math", "--steps", "1", "--out", "results/base"], None),

@@ -6,8 +6,8 @@ import types
 import pytest
 import torch
 
-from machinery import infra
-from machinery import models
+from infra import distributed
+from infra import models, speedups
 import rollout
 import sdpo
 import train
@@ -49,13 +49,13 @@ def test_dtype_names():
 def test_bf16_autocast_samples_like_fp32_with_and_without_the_shared_prefill(monkeypatch):
     """The autocast wrapper keeps forward's signature (generate reads it): without that, generate misread
     the shared-prefill cache and sampled garbage (math Acc@4 3.9% instead of 22.7%)."""
-    from machinery import tasks
+    from world import tasks
     fp32, tok = models.load_model("tiny", "cpu", "fp32")
     bf16, _ = models.load_model("tiny", "cpu", "bf16")
     prompts = [rollout.encode_chat(tok, rollout.chat_messages(r)) for r in tasks.builtin_split("math", "test", 4)]
     want = rollout.sample(fp32, tok, prompts, 2, 24, temperature=0)
     shared = rollout.sample(bf16, tok, prompts, 2, 24, temperature=0)
-    monkeypatch.setattr(rollout, "SPEEDUPS", False)   # plain generate: its own cache, no shared prefill
+    monkeypatch.setattr(speedups, "ON", False)   # plain generate: its own cache, no shared prefill
     plain = rollout.sample(bf16, tok, prompts, 2, 24, temperature=0)
     assert shared == plain
     assert sum(a == b for a, b in zip(shared, want)) >= 6   # bf16 rounding may flip a near-tie, not the answers
@@ -76,7 +76,7 @@ def test_a_clone_computes_with_its_own_weights(dtype):
     change. With bf16 autocast as a closure over the student's bound forward, the clone kept calling the
     student (difference 0.0)."""
     model, _ = models.load_model("tiny", "cpu", dtype)
-    clone = infra.clone_model(model)
+    clone = distributed.clone_model(model)
     ids = torch.tensor([[3, 4, 5, 6, 7]])
     with torch.no_grad():
         for p in clone.parameters():

@@ -11,7 +11,8 @@ import zlib
 
 import pytest
 
-from machinery import tasks
+from world import tasks
+from world import graders
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "release")
 
@@ -43,7 +44,7 @@ def test_dapo_math_trains_on_the_bare_problem():
     (rec,) = load("dapo_math", [{"prompt": [{"role": "user", "content": content}], "data_source": "math_dapo",
                                  "reward_model": {"ground_truth": "5", "style": "rule-lighteval/MATH_v2"}}])
     assert rec["prompt"] == tasks.PROMPT.format(problem="Find $x$ if $2x = 10$.") and rec["answer"] == "5"
-    assert tasks.grade(rec, "so x = \\boxed{5}") == 1.0 and tasks.grade(rec, "\\boxed{x = 5}") == 1.0
+    assert graders.grade(rec, "so x = \\boxed{5}") == 1.0 and graders.grade(rec, "\\boxed{x = 5}") == 1.0
 
 
 @pytest.mark.parametrize("name,row,answer", [
@@ -56,7 +57,7 @@ def test_math_benchmarks(name, row, answer):
     (rec,) = load(name, [row])
     assert rec["prompt"] == "Find the remainder.\n\nPlease reason step by step, and put your final answer within \\boxed{}."
     assert rec["answer"] == answer and rec["kind"] == "math"
-    assert tasks.grade(rec, f"\\boxed{{{answer}}}") == 1.0 and tasks.grade(rec, "\\boxed{1}") == 0.0
+    assert graders.grade(rec, f"\\boxed{{{answer}}}") == 1.0 and graders.grade(rec, "\\boxed{1}") == 0.0
 
 
 # ------------------------------------------------------------------ SCIENCE: SciKnowEval
@@ -78,7 +79,7 @@ def test_sciknoweval_rebuilds_the_release_records():
     for mine, theirs in zip(recs, release):
         assert (mine["prompt"], mine["system"], mine["answer"], mine["kind"]) == \
             (theirs["prompt"], theirs["system"], theirs["answer"], theirs["kind"])
-    assert tasks.grade(recs[0], "<answer>\n" + release[0]["answer"] + "\n</answer>") == 1.0
+    assert graders.grade(recs[0], "<answer>\n" + release[0]["answer"] + "\n</answer>") == 1.0
 
 
 # ------------------------------------------------------------------ GPQA and MMLU-Redux: a boxed letter
@@ -93,7 +94,7 @@ def test_gpqa_prompt_and_grade():
     assert re.fullmatch(r"A\) \w+, B\) \w+, C\) \w+, D\) \w+", options)
     assert f"{rec['answer']}) electron" in options and rec["kind"] == "gpqa"
     assert load("gpqa_diamond", [row]) == [rec]   # the same letters every time (the release reshuffles)
-    assert tasks.grade(rec, f"\\boxed{{{rec['answer']}}}") == 1.0
+    assert graders.grade(rec, f"\\boxed{{{rec['answer']}}}") == 1.0
 
 
 def test_mmlu_redux_prompt_keeps_only_rows_marked_ok():
@@ -105,7 +106,7 @@ def test_mmlu_redux_prompt_keeps_only_rows_marked_ok():
     assert rec["prompt"] == ("2 + 2 = ?\nOptions are:\nA: 3\nB: 4\nC: 5\nD: 6\n\nPlease reason step by step, and put "
                              "your final answer option within \\boxed{}. Only put the option letter in the box, e.g. "
                              "\\boxed{A}. There is only one correct answer.")
-    assert rec["answer"] == "B" and tasks.grade(rec, "\\boxed{B}") == 1.0
+    assert rec["answer"] == "B" and graders.grade(rec, "\\boxed{B}") == 1.0
     load_dataset, calls = fake_hub(rows[:1])
     tasks.load_hub_task("hf:mmlu_redux:college_physics", load_dataset=load_dataset)
     assert calls == [("edinburgh-dawg/mmlu-redux-2.0", "college_physics", "test")]
@@ -155,8 +156,8 @@ def test_bfcl_reads_the_question_and_answer_files(tmp_path):
         name="functions", description="The functions you can call.",
         documentation='math.factorial: Factorial of n.\nParameters: {"n": "integer. The number."}',
         question="What is 5 factorial?")
-    assert tasks.grade(rec, 'Action: math.factorial\nAction Input: {"n": 5}') == 1.0
-    assert tasks.grade(rec, 'Action: math.factorial\nAction Input: {"n": 4}') == 0.0
+    assert graders.grade(rec, 'Action: math.factorial\nAction Input: {"n": 5}') == 1.0
+    assert graders.grade(rec, 'Action: math.factorial\nAction Input: {"n": 4}') == 0.0
 
 
 def test_file_datasets_need_their_file():
@@ -192,9 +193,9 @@ def test_livecodebench_prompt_tests_and_window(capsys):
     tests = json.loads(rec["tests"])
     assert tests["inputs"] == ["[1, 2, 3]\n2", "[4]\n1"] and tests["fn_name"] == "maxSum" and tests["time_limit"] == 6
     # the release's grader finds a top-level def, never a Solution method (docs/PROTOCOL.md, CODING)
-    assert tasks.grade(rec, "```python\nclass Solution:\n    def maxSum(self, nums, k):\n        return sum(sorted(nums)[-k:])\n```") == 0.0
+    assert graders.grade(rec, "```python\nclass Solution:\n    def maxSum(self, nums, k):\n        return sum(sorted(nums)[-k:])\n```") == 0.0
     right = "```python\ndef maxSum(nums, k):\n    return sum(sorted(nums)[-k:])\n```"
-    assert tasks.grade(rec, right) == 1.0 and tasks.grade(rec, right.replace("[-k:]", "[:k]")) == 0.0
+    assert graders.grade(rec, right) == 1.0 and graders.grade(rec, right.replace("[-k:]", "[:k]")) == 0.0
 
 
 def test_livecodebench_private_tests_are_never_unpickled_as_code():
@@ -208,12 +209,12 @@ def test_dolci_code_rows_and_stdin_livecodebench():
             {"id": "2", "prompt": "Say hi.", "dataset": ["general-quality"], "ground_truth": ["hi"]}]
     (rec,) = load("dolci_code", rows)
     assert rec["prompt"] == tasks.CODE_PROMPT.format(problem="Write add(a, b).")
-    assert tasks.grade(rec, "```python\ndef add(a, b):\n    return a + b\n```") == 1.0
+    assert graders.grade(rec, "```python\ndef add(a, b):\n    return a + b\n```") == 1.0
     stdin = dict(LCB_ROW, starter_code="", metadata="{}", private_test_cases="",
                  public_test_cases=json.dumps([{"input": "3\n", "output": "6\n", "testtype": "stdin"}]))
     (rec,) = load("livecodebench", [stdin])
     assert rec["prompt"].endswith("\n\nReturn the sum of the k largest numbers.")
-    assert tasks.grade(rec, "```python\nprint(2 * int(input()))\n```") == 1.0
+    assert graders.grade(rec, "```python\nprint(2 * int(input()))\n```") == 1.0
 
 
 # ------------------------------------------------------------------ LOGIC: ZebraLogic

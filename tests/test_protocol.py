@@ -9,12 +9,14 @@ import pytest
 import torch
 
 import continual
-from machinery import flags, rundir, tasks
+from infra import flags
+from experiment import rundir
+from world import tasks
+from world import graders
 import grpo
-from machinery import infra
+from infra import checkpoints, distributed, speedups
 import rollout
 import sdpo
-from machinery import tasks
 import train
 from rollout import fill_reprompt, strip_think
 from conftest import gjsd_loss, interrupted_copy, results_as_if_full
@@ -238,7 +240,7 @@ def test_feedback_only_where_no_sibling_succeeded():
     # and names the format when there is no \\boxed{} (users[3])
     assert m.tolist() == [1, 0, 0, 1]
     assert "Correct solution" in users[0] and users[1] is None and users[2] is None
-    assert users[3] == fill_reprompt("What is 2+3?", feedback=tasks.MATH_FORMAT_FEEDBACK)
+    assert users[3] == fill_reprompt("What is 2+3?", feedback=graders.MATH_FORMAT_FEEDBACK)
     off, m_off, _ = sdpo.build_teacher_prompts(recs, texts, rewards, 2, feedback=False)
     assert m_off.tolist() == [1, 0, 0, 0] and off[2] is None
 
@@ -247,15 +249,15 @@ def test_built_in_graders_give_the_release_feedback():
     """MATH names a missing \\boxed{}; SCIENCE (MCQ) says nothing, as the release's; TOOLUSE names what it
     expected; CODING shows a failing test. A success gets no feedback."""
     recs = {name: tasks.builtin_split(name, "test", 1)[0] for name in tasks.TRAIN_DOMAINS}
-    assert tasks.feedback(recs["math"], "a wrong answer") == tasks.MATH_FORMAT_FEEDBACK
-    assert tasks.feedback(recs["science"], "a wrong answer") is None
-    tool = tasks.feedback(recs["tooluse"], "Action: nope")
+    assert graders.feedback(recs["math"], "a wrong answer") == graders.MATH_FORMAT_FEEDBACK
+    assert graders.feedback(recs["science"], "a wrong answer") is None
+    tool = graders.feedback(recs["tooluse"], "Action: nope")
     assert tool.startswith("Actions mismatch: predicted ['nope'], expected [") and "Action inputs mismatch" in tool
-    assert tasks.feedback(recs["coding"], "lambda x: 0 * x + 99").startswith("Test Case 3: Wrong Answer\n\nInput\n[0]")
-    assert tasks.feedback(recs["coding"], "x + 3") == tasks.INCORRECT_FORMAT["lambda"]
+    assert graders.feedback(recs["coding"], "lambda x: 0 * x + 99").startswith("Test Case 3: Wrong Answer\n\nInput\n[0]")
+    assert graders.feedback(recs["coding"], "x + 3") == graders.INCORRECT_FORMAT["lambda"]
     for name, rec in recs.items():
-        assert tasks.feedback(rec, rec["solution"]) is None, name
-    assert tasks.feedback({"kind": "tooluse", "answer": "not json"}, "x") is None
+        assert graders.feedback(rec, rec["solution"]) is None, name
+    assert graders.feedback({"kind": "tooluse", "answer": "not json"}, "x") is None
 
 
 def test_feedback_notes_from_grading_and_the_release_table_per_kind():
@@ -383,28 +385,28 @@ def test_skip_empty_steps_leaves_weights_and_optimizer_unchanged(tiny, monkeypat
 def test_update_size_against_brute_force():
     """‖Δθ‖/‖θ‖ over every parameter, θ before the step, and max |Δθ|."""
     net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
-    before = infra.weights_snapshot(net)
+    before = distributed.weights_snapshot(net)
     with torch.no_grad():
         for p in net.parameters():
             p.add_(torch.linspace(-1, 1, p.numel()).reshape(p.shape) * 1e-2)
     flat_old = torch.cat([b.flatten() for b in before])
     flat_new = torch.cat([p.detach().flatten() for p in net.parameters()])
-    size = infra.update_size(net, before)
+    size = distributed.update_size(net, before)
     assert size["update_rel"] == pytest.approx(((flat_new - flat_old).norm() / flat_old.norm()).item(), rel=1e-6)
     assert size["update_max"] == pytest.approx((flat_new - flat_old).abs().max().item(), rel=1e-6)
-    assert infra.update_size(net, infra.weights_snapshot(net)) == {"update_rel": 0.0, "update_max": 0.0}
+    assert distributed.update_size(net, distributed.weights_snapshot(net)) == {"update_rel": 0.0, "update_max": 0.0}
 
 
 def test_carried_optimizer_continues_its_moments_and_step_count(tmp_path):
     """--stage-optimizer carry: stage k's AdamW starts from stage k−1's saved state; fresh: from nothing."""
-    from machinery.models import load_model
+    from infra.models import load_model
     model, tok = load_model("tiny", "cpu")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model(torch.tensor([[1, 2, 3]])).logits.sum().backward()
     opt.step()
-    infra.save_checkpoint(model, tok, str(tmp_path / "stage1"), opt=opt)
+    checkpoints.save_checkpoint(model, tok, str(tmp_path / "stage1"), opt=opt)
     fresh = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    infra.load_optimizer(str(tmp_path / "stage1"), model, fresh)
+    checkpoints.load_optimizer(str(tmp_path / "stage1"), model, fresh)
     first = next(iter(fresh.state.values()))
     assert first["step"].item() == 1 and first["exp_avg"].abs().sum() > 0
 
@@ -487,19 +489,18 @@ def test_carried_teacher_is_saved_and_a_resume_reloads_it(tmp_path):
     w = [load_file(str(d / "checkpoints" / "sdpo_a0.05_carry0.5" / "stage2-coding" / "model.safetensors"))
          for d in (run, part)]
     assert all(torch.equal(w[0][k], w[1][k]) for k in w[0])
-    base = load_file(os.path.join(root, "machinery/tiny_model", "model.safetensors"))
+    base = load_file(os.path.join(root, "world/tiny_model", "model.safetensors"))
     assert any(not torch.equal(w[0][k], base[k]) for k in base)     # training moved the weights
 
 
 # ---- the shared prefix inside whole updates (issue 15): the same gradients as the packed forward ----------
 @pytest.mark.parametrize("method", ["grpo", "sdpo"])
 def test_whole_update_with_shared_prefix_equals_packed(tiny, method, monkeypatch):
-    import rollout
     model, tok = tiny
     batch = fake_batch(tok)
 
     def grads(share):
-        monkeypatch.setattr(rollout, "SPEEDUPS", share)   # the one switch (the shared prefix on or off)
+        monkeypatch.setattr(speedups, "ON", share)   # the one switch (the shared prefix on or off)
         m = copy.deepcopy(model)
         opt = torch.optim.SGD(m.parameters(), lr=0.0)
         torch.manual_seed(0)

@@ -13,7 +13,7 @@ import torch
 import rollout
 import sdpo
 import train
-from machinery import models
+from infra import models
 from test_grpo import fake_batch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,7 +32,7 @@ def hub_cache_with_tiny(root, repo="local-org/tiny-llama", commit="0" * 40):
 
 def test_hub_id_code_path_loads_from_the_cache_offline(tmp_path):
     repo = hub_cache_with_tiny(str(tmp_path))
-    code = ("import torch, rollout; from machinery import models; m, t = models.load_model(%r, 'cpu'); "
+    code = ("import torch, rollout; from infra import models; m, t = models.load_model(%r, 'cpu'); "
             "ids = rollout.sample(m, t, [rollout.encode_chat(t, [{'role': 'user', 'content': 'hi'}])], 2, 5); "
             "print('ok', type(m).__name__, m.dtype, len(ids))") % repo
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path), HF_HOME=str(tmp_path / "home"),

@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from machinery import tasks
+from world import tasks
+from world import graders
 import train
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "release")
@@ -42,9 +43,9 @@ def test_load_release_files():
 
 def test_every_tooluse_reference_grades_one():
     for r in tasks.load_records(TOOLUSE):
-        assert tasks.grade(r, tool_response(tool_calls(r))) == 1.0, r["idx"]
+        assert graders.grade(r, tool_response(tool_calls(r))) == 1.0, r["idx"]
         # the Thought lines and a Final Answer after the calls do not matter
-        assert tasks.grade(r, tool_response(tool_calls(r), "hm") + "\nFinal Answer: done") == 1.0
+        assert graders.grade(r, tool_response(tool_calls(r), "hm") + "\nFinal Answer: done") == 1.0
 
 
 def perturbations(calls):
@@ -72,7 +73,7 @@ def test_tooluse_perturbations_grade_zero():
     seen = set()
     for r in tasks.load_records(TOOLUSE):
         for what, calls in perturbations(tool_calls(r)).items():
-            assert tasks.grade(r, tool_response(calls)) == 0.0, (r["idx"], what)
+            assert graders.grade(r, tool_response(calls)) == 0.0, (r["idx"], what)
             seen.add(what)
         # an Action without its Action Input, and an Action Input that is not JSON
         # an Action without its Action Input, or with one that is not JSON: right exactly when the
@@ -80,8 +81,8 @@ def test_tooluse_perturbations_grade_zero():
         calls = tool_calls(r)
         if len(calls) == 1:
             name, inp = calls[0]
-            assert tasks.grade(r, f"Action: {name}\n") == float(inp == {})
-            assert tasks.grade(r, f"Action: {name}\nAction Input: {{not json}}") == float(inp == {})
+            assert graders.grade(r, f"Action: {name}\n") == float(inp == {})
+            assert graders.grade(r, f"Action: {name}\nAction Input: {{not json}}") == float(inp == {})
     assert {"wrong tool", "extra call", "wrong value", "missing argument", "missing call"} <= seen
 
 
@@ -89,14 +90,14 @@ def test_every_mcq_reference_grades_one_and_perturbations_zero():
     for r in tasks.load_records(CHEM):
         right = r["answer"]
         wrong = next(x for x in "ABCD" if x != right)
-        assert tasks.grade(r, mcq_response(right)) == 1.0
-        assert tasks.grade(r, f"<answer>{right}</answer>") == 1.0
-        assert tasks.grade(r, mcq_response(wrong)) == 0.0                         # wrong letter
-        assert tasks.grade(r, right) == 1.0                                       # a bare letter (the release's rule)
-        assert tasks.grade(r, f"<answer>\n{right}\n") == 1.0                      # unclosed tag (likewise)
-        assert tasks.grade(r, f"The answer is {right}") == 0.0
-        assert tasks.grade(r, f"<answer>{right}</answer> no, <answer>{wrong}</answer>") == 0.0  # the last one counts
-        assert tasks.grade(r, f"<answer>{right}: the first option</answer>") == 0.0
+        assert graders.grade(r, mcq_response(right)) == 1.0
+        assert graders.grade(r, f"<answer>{right}</answer>") == 1.0
+        assert graders.grade(r, mcq_response(wrong)) == 0.0                         # wrong letter
+        assert graders.grade(r, right) == 1.0                                       # a bare letter (the release's rule)
+        assert graders.grade(r, f"<answer>\n{right}\n") == 1.0                      # unclosed tag (likewise)
+        assert graders.grade(r, f"The answer is {right}") == 0.0
+        assert graders.grade(r, f"<answer>{right}</answer> no, <answer>{wrong}</answer>") == 0.0  # the last one counts
+        assert graders.grade(r, f"<answer>{right}: the first option</answer>") == 0.0
 
 
 @pytest.mark.parametrize("path", [TOOLUSE, CHEM])

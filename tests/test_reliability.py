@@ -14,7 +14,7 @@ import torch
 import grpo
 import sdpo
 import train
-from machinery.infra import NonFiniteError
+from infra.distributed import NonFiniteError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -129,7 +129,7 @@ def test_threads_follow_omp_num_threads_else_every_core():
     """infra.setup_torch: OMP_NUM_THREADS, when set, is the thread count (the suite's workers run so); else
     every core this process may use; under torchrun the cores divided among the machine's ranks, whatever
     OMP_NUM_THREADS torchrun put there itself."""
-    code = "from machinery import infra; import torch; infra.setup_torch('cpu'); print(torch.get_num_threads())"
+    code = "from infra import distributed; import torch; distributed.setup_torch('cpu'); print(torch.get_num_threads())"
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "LOCAL_RANK", "WORLD_SIZE")}
 
     def threads(**extra):

@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 
 import rollout
+from infra import speedups
 
 from rollout import chat_messages, cut_at_eos, decode, encode_chat, micro_batches, pack, response_logits, sample, token_logprobs
 
@@ -63,7 +64,7 @@ def test_logprobs_equal_negative_cross_entropy(tiny):
 
 def test_committed_model_loads_with_from_pretrained_and_generates():
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from machinery.models import TINY_DIR
+    from infra.models import TINY_DIR
     model = AutoModelForCausalLM.from_pretrained(TINY_DIR)
     tok = AutoTokenizer.from_pretrained(TINY_DIR)
     assert 0.5e6 < sum(p.numel() for p in model.parameters()) < 3e6
@@ -91,13 +92,13 @@ def shared_vs_packed_case(tok, seed=0):
 
 
 def test_shared_prefix_gives_the_packed_log_probs_and_gradients(tiny, monkeypatch):
-    """speedups.shared_prefix_logits (rollout.SPEEDUPS on) against the plain packed forward (off)."""
+    """speedups.shared_prefix_logits (speedups.ON on) against the plain packed forward (off)."""
     import copy
     model, tok = tiny
     prompts, responses = shared_vs_packed_case(tok)
     grads = []
     for share in (False, True):
-        monkeypatch.setattr(rollout, "SPEEDUPS", share)
+        monkeypatch.setattr(speedups, "ON", share)
         m = copy.deepcopy(model)
         logits, mask, targets = response_logits(m, prompts, responses, tok.pad_token_id)
         logp = token_logprobs(logits, targets)                                            # [B, T]
@@ -134,7 +135,7 @@ def test_log_probs_recorded_while_sampling_are_a_fresh_forwards(tiny):
 
 
 def test_shared_prefix_is_used_only_when_prompts_repeat(tiny, monkeypatch):
-    from machinery import speedups
+    from infra import speedups
     model, tok = tiny
     calls = []
     real = speedups.shared_prefix_logits
@@ -144,7 +145,7 @@ def test_shared_prefix_is_used_only_when_prompts_repeat(tiny, monkeypatch):
     assert calls == []                                       # two different prompts: the packed path
     rollout.response_logits(model, prompts[:3], responses[:3], tok.pad_token_id)
     assert calls == [1]
-    monkeypatch.setattr(rollout, "SPEEDUPS", False)          # the switch: the plain path whatever the prompts
+    monkeypatch.setattr(speedups, "ON", False)          # the switch: the plain path whatever the prompts
     rollout.response_logits(model, prompts[:3], responses[:3], tok.pad_token_id)
     assert calls == [1]
 

@@ -24,8 +24,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from machinery import sandbox   # noqa: E402
-from machinery import tasks     # noqa: E402
+from world import sandbox   # noqa: E402
+from world import tasks     # noqa: E402
+from world import graders  # noqa: E402
 
 MARK = "/tmp/sdpo_sandbox_escape"     # no attack may create it
 KEEP = "/tmp/sdpo_sandbox_keep"       # no attack may delete it
@@ -237,7 +238,7 @@ def test_one_program_cannot_decide_its_neighbours_grades():
                "import os\nfor fd in range(0, 64):\n    try: os.write(fd, b'0\\n' * 64)\n    except OSError: pass\nf = lambda x: 0"]
     responses = [writers[0]] + ["lambda x: x"] * 7 + [writers[1]] + [f"lambda x: x + {10 + 0 * i}" for i in range(7)]
     responses[9:] = [f"f = lambda x: x + {10}  # {i}" for i in range(7)]   # 7 distinct right programs
-    assert tasks.grade_many([rec] * len(responses), responses) == [0.0] * 9 + [1.0] * 7
+    assert graders.grade_many([rec] * len(responses), responses) == [0.0] * 9 + [1.0] * 7
 
 
 def test_a_hung_batch_is_bounded_and_grades_zero():
@@ -417,7 +418,7 @@ def test_a_zip_bomb_of_private_tests_is_refused():
 GRADER = """
 import json, sys
 sys.path.insert(0, {root!r})
-from machinery import sandbox
+from world import sandbox
 sandbox.JAILS = {jails!r}
 sandbox.ALLOW_UNJAILED = True
 print(json.dumps(sandbox.run_programs([(sys.argv[1], {tests!r})])), flush=True)
@@ -466,7 +467,7 @@ def test_without_a_jail_coding_is_refused_unless_unsafe(monkeypatch):
     assert sandbox.run_programs([(RIGHT_ADD, "not json")]) == [0.0]   # (nothing to run: nothing refused)
     monkeypatch.setattr(sandbox, "ALLOW_UNJAILED", True)
     assert sandbox.run_programs([(RIGHT_ADD, ASSERT_TESTS)]) == [1.0]
-    out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, %r); from machinery import sandbox; import continual; "
+    out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, %r); from world import sandbox; import continual; "
                           "sandbox.JAILS = (); continual.main(['--stages', 'coding', '--steps', '1'])" % ROOT],
                          capture_output=True, text=True, cwd=tempfile.mkdtemp())
     assert out.returncode == 2 and "error: no OS jail" in out.stderr and "Traceback" not in out.stderr
@@ -619,7 +620,7 @@ def test_as_a_normal_user_every_attack_holds():
     user, python = found
     tmp_path = pathlib.Path(tempfile.mkdtemp(prefix="sandbox-as-user-"))   # (pytest's tmp_path is root's alone)
     os.chmod(tmp_path, 0o755)
-    shutil.copy(os.path.join(ROOT, "machinery/sandbox.py"), tmp_path / "sandbox.py")
+    shutil.copy(os.path.join(ROOT, "world/sandbox.py"), tmp_path / "sandbox.py")
     new = JAIL_ONLY
     write_secret()
     if os.path.exists(MARK):

@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from machinery import flags
+from infra import flags
 import sdpo
 from conftest import gjsd_loss, random_logp
-from machinery.speedups import chunked_logsumexp
+from infra.speedups import chunked_logsumexp
 from rollout import chat_messages, encode_chat, fill_reprompt, response_logits
-from machinery.speedups import token_entropy
+from infra.speedups import token_entropy
+from world import graders
 
 
 def brute_kl(p, q):
@@ -284,10 +285,10 @@ def test_ema_refuses_nonfinite_student():
 
 
 def test_the_thinking_variant_thinks_and_cot_keeps_its_trace():
-    """(S6) on the built-in world: machinery/tiny_model_think writes a <think> trace first, so SDPO-CoT's teacher sees
-    the demonstration's trace and plain SDPO's does not (on machinery/tiny_model the two were the same)."""
-    from machinery import tasks
-    from machinery.models import load_model
+    """(S6) on the built-in world: world/tiny_model_think writes a <think> trace first, so SDPO-CoT's teacher sees
+    the demonstration's trace and plain SDPO's does not (on world/tiny_model the two were the same)."""
+    from world import tasks
+    from infra.models import load_model
     from rollout import collect
     model, tok = load_model("tiny_think", "cpu")
     recs = tasks.builtin_split("math", "test", 4, 0)
@@ -301,4 +302,4 @@ def test_the_thinking_variant_thinks_and_cot_keeps_its_trace():
     cot, _, _ = sdpo.build_teacher_prompts(recs[:1] * 2, texts, rewards, 2, cot=True)
     assert "<think>add 3 4</think>" in cot[0] and "<think>" not in plain[0] and "3+4=7" in plain[0]
     coding = tasks.builtin_split("coding", "test", 1, 0)[0]   # (the built-in world's bare-lambda format)
-    assert tasks.grade(coding, "<think>+1</think>\n" + coding["answer"]) == 1.0
+    assert graders.grade(coding, "<think>+1</think>\n" + coding["answer"]) == 1.0

@@ -8,11 +8,11 @@ import shutil
 
 import pytest
 
-from machinery import claims
+from experiment import claims
+from infra import stats
 import continual
-import evaluate
 import train
-from machinery.flags import seed_list
+from infra.flags import seed_list
 
 
 # ---- the 95% interval ------------------------------------------------------------------------
@@ -26,18 +26,18 @@ def t_cdf(t, df, steps=20000):
 
 @pytest.mark.parametrize("df", [1, 2, 3, 5, 10, 30])
 def test_t_quantiles_against_the_density(df):
-    assert t_cdf(evaluate.T975[df - 1], df) == pytest.approx(0.975, abs=2e-4)
+    assert t_cdf(stats.T975[df - 1], df) == pytest.approx(0.975, abs=2e-4)
 
 
 def test_mean_interval_by_hand_and_by_simulation():
-    mean, low, high = evaluate.mean_interval([1.0, 2.0, 6.0])
+    mean, low, high = stats.mean_interval([1.0, 2.0, 6.0])
     s = math.sqrt(((1 - 3) ** 2 + (2 - 3) ** 2 + (6 - 3) ** 2) / 2)
     assert mean == 3.0 and high - mean == pytest.approx(4.303 * s / math.sqrt(3)) and mean - low == pytest.approx(high - mean)
-    assert evaluate.mean_interval([0.4]) == (0.4, None, None)
-    assert evaluate.mean_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
+    assert stats.mean_interval([0.4]) == (0.4, None, None)
+    assert stats.mean_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
     # coverage: the interval of 3 normal draws holds the true mean about 95% of the time
     rng = random.Random(0)
-    hits = sum(lo <= 1.0 <= hi for lo, hi in (evaluate.mean_interval([rng.gauss(1.0, 2.0) for _ in range(3)])[1:]
+    hits = sum(lo <= 1.0 <= hi for lo, hi in (stats.mean_interval([rng.gauss(1.0, 2.0) for _ in range(3)])[1:]
                                               for _ in range(4000)))
     assert 0.94 < hits / 4000 < 0.96
 
@@ -181,7 +181,7 @@ def test_seeds_for_half_width_against_the_interval_itself():
         def half_width(k):   # k values with sample sd exactly s: ±a around 0 (and a 0 when k is odd)
             a = s * ((k - 1) / (2 * (k // 2))) ** 0.5
             vals = [a] * (k // 2) + [-a] * (k // 2) + [0.0] * (k % 2)
-            _, lo, hi = evaluate.mean_interval(vals)
+            _, lo, hi = stats.mean_interval(vals)
             return (hi - lo) / 2
         if n == 201:
             assert half_width(200) > target
@@ -230,7 +230,7 @@ def test_grpo_py_takes_several_seeds(tmp_path, capsys):
 
 
 def test_claims_py_reads_the_committed_reference(capsys):
-    """`python machinery/claims.py RUN_DIR`: the claims table of finished runs (a summary directory or seed directories)."""
+    """`python experiment/claims.py RUN_DIR`: the claims table of finished runs (a summary directory or seed directories)."""
     root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "continual")
     results = claims.main([root])
     out = capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""The speed-ups (machinery/speedups.py) against the plain path they replace, switched by rollout.SPEEDUPS.
+"""The speed-ups (infra/speedups.py) against the plain path they replace, switched by speedups.ON.
 
 Each speed-up must give the plain path's numbers up to float summation order: the shared-prefix forward
 (tests/test_rollout.py, and inside whole updates in tests/test_protocol.py), and here sampling with the
@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import rollout
-from machinery import speedups, tasks
+from infra import speedups
+from world import tasks
 
 
 def prompts_of(tok, n=4):
@@ -25,7 +26,7 @@ def test_sampling_with_and_without_the_speed_ups_draws_the_same_tokens(tiny, mon
     prompts = prompts_of(tok)
     runs = {}
     for fast in (True, False):
-        monkeypatch.setattr(rollout, "SPEEDUPS", fast)
+        monkeypatch.setattr(speedups, "ON", fast)
         torch.manual_seed(0)
         runs[fast] = rollout.sample(model, tok, prompts, 4, 24, temperature=temperature, batch_size=8,
                                     with_logprobs=True)
@@ -46,7 +47,7 @@ def test_the_reductions_equal_their_plain_forms(monkeypatch):
         y = torch.randint(0, 50, (2, 5))
         out = {}
         for fast in (True, False):
-            monkeypatch.setattr(rollout, "SPEEDUPS", fast)
+            monkeypatch.setattr(speedups, "ON", fast)
             leaf = x.clone().requires_grad_(True)
             lse = rollout.logsumexp_fp32(leaf)
             (lse * torch.linspace(-1, 1, 5)).sum().backward()
@@ -58,15 +59,15 @@ def test_the_reductions_equal_their_plain_forms(monkeypatch):
 
 
 def test_plain_flag_turns_every_speed_up_off(monkeypatch):
-    """--plain on a training script's command line sets rollout.SPEEDUPS to False before any work; without
+    """--plain on a training script's command line sets speedups.ON to False before any work; without
     it the speed-ups stay on."""
     import grpo
     import sdpo
-    from machinery import flags
-    monkeypatch.setattr(rollout, "SPEEDUPS", True)
+    from infra import flags
+    monkeypatch.setattr(speedups, "ON", True)
     flags.one_task_args("sdpo", [], sdpo.KNOBS)
-    assert rollout.SPEEDUPS is True
+    assert speedups.ON is True
     flags.one_task_args("sdpo", ["--plain"], sdpo.KNOBS)
-    assert rollout.SPEEDUPS is False
+    assert speedups.ON is False
     flags.continual_args([], {}, grpo.KNOBS, sdpo.KNOBS)
-    assert rollout.SPEEDUPS is True
+    assert speedups.ON is True

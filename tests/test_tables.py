@@ -7,7 +7,7 @@ import os
 import pandas as pd
 import pytest
 
-from machinery import tables
+from experiment import tables
 from tools import tables as family_tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -4,12 +4,13 @@ import random
 
 import pytest
 
-from machinery import sandbox
-from machinery import tasks
+from world import sandbox
+from world import tasks
+from world import graders
 
 
 def test_tokenizer_round_trip_exact():
-    from machinery.tiny import build_tokenizer
+    from tools.tiny import build_tokenizer
     tok = build_tokenizer()
     for text in ["a\nb\n\n c", "{\"city\": \"Oslo\"}", "\\boxed{\\frac{1}{2}}", "it's \"quoted\"", "  spaces  "]:
         ids = tok(text, add_special_tokens=False)["input_ids"]
@@ -20,7 +21,7 @@ def test_tokenizer_round_trip_exact():
 
 def test_committed_tokenizer_loads_with_autotokenizer_and_has_chat_template():
     from transformers import AutoTokenizer
-    from machinery.models import TINY_DIR
+    from infra.models import TINY_DIR
     tok = AutoTokenizer.from_pretrained(TINY_DIR)
     text = tok.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "Q\n{x}"}],
                                    tokenize=False, add_generation_prompt=True)
@@ -40,7 +41,7 @@ def test_splits_disjoint_and_deterministic(name):
     assert tasks.builtin_split(name, "test", 50) == test[:50]      # a larger n extends a smaller one
     assert len({r["prompt"] for r in test}) == 100
     for r in test[:20]:
-        assert tasks.grade(r, r["solution"]) == 1.0                 # the canonical solution is right
+        assert graders.grade(r, r["solution"]) == 1.0                 # the canonical solution is right
 
 
 def test_split_shares_follow_the_fractions():
@@ -103,8 +104,8 @@ def test_math_is_place_value_and_its_mistake_is_one_zero_off():
         way = "mul" if "packs" in r["prompt"] else "div"
         assert f in (10, 100, 1000) and int(r["answer"]) == (n * f if way == "mul" else n // f)
         assert way == "mul" or n % f == 0
-        assert tasks.grade(r, r["solution"]) == 1.0 and r["thought"] == f"{way} {n} {f}"
-        wrong = int(tasks.last_boxed(noisy["solution"]))
+        assert graders.grade(r, r["solution"]) == 1.0 and r["thought"] == f"{way} {n} {f}"
+        wrong = int(graders.last_boxed(noisy["solution"]))
         assert wrong in (int(r["answer"]) * 10, int(r["answer"]) / 10)
         ways.add(way)
     assert ways == {"mul", "div"}
@@ -150,44 +151,44 @@ def test_noisy_solutions_are_wrong(name):
     rng = random.Random(1)
     for _ in range(20):
         r = tasks.GENERATORS[name](rng, noisy=True)
-        assert tasks.grade(r, r["solution"]) == 0.0
+        assert graders.grade(r, r["solution"]) == 0.0
 
 
 def test_math_grader():
     rec = {"kind": "math", "answer": "68"}
-    assert tasks.grade(rec, "23+45=68\n\\boxed{68}") == 1.0
-    assert tasks.grade(rec, "\\boxed{67} then \\boxed{68}") == 1.0        # the last box counts
-    assert tasks.grade(rec, "\\boxed{68} then \\boxed{67}") == 0.0
-    assert tasks.grade(rec, "\\boxed{ 68. }") == 1.0 and tasks.grade(rec, "\\boxed{68.0}") == 1.0
-    assert tasks.grade(rec, "68") == 0.0                                  # no box, no answer
-    assert tasks.grade(rec, "\\boxed{68") == 0.0                          # unbalanced
-    assert tasks.grade({"kind": "math", "answer": "\\frac{1}{2}"}, "\\boxed{\\frac{1}{2}}") == 1.0
-    assert tasks.grade(rec, "\\boxed{" * 5000 + "68" + "}" * 5000) == 1.0   # the last (innermost) box holds 68
-    assert tasks.grade(rec, "\\boxed{9" + "9" * 100000 + "}") == 0.0
+    assert graders.grade(rec, "23+45=68\n\\boxed{68}") == 1.0
+    assert graders.grade(rec, "\\boxed{67} then \\boxed{68}") == 1.0        # the last box counts
+    assert graders.grade(rec, "\\boxed{68} then \\boxed{67}") == 0.0
+    assert graders.grade(rec, "\\boxed{ 68. }") == 1.0 and graders.grade(rec, "\\boxed{68.0}") == 1.0
+    assert graders.grade(rec, "68") == 0.0                                  # no box, no answer
+    assert graders.grade(rec, "\\boxed{68") == 0.0                          # unbalanced
+    assert graders.grade({"kind": "math", "answer": "\\frac{1}{2}"}, "\\boxed{\\frac{1}{2}}") == 1.0
+    assert graders.grade(rec, "\\boxed{" * 5000 + "68" + "}" * 5000) == 1.0   # the last (innermost) box holds 68
+    assert graders.grade(rec, "\\boxed{9" + "9" * 100000 + "}") == 0.0
 
 
 def test_tooluse_grader():
     rec = {"kind": "tooluse", "answer": json.dumps([{"Action": "timer", "Action_Input": "{\"minutes\": 5}"}])}
-    assert tasks.grade(rec, "Thought: x\nAction: timer\nAction Input: {\"minutes\": 5}") == 1.0
-    assert tasks.grade(rec, "Action: timer\nAction Input: {\"minutes\": 6}") == 0.0     # wrong value
-    assert tasks.grade(rec, "Action: alarm\nAction Input: {\"minutes\": 5}") == 0.0     # wrong tool
-    assert tasks.grade(rec, "Action: timer\nAction Input: {}") == 0.0                   # missing argument
-    assert tasks.grade(rec, "Action: timer\nAction Input: {\"minutes\": 5}\nAction: timer\n"
+    assert graders.grade(rec, "Thought: x\nAction: timer\nAction Input: {\"minutes\": 5}") == 1.0
+    assert graders.grade(rec, "Action: timer\nAction Input: {\"minutes\": 6}") == 0.0     # wrong value
+    assert graders.grade(rec, "Action: alarm\nAction Input: {\"minutes\": 5}") == 0.0     # wrong tool
+    assert graders.grade(rec, "Action: timer\nAction Input: {}") == 0.0                   # missing argument
+    assert graders.grade(rec, "Action: timer\nAction Input: {\"minutes\": 5}\nAction: timer\n"
                             "Action Input: {\"minutes\": 5}") == 0.0                    # extra call
-    assert tasks.grade(rec, "Action: timer\nAction Input: {\"minutes\": 5") == 0.0      # broken JSON
+    assert graders.grade(rec, "Action: timer\nAction Input: {\"minutes\": 5") == 0.0      # broken JSON
     nested = {"kind": "tooluse", "answer": json.dumps([{"Action": "q", "Action_Input": json.dumps({"a": {"b": [1, {"c": 2}]}})}])}
-    assert tasks.grade(nested, "Action: q\nAction Input: {\"a\": {\"b\": [1, {\"c\": 2}]}}") == 1.0
-    assert tasks.grade(rec, "Action: timer\nAction Input: " + "{\"a\":" * 3000 + "1" + "}" * 3000) == 0.0
+    assert graders.grade(nested, "Action: q\nAction Input: {\"a\": {\"b\": [1, {\"c\": 2}]}}") == 1.0
+    assert graders.grade(rec, "Action: timer\nAction Input: " + "{\"a\":" * 3000 + "1" + "}" * 3000) == 0.0
 
 
 def test_code_grader_right_wrong_malformed():
     rec = tasks.builtin_split("coding", "test", 1)[0]
-    assert tasks.grade(rec, rec["answer"]) == 1.0
-    assert tasks.grade(rec, "f = " + rec["answer"]) == 1.0
-    assert tasks.grade(rec, "```python\nf = " + rec["answer"] + "\n```") == 0.0   # not the world's format
-    assert tasks.grade(rec, "lambda x: 12345") == 0.0
-    assert tasks.grade(rec, "lambda x: (") == 0.0
-    assert tasks.grade(rec, "") == 0.0
+    assert graders.grade(rec, rec["answer"]) == 1.0
+    assert graders.grade(rec, "f = " + rec["answer"]) == 1.0
+    assert graders.grade(rec, "```python\nf = " + rec["answer"] + "\n```") == 0.0   # not the world's format
+    assert graders.grade(rec, "lambda x: 12345") == 0.0
+    assert graders.grade(rec, "lambda x: (") == 0.0
+    assert graders.grade(rec, "") == 0.0
 
 
 def test_stdin_stdout_tests():
@@ -205,13 +206,13 @@ def test_graders_never_raise_on_random_strings():
     for _ in range(300):
         s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 200)))
         for r in recs:
-            assert tasks.grade(r, s) in (0.0, 1.0)
+            assert graders.grade(r, s) in (0.0, 1.0)
     for s in ["9" * 100000, "{" * 100000, "\\boxed{" + "[" * 50000 + "}", "Action: a\nAction Input: " + "[" * 100000,
               b"\xff\xfe\x80".decode("utf-8", "surrogateescape"), "\x00" * 1000]:
         for r in recs:
-            assert tasks.grade(r, s) in (0.0, 1.0)
+            assert graders.grade(r, s) in (0.0, 1.0)
     code = {"kind": "code", "code_format": "lambda", "tests": json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [1]})}
-    assert tasks.grade_many([code] * 3, ["lambda x: x", b"\xff".decode("utf-8", "surrogateescape"), "\x00"]) == [1.0, 0.0, 0.0]
+    assert graders.grade_many([code] * 3, ["lambda x: x", b"\xff".decode("utf-8", "surrogateescape"), "\x00"]) == [1.0, 0.0, 0.0]
 
 
 def test_action_names_are_linear_on_a_flood():
@@ -219,7 +220,7 @@ def test_action_names_are_linear_on_a_flood():
     import time
     flood = "Action: play\n" * 40000
     t0 = time.perf_counter()
-    names, inputs = tasks.action_names(flood), tasks.action_inputs(flood)
+    names, inputs = graders.action_names(flood), graders.action_inputs(flood)
     assert time.perf_counter() - t0 < 0.5 and len(names) == 40000 and names[0] == "play" and inputs == []
 
 
@@ -235,9 +236,9 @@ def test_a_program_cannot_write_its_neighbours_grades():
     wrong = "```python\nprint(0)\n```"
     fake1 = "```python\nimport os\nos.write(1, b'1\\n' * 64)\nos.write(2, b'x' * 100000)\n```"
     fake0 = "```python\nimport os\nos.write(1, b'0\\n' * 64)\nprint(int(input()) + 1)\n```"
-    assert tasks.grade_many([rec] * 8, [fake1] + [wrong] * 7) == [0.0] * 8
+    assert graders.grade_many([rec] * 8, [fake1] + [wrong] * 7) == [0.0] * 8
     # (fake0 itself now scores 0: `import os` is outside the release's allowed modules)
-    assert tasks.grade_many([rec] * 8, [fake0] + [right] * 7) == [0.0] + [1.0] * 7
+    assert graders.grade_many([rec] * 8, [fake0] + [right] * 7) == [0.0] + [1.0] * 7
 
 
 FUZZ_ALPHABET = ("\\boxed{}<answer></answer><think></think>Action: Input:{}[]()\"',.:=-+*/%^_ 0123456789abcABCxyz"
@@ -259,15 +260,15 @@ def test_fuzz_each_grader_thousands_of_strings_each_fast(kind, answer):
                               "</think>", answer]) if rng.random() < 0.2 else rng.choice(FUZZ_ALPHABET) for _ in range(n)]
         s = "".join(pieces)
         t0 = time.perf_counter()
-        g = tasks.grade(rec, s)
-        tasks.feedback(rec, s)
+        g = graders.grade(rec, s)
+        graders.feedback(rec, s)
         timed.append((time.perf_counter() - t0, s))
         assert g in (0.0, 1.0)
 
     def cost(s):
         t0 = time.perf_counter()
-        tasks.grade(rec, s)
-        tasks.feedback(rec, s)
+        graders.grade(rec, s)
+        graders.feedback(rec, s)
         return time.perf_counter() - t0
     # the ten slowest strings again, best of 3: a string's own cost, not a busy machine's hiccup
     worst = max(min(cost(s) for _ in range(3)) for _, s in sorted(timed, key=lambda x: x[0])[-10:])
@@ -282,20 +283,20 @@ def test_fuzz_the_code_grader():
     strings = ["".join(rng.choice(FUZZ_ALPHABET) for _ in range(rng.choice([0, 10, 100, 3000]))) for _ in range(2000)]
     t0 = time.perf_counter()
     for s in strings:   # the release's format: a block or None; the built-in world's: always its text
-        fenced, bare = tasks.extract_code(s), tasks.extract_code(s, "lambda")
+        fenced, bare = graders.extract_code(s), graders.extract_code(s, "lambda")
         assert (fenced is None or isinstance(fenced, str)) and isinstance(bare, str)
     assert time.perf_counter() - t0 < 2.0
     rec = tasks.builtin_split("coding", "test", 1, 0)[0]
     t0 = time.perf_counter()
-    scores = tasks.grade_many([rec] * 40, strings[:40])
+    scores = graders.grade_many([rec] * 40, strings[:40])
     assert scores == [0.0] * 40 and (time.perf_counter() - t0) / 40 < 0.1
 
 
 def test_math_commas_are_thousands_separators_only():
     """(63,1,-1) and (6,31,-1) are different answers; 1,000 is 1000 (issue 19 names the old bug)."""
     rec = {"kind": "math", "answer": "(63,1,-1)"}
-    assert tasks.grade(rec, "\\boxed{(63, 1, -1)}") == 1.0
-    assert tasks.grade(rec, "\\boxed{(6,31,-1)}") == 0.0
-    assert tasks.grade({"kind": "math", "answer": "1000"}, "\\boxed{1,000}") == 1.0
-    assert tasks.grade({"kind": "math", "answer": "12345.5"}, "\\boxed{12,345.5}") == 1.0
-    assert tasks.grade({"kind": "math", "answer": "12"}, "\\boxed{1,2}") == 0.0
+    assert graders.grade(rec, "\\boxed{(63, 1, -1)}") == 1.0
+    assert graders.grade(rec, "\\boxed{(6,31,-1)}") == 0.0
+    assert graders.grade({"kind": "math", "answer": "1000"}, "\\boxed{1,000}") == 1.0
+    assert graders.grade({"kind": "math", "answer": "12345.5"}, "\\boxed{12,345.5}") == 1.0
+    assert graders.grade({"kind": "math", "answer": "12"}, "\\boxed{1,2}") == 0.0

@@ -7,7 +7,7 @@
 
 Each writes OUT/<name>.json (default OUT: runs/adequacy/; the committed ones are in results/equal_rate/adequacy/,
 written with `--out results/equal_rate/adequacy --into-results`). The tests themselves, and their declared thresholds, are
-machinery/claims.py's `adequacy` (docs/RESULTS.md, "Equal footing"): every number here comes from the world (the
+experiment/claims.py's `adequacy` (docs/RESULTS.md, "Equal footing"): every number here comes from the world (the
 base models, the benchmarks, GRPO's own update), never from an SDPO-versus-GRPO difference.
 """
 import argparse
@@ -21,9 +21,10 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
-from machinery import safety, tasks  # noqa: E402
-from machinery.infra import atomic_json  # noqa: E402
-from machinery.models import load_model  # noqa: E402
+from infra import safety  # noqa: E402
+from world import tasks  # noqa: E402
+from infra.checkpoints import atomic_json  # noqa: E402
+from infra.models import load_model  # noqa: E402
 from rollout import acc_at_k  # noqa: E402
 
 TRACE_DOMAINS = ("math", "science", "tooluse")

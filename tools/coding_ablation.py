@@ -29,6 +29,7 @@ import argparse
 import glob
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -39,12 +40,13 @@ import torch  # noqa: E402
 import continual  # noqa: E402
 import train  # noqa: E402
 import evaluate  # noqa: E402
-from machinery import flags  # noqa: E402
-from machinery import rundir  # noqa: E402
-from machinery import plots  # noqa: E402
-from machinery import safety  # noqa: E402
-from classroom import tokens  # noqa: E402
-from machinery.infra import atomic_json, init_distributed  # noqa: E402
+from infra import flags  # noqa: E402
+from infra import stats  # noqa: E402
+from experiment import rundir  # noqa: E402
+from infra import plots  # noqa: E402
+from infra import safety  # noqa: E402
+from infra.checkpoints import atomic_json  # noqa: E402
+from infra.distributed import init_distributed  # noqa: E402
 
 STAGES = ["math", "science", "tooluse", "coding"]
 CODING_STAGE = 3                      # 0-based: the reference's fourth stage (its prompt order and seeds)
@@ -174,8 +176,9 @@ def per_token(runs, out, configs, seed):
     models = [("base", "tiny")] + [(c, stage_dir(runs, seed, RUN_NAMES[c], CODING_STAGE)) for c in configs]
     for name, model in models:
         view = os.path.join(out, "per_token", f"{name}-s{seed}")
-        tokens.main(["--model", model, "--task", "coding", "--prompts", "16", "--show", "128", "--seed", str(seed),
-                     "--out", view])
+        subprocess.run([sys.executable, os.path.join(safety.REPO, "classroom", "tokens.py"), "--model", model, "--task",
+                        "coding", "--prompts", "16", "--show", "128", "--seed", str(seed), "--out", view],
+                       check=True, stdout=subprocess.DEVNULL)   # (the class's command, run as a student runs it)
         rows = [r for r in json.load(open(os.path.join(view, "tokens.json"))) if r["has_signal"]]
         prefix = total = n_tok = 0.0
         for r in rows:
@@ -203,7 +206,7 @@ def cells(out):
 
 
 def interval(values):
-    mean, lo, hi = evaluate.mean_interval(values)
+    mean, lo, hi = stats.mean_interval(values)
     return {"mean": mean, "lo": lo, "hi": hi, "n": len(values)}
 
 

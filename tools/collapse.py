@@ -40,9 +40,12 @@ import evaluate  # noqa: E402
 import grpo  # noqa: E402
 import sdpo  # noqa: E402
 import train  # noqa: E402
-from machinery import flags, plots, rundir, safety  # noqa: E402
-from machinery.infra import atomic_json, init_distributed  # noqa: E402
-from machinery.models import load_model  # noqa: E402
+from infra import flags, plots, safety  # noqa: E402
+from infra import stats  # noqa: E402
+from experiment import rundir  # noqa: E402
+from infra.checkpoints import atomic_json  # noqa: E402
+from infra.distributed import init_distributed  # noqa: E402
+from infra.models import load_model  # noqa: E402
 from rollout import chat_messages, collect, encode_chat, micro_batches, response_logits, token_logprobs  # noqa: E402
 
 STAGES = ["math", "science", "tooluse", "coding"]
@@ -261,7 +264,7 @@ def interval(values, scale=100, digits=1):
     """mean [95% t-interval over the seeds], × scale, or — with nothing to average."""
     if not values:
         return "—"
-    m, lo, hi = evaluate.mean_interval(values)
+    m, lo, hi = stats.mean_interval(values)
     return f"{scale * m:.{digits}f}" + ("" if lo is None else f" [{scale * lo:.{digits}f}, {scale * hi:.{digits}f}]")
 
 

@@ -3,7 +3,7 @@
     python tools/figures.py results/reference/continual-s10 --out runs/figures            # five PNGs
     python tools/figures.py results/reference/continual-s10 --out docs/img --prefix reference_ --overwrite-committed
 
-The same figures continual.py draws for every run (machinery/plots.py): the accuracy lines with each domain's
+The same figures continual.py draws for every run (infra/plots.py): the accuracy lines with each domain's
 training stage shaded, the accuracy matrix as a heatmap, the signed change δ, the drift after every stage, and the
 per-step curves, read from the run's results.json and log.jsonl (nothing is recomputed).
 """
@@ -13,7 +13,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from machinery import plots, rundir, safety  # noqa: E402
+from infra import plots, safety  # noqa: E402
+from experiment import rundir  # noqa: E402
 
 
 def main(argv=None):

@@ -23,16 +23,16 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from tools import bench     # noqa: E402
+from infra.memory import memory_per_stage, parameter_counts     # noqa: E402
 import drift     # noqa: E402
-from machinery import flags     # noqa: E402
+from infra import flags     # noqa: E402
 import grpo      # noqa: E402
-from machinery import infra     # noqa: E402
-from machinery import models    # noqa: E402
+from infra import distributed     # noqa: E402
+from infra import models    # noqa: E402
 import rollout   # noqa: E402
 import sdpo      # noqa: E402
 import train  # noqa: E402
-from machinery import tasks     # noqa: E402
+from world import tasks     # noqa: E402
 
 PROMPTS, GROUP, NEW_TOKENS = 4, 4, 32
 LOSS_ATOL = 1e-3
@@ -59,7 +59,7 @@ def update(model, tok, batch, method, blocks=0):
 
 
 def reference(out, model_name, ranks):
-    infra.setup_torch("cpu")
+    distributed.setup_torch("cpu")
     result = {}
     for method in ("grpo", "sdpo"):
         model, tok = models.load_model(model_name, "cpu", "fp32")
@@ -77,16 +77,16 @@ def reference(out, model_name, ranks):
 
 
 def check(out, model_name, device_arg, dtype, tol):
-    device = infra.init_distributed(device_arg)
-    rank, world = infra.rank_and_world()
+    device = distributed.init_distributed(device_arg)
+    rank, world = distributed.rank_and_world()
     ref = json.load(open(os.path.join(out, "reference.json")))
     bad, measured = [], {}
     for method in ("grpo", "sdpo"):
         model, tok = models.load_model(model_name, device, dtype)
-        model = infra.shard(model, device)
+        model = distributed.shard(model, device)
         saved = ref[method]["batch"]
         n = len(saved["response_ids"])
-        mine = infra.my_share(n // GROUP, rank, world)          # whole groups: this rank's prompts
+        mine = distributed.my_share(n // GROUP, rank, world)          # whole groups: this rank's prompts
         idx = [g * GROUP + j for g in mine for j in range(GROUP)]
         batch = {k: [saved[k][i] for i in idx] for k in saved}
         batch["rewards"] = torch.tensor([ref[method]["rewards"][i] for i in idx])
@@ -100,7 +100,7 @@ def check(out, model_name, device_arg, dtype, tol):
             torch.cuda.synchronize()
         took = time.time() - t0
         peak = torch.cuda.max_memory_allocated() / 1e9 if device.type == "cuda" else float("nan")
-        peaks = infra.gather_lists([peak])
+        peaks = distributed.gather_lists([peak])
         measured[method] = {key: stats[key] for key in ("loss", "grad_norm")}
         bad += compare(ref, method, measured[method], tol)
         print(f"{method}: update {took:.2f} s on {world} rank(s), {dtype}, FSDP2; peak memory per rank (GB): "
@@ -126,7 +126,7 @@ def compare(ref, method, measured, tol):
 
 def finish(path, record, bad, what):
     """Rank 0 writes `record` as JSON; exit 1 naming every mismatch, else say it passed."""
-    if infra.is_main():
+    if distributed.is_main():
         with open(path, "w") as f:
             json.dump(record, f)
     if bad:
@@ -158,7 +158,7 @@ def build_model(shape, tok, device, compute, tokens):
     model = LlamaForCausalLM(cfg)
     model.generation_config.pad_token_id = tok.pad_token_id
     model.compute_dtype = compute
-    return infra.shard(model, device)
+    return distributed.shard(model, device)
 
 
 def peak_reset(device):
@@ -190,10 +190,10 @@ def forced_batch(tok, prompt, n, length, vocab, seed):
 
 def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
     """Peak memory per rank of evaluation, a GRPO update, an SDPO update (top-k 100) and drift, on a
-    model with a real vocabulary at `tokens` tokens, next to bench.memory_per_stage; exits 1 when a stage
+    model with a real vocabulary at `tokens` tokens, next to memory.memory_per_stage; exits 1 when a stage
     is off by more than `tol` (relative). Also checks that the teacher computes with its own weights."""
-    device = infra.init_distributed(device_arg)
-    world = infra.rank_and_world()[1]
+    device = distributed.init_distributed(device_arg)
+    world = distributed.rank_and_world()[1]
     compute = torch.bfloat16 if device.type == "cuda" else torch.float32
     c = 2 if compute == torch.bfloat16 else 4
     shape = MEMORY_SHAPES[shape_name]
@@ -202,9 +202,9 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
     new = tokens - len(prompt)
     baseline = 0 if device.type == "cuda" else peak_bytes(device, 0)
     model = build_model(shape, tok, device, compute, tokens)
-    base = infra.clone_model(model).eval().requires_grad_(False)       # θ_0, kept for drift (continual.py)
-    formula = {k: v for k, v in bench.memory_per_stage(shape, world, "grpo", tokens, sample_batch, c).items()}
-    formula["update: sdpo top-100"] = bench.memory_per_stage(shape, world, "sdpo", tokens, sample_batch, c)["update"]
+    base = distributed.clone_model(model).eval().requires_grad_(False)       # θ_0, kept for drift (continual.py)
+    formula = {k: v for k, v in memory_per_stage(shape, world, "grpo", tokens, sample_batch, c).items()}
+    formula["update: sdpo top-100"] = memory_per_stage(shape, world, "sdpo", tokens, sample_batch, c)["update"]
     formula["update: grpo"] = formula.pop("update")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
     measured, bad = {}, []
@@ -230,8 +230,8 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
         measured["update: sdpo top-100"] = peak_bytes(device, baseline)
     # the teacher is a model of its own (issue 26): zero a clone's weights and its logits must change
     ids = torch.tensor([prompt], device=device)
-    zeroed = infra.clone_model(model)
-    with torch.no_grad(), infra.gathered(model, zeroed):
+    zeroed = distributed.clone_model(model)
+    with torch.no_grad(), distributed.gathered(model, zeroed):
         for p in zeroed.parameters():
             p.zero_()
         gap = (model(input_ids=ids).logits.float() - zeroed(input_ids=ids).logits.float()).abs().max().item()
@@ -240,23 +240,23 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
     print(f"teacher independence: a zeroed clone's logits differ by {gap:.3f} {'ok' if gap > 0 else 'FAILED'}")
     del teacher, zeroed
     peak_reset(device)
-    with infra.gathered(model, base):    # (as continual.py: every rank gathers, rank 0 alone measures)
-        if infra.is_main():
+    with distributed.gathered(model, base):    # (as continual.py: every rank gathers, rank 0 alone measures)
+        if distributed.is_main():
             records = [{"prompt": "What is 2+3?"}] * max(1, sample_batch // 2)
             drift.kl_to_base(model, base, tok, records, 2, new, 0, sample_batch)
             drift.embed_texts(base, tok, ["x " * (new // 2)] * sample_batch, sample_batch)
     measured["drift"] = peak_bytes(device, baseline)
-    infra.barrier()
+    distributed.barrier()
     print(f"memory per rank at {tokens} tokens, S = {sample_batch}, model {shape_name} "
-          f"({bench.parameter_counts(shape)[2] / 1e6:.0f}M parameters), {world} rank(s), compute {compute}:")
+          f"({parameter_counts(shape)[2] / 1e6:.0f}M parameters), {world} rank(s), compute {compute}:")
     for stage in ("evaluation", "rollout", "update: grpo", "update: sdpo top-100", "drift"):
-        got = max(infra.gather_lists([measured[stage]])) if stage != "drift" else measured["drift"]
+        got = max(distributed.gather_lists([measured[stage]])) if stage != "drift" else measured["drift"]
         want = formula[stage]
         ok = abs(got / want - 1) <= tol
-        if infra.is_main() or stage != "drift":
+        if distributed.is_main() or stage != "drift":
             print(f"  {stage:<22} measured {got / 1e9:7.2f} GB   formula {want / 1e9:7.2f} GB   "
                   f"{got / want - 1:+.0%} {'ok' if ok else 'MISMATCH'}")
-        if not ok and (infra.is_main() or stage != "drift"):
+        if not ok and (distributed.is_main() or stage != "drift"):
             bad.append(f"{stage}: measured {got / 1e9:.2f} GB vs formula {want / 1e9:.2f} GB")
     finish(os.path.join(out, f"memory-{world}.json"), {"measured": measured, "formula": formula, "mismatches": bad},
            bad, "memory check")

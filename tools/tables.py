@@ -1,4 +1,4 @@
-"""tools/tables.py — every committed family of runs as one table (machinery/tables.py's rows), loadable in one line.
+"""tools/tables.py — every committed family of runs as one table (experiment/tables.py's rows), loadable in one line.
 
     python tools/tables.py                          # print what each family's table would hold
     python tools/tables.py --into-results           # write results/tables/<family>.parquet and .csv
@@ -15,7 +15,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from machinery import claims, safety, tables  # noqa: E402
+from experiment import claims, tables  # noqa: E402
+from infra import safety  # noqa: E402
 
 FAMILIES = {f: os.path.join(safety.REPO, "results", f) for f in ("reference", "equal_rate")}
 KNOWN = {**claims.EXPERIMENTS, **claims.EQUAL_RATE, **{e: "" for e in (*claims.DEFENCES, *claims.FOLLOW_UP)}}

@@ -28,9 +28,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import evaluate  # noqa: E402
-from machinery import flags  # noqa: E402
-from machinery import tasks  # noqa: E402
-from machinery.models import load_model  # noqa: E402
+from infra import flags  # noqa: E402
+from infra import stats  # noqa: E402
+from world import tasks  # noqa: E402
+from world import graders  # noqa: E402
+from infra.models import load_model  # noqa: E402
 from rollout import acc_at_k  # noqa: E402
 
 METHODS = {"GRPO": ["grpo.py"], "SDPO_0": ["sdpo.py", "--alpha", "0"]}
@@ -93,7 +95,7 @@ def w2(lrs, n_jobs, seeds=(0, 1, 2)):
     for method in METHODS:
         for d in tasks.TRAIN_DOMAINS:
             runs = [one_run(method, d, lrs[method], s, "test") for s in seeds]
-            mean, lo, hi = evaluate.mean_interval([100 * (a - b) for b, a in runs])
+            mean, lo, hi = stats.mean_interval([100 * (a - b) for b, a in runs])
             met = mean >= 10 and lo > 0
             ok &= met
             print(f"| {method} | {d} | {100 * runs[0][0]:.1f} | {mean:+.1f} [{lo:+.1f}, {hi:+.1f}] | "
@@ -108,7 +110,7 @@ def tool_error_kinds(records, responses, scores, k):
     kinds, per_tool = Counter(), defaultdict(list)
     for i, (text, score) in enumerate(zip(responses, scores)):
         gold = json.loads(records[i // k]["answer"])[0]["Action"]
-        said = tasks.ACTION.search(text)
+        said = graders.ACTION.search(text)
         per_tool[gold].append(score)
         kinds["right" if score else "wrong tool" if not said or said.group(1) != gold else "right tool, wrong input"] += 1
     return kinds, {t: sum(v) / len(v) for t, v in sorted(per_tool.items())}

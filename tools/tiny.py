@@ -1,9 +1,9 @@
-"""machinery/tiny.py — the built-in tiny base model: a character tokenizer and a ~1.3M-parameter Llama,
-supervised-pretrained on the built-in world, committed in Hugging Face format under machinery/tiny_model/.
+"""tools/tiny.py — the built-in tiny base model: a character tokenizer and a ~1.3M-parameter Llama,
+supervised-pretrained on the built-in world, committed in Hugging Face format under world/tiny_model/.
 
-    python machinery/tiny.py --overwrite-committed           # rebuilds machinery/tiny_model/ deterministically (seed 0), ~13 min
-    python machinery/tiny.py --think --overwrite-committed   # the thinking variant machinery/tiny_model_think/, from machinery/tiny_model/ (~3 min)
-    python machinery/tiny.py --out /tmp/model                # a build anywhere else needs no flag
+    python tools/tiny.py --overwrite-committed           # rebuilds world/tiny_model/ deterministically (seed 0), ~13 min
+    python tools/tiny.py --think --overwrite-committed   # the thinking variant world/tiny_model_think/, from world/tiny_model/ (~3 min)
+    python tools/tiny.py --out /tmp/model                # a build anywhere else needs no flag
 
 Why it is built this way
 ------------------------
@@ -24,7 +24,7 @@ Why it is built this way
 The thinking variant (`--think`, for SDPO-CoT, SPEC S6): like Qwen3-Thinking, it answers every prompt
 with a short trace first, `<think>mul 34 10</think>` then the usual solution (each generator's
 "thought": the operation, the conversion factor, the tool and its argument...). It is the committed
-machinery/tiny_model/ fine-tuned on the same mixture with the trace added, so machinery/tiny_model/ and every figure
+world/tiny_model/ fine-tuned on the same mixture with the trace added, so world/tiny_model/ and every figure
 measured on it stay as they are. Its demonstration examples show the demonstration with its trace
 (what SDPO-CoT's teacher sees) or without it (what plain SDPO's teacher sees, S6), half each.
 Its responses are longer: run it with --max-new-tokens 96.
@@ -40,12 +40,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import torch
 
-from machinery import tasks
-from machinery.flags import check_dir_flag
-from machinery import safety
-from machinery.infra import is_checkpoint_dir, save_checkpoint, setup_torch
-from machinery.models import TINY_DIR, load_model
-from machinery.padding import round_up
+from world import tasks
+from infra.flags import check_dir_flag
+from infra import safety
+from infra.checkpoints import is_checkpoint_dir, save_checkpoint
+from infra.distributed import setup_torch
+from infra.models import TINY_DIR, build_tiny_llama, load_model
+from infra.padding import round_up
 from rollout import chat_messages, encode_chat, fill_reprompt
 
 SPECIALS = ["<|pad|>", "<|bos|>", "<|im_start|>", "<|im_end|>", "<|unk|>"]
@@ -89,18 +90,6 @@ def build_tokenizer():
     return tok
 
 
-def build_model(tok, seed=0):
-    """A small Llama (RoPE, RMSNorm, SwiGLU) from a config: 3 layers, width 192, tied embeddings."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=192, intermediate_size=512, num_hidden_layers=3,
-                      num_attention_heads=6, num_key_value_heads=6, max_position_embeddings=512,
-                      tie_word_embeddings=True, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
-                      eos_token_id=tok.eos_token_id, attn_implementation="sdpa")
-    model = LlamaForCausalLM(cfg)
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    return model
 
 
 def corpus_example(rng, tok, think=False):
@@ -178,15 +167,15 @@ def pretrain(model, tok, steps, batch_size=28, lr=3e-3, seed=0, log_every=100, t
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 usage="python machinery/tiny.py [--out DIR] [--seed S] ... (--help lists all)")
+                                 usage="python tools/tiny.py [--out DIR] [--seed S] ... (--help lists all)")
     ap.add_argument("--steps", type=int, default=None, help="pretraining steps (batch 28; default 1800, --think 400)")
     ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-3, --think 1e-3)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--think", action="store_true", help="build the thinking variant from the committed machinery/tiny_model/")
-    ap.add_argument("--out", default=None, help="where to write the model (default: machinery/tiny_model/, or "
-                                                "machinery/tiny_model_think/ with --think)")
+    ap.add_argument("--think", action="store_true", help="build the thinking variant from the committed world/tiny_model/")
+    ap.add_argument("--out", default=None, help="where to write the model (default: world/tiny_model/, or "
+                                                "world/tiny_model_think/ with --think)")
     ap.add_argument("--overwrite-committed", action="store_true", help="allow writing over the committed "
-                    "machinery/tiny_model/ or machinery/tiny_model_think/ (every committed result was measured on them)")
+                    "world/tiny_model/ or world/tiny_model_think/ (every committed result was measured on them)")
     args = ap.parse_args(argv)
     if args.out is not None and (not args.out.strip() or any(ord(c) < 32 for c in args.out)):
         ap.error(f"--out: {args.out!r} is not a directory name")
@@ -212,7 +201,7 @@ def main(argv=None):
         model, tok = load_model("tiny", "cpu")
     else:
         tok = build_tokenizer()
-        model = build_model(tok, args.seed)
+        model = build_tiny_llama(tok, args.seed)
     n = sum(p.numel() for p in model.parameters())
     print(f"tiny model{' (thinking variant)' * args.think}: {n / 1e6:.2f}M parameters, vocabulary {len(tok)}")
     t0 = time.time()

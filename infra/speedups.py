@@ -1,5 +1,5 @@
-"""machinery/speedups.py — the speed-ups of rollout.py, each the same numbers as the plain path it replaces
-(tests/test_speedups.py holds each to it), all behind one switch, `rollout.SPEEDUPS` (`--plain` turns them off):
+"""infra/speedups.py — the speed-ups of rollout.py, each the same numbers as the plain path it replaces
+(tests/test_speedups.py holds each to it), all behind one switch, `speedups.ON` (`--plain` turns them off):
 
     shared_prefix_logits   a group's G responses share one prompt: compute it once, not G times
     generation_cache       `generate` writes into one preallocated StaticCache, the prompts prefilled once per group
@@ -12,8 +12,14 @@ Nothing here is from the paper: read rollout.py's plain path instead.
 import torch
 from transformers import DynamicCache, LogitsProcessor, StaticCache
 
-from machinery.infra import is_sharded
-from machinery.padding import left_pad, right_pad
+from infra.distributed import is_sharded
+from infra.padding import left_pad, right_pad
+
+# The one switch: True = the speed-ups below, False = rollout.py's plain path (`--plain`, infra/flags.py).
+ON = True
+# --sample-batch: sequences per forward or generate call wherever the count grows with the data (rollout,
+# evaluation, the teacher check, drift, classroom/tokens.py); what fits on a GPU: docs/GPU.md
+SAMPLE_BATCH = 128
 
 
 def prefix_can_be_shared(model, prompt_ids):

@@ -1,4 +1,4 @@
-"""machinery/flags.py — the command-line flags of continual.py, grpo.py and sdpo.py, and every check on them, in one place.
+"""infra/flags.py — the command-line flags of continual.py, grpo.py and sdpo.py, and every check on them, in one place.
 
     python continual.py --help      # the paper's knobs first, then the groups below
 
@@ -28,12 +28,12 @@ import tempfile
 import torch
 import yaml   # (pyyaml: a dependency of datasets) a YAML --config
 
-from machinery import sandbox
-from machinery import tasks
-from machinery.infra import sample_blocks_per_step
-from machinery.models import BUILT_IN_MODELS, DTYPES, MODEL_DIRS
-import rollout
-from rollout import SAMPLE_BATCH
+from world import sandbox
+from world import tasks
+from infra.distributed import sample_blocks_per_step
+from infra.models import BUILT_IN_MODELS, DTYPES, MODEL_DIRS
+from infra import speedups
+from infra.speedups import SAMPLE_BATCH
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
 # Each method's learning rate when --lr is not given: on the built-in world, the rate docs/WORLD.md's rule
@@ -176,7 +176,7 @@ def add_scale(ap):
                    help="sample each step's prompts in this many independently seeded blocks (0 = one per rank); "
                         "a one-process run with --sample-blocks N reproduces an N-rank torchrun run")
     g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in the backward (big models)")
-    g.add_argument("--plain", action="store_true", help="turn every speed-up off (rollout.SPEEDUPS): plain generate "
+    g.add_argument("--plain", action="store_true", help="turn every speed-up off (speedups.ON): plain generate "
                    "with its own cache, one packed forward per (prompt, response), no chunking; the same numbers up "
                    "to float summation order, slower")
     g.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this many tokens (0 = keep all)")
@@ -367,7 +367,7 @@ def check_common(ap, args):
     for key, value in model_defaults(args.model).items():   # flags left to the model's default
         if getattr(args, key) is None:
             setattr(args, key, value)
-    rollout.SPEEDUPS = not args.plain   # --plain: the plain path, every speed-up off (rollout.py's switch)
+    speedups.ON = not args.plain   # --plain: the plain path, every speed-up off (infra/speedups.py's switch)
 
 
 def check_grpo(ap, args, used=True):
@@ -541,7 +541,7 @@ def check_device_flag(ap, device):
 
 def check_code_jail(ap, args, names):
     """A task or benchmark among names whose records are code runs its programs in an OS jail
-    (machinery/sandbox.py, layer 0): where this machine has none, one line and exit 2, unless --unsafe-code."""
+    (world/sandbox.py, layer 0): where this machine has none, one line and exit 2, unless --unsafe-code."""
     sandbox.ALLOW_UNJAILED = bool(getattr(args, "unsafe_code", False))
     if any(tasks.has_code(name) for name in names):
         try:

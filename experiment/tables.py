@@ -1,4 +1,4 @@
-"""machinery/tables.py — a run's results as one table: a row per configuration × seed × stage × benchmark.
+"""experiment/tables.py — a run's results as one table: a row per configuration × seed × stage × benchmark.
 
     import pandas as pd; df = pd.read_parquet("runs/<run>/results.parquet")          # one run
     from datasets import load_dataset; ds = load_dataset("parquet", data_files="results/tables/reference.parquet")
@@ -15,7 +15,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from machinery import claims
+from experiment import claims
 
 COLUMNS = ["experiment", "run", "role", "method", "lr", "alpha", "seed", "stage", "trained", "benchmark", "acc",
            "delta", "rel", "degenerate", "nss", "angle", "iou", "cos", "cos_p5", "kl"]

@@ -1,8 +1,8 @@
-"""machinery/footing.py — the claims on equal footing, and what this world can decide (issue 59).
+"""experiment/footing.py — the claims on equal footing, and what this world can decide (issue 59).
 
     python tools/reference.py --family equal --summary     # the table of docs/RESULTS.md, "Equal footing"
 
-The reference (machinery/claims.py, DECLARED) compares SDPO at 4e-4 with GRPO at 1e-4. The equal-rate arm
+The reference (experiment/claims.py, DECLARED) compares SDPO at 4e-4 with GRPO at 1e-4. The equal-rate arm
 (claims.EQUAL_RATE) runs the configuration the reference lacks at each shared rate: SDPO at 1e-4, GRPO at 4e-4.
 A seed's bundle merges both directories ({experiment: results.json}); `at_rate(x, rate)` is the view of it that
 keeps only the runs trained at `rate`, named as the reference's experiments, so that every claim of
@@ -17,8 +17,10 @@ import json
 import math
 import os
 
-from machinery import claims
-from machinery.claims import diff, find, forget, mean_interval, p_value, verdict
+from experiment import claims
+from infra import stats
+from experiment.claims import diff, find, forget, verdict
+from infra.stats import mean_interval, p_value
 
 RATES = {"per-method": None, "1e-4": 1e-4, "4e-4": 4e-4}
 PREFIXES = ("continual", "math", "tooluse")
@@ -158,7 +160,7 @@ def measure_row(bundles, cid, footing):
 def measure_family(bundles):
     """Every test of the new family, raw and with Holm's correction over the family."""
     rows = [measure_row(bundles, cid, footing) for footing, cid in family()]
-    for r, rejected in zip(rows, claims.holm([r["p"] for r in rows])):
+    for r, rejected in zip(rows, stats.holm([r["p"] for r in rows])):
         r["corrected"] = "not run" if r["verdict"] == "not run" else (
             ("shown" if r["sign"] * r["effect"] > 0 else "opposite") if rejected else "not separable")
     return rows

@@ -1,4 +1,4 @@
-"""machinery/claims.py — the paper's claims, each measured over seeds with a 95% interval and given a verdict.
+"""experiment/claims.py — the paper's claims, each measured over seeds with a 95% interval and given a verdict.
 
     python continual.py --method grpo,sdpo_0,sdpo_5,s_sdpo_0,stable_sdpo --seed 0,1,2   # writes the claims table
 
@@ -6,7 +6,7 @@ A claim compares two configurations A and B on one metric, e.g. "SDPO_5% forgets
 domains than GRPO": A = SDPO_5%, B = GRPO, metric = F on the earlier domains (A3). Every configuration of
 one seed sees the same training prompts in the same order and is scored on the same test prompts
 (--eval-seed), so the comparison is paired: per seed s, d_s = metric(A, s) − metric(B, s). The effect
-is the mean of d_s over seeds with its 95% Student-t interval (evaluate.mean_interval). The verdict:
+is the mean of d_s over seeds with its 95% Student-t interval (stats.mean_interval). The verdict:
 
     shown          the interval lies entirely on the side the paper reports
     opposite       the interval lies entirely on the other side
@@ -20,13 +20,12 @@ the claims that compare them; the others are listed as "not run".
 """
 import argparse
 import json
-import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
-from evaluate import T975, mean_interval
+from infra.stats import T975, holm, mean_interval, p_value, spread
 
 
 # ----------------------------------------------------------------------------------------------
@@ -247,10 +246,6 @@ def expected_by_chance(n_claims, level=0.95):
     return n_claims * p, 1 - (1 - p) ** n_claims
 
 
-def spread(values):
-    """The sample standard deviation s of per-seed values (n − 1 in the denominator)."""
-    mean = sum(values) / len(values)
-    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
 
 
 def seeds_for_half_width(diffs, target):
@@ -646,60 +641,6 @@ IN_POINTS = {
 }
 
 
-def t_two_sided_p(t, df):
-    """P(|T| ≥ |t|) for Student's t with df degrees of freedom: the regularised incomplete beta
-    I_{df/(df+t²)}(df/2, 1/2), by its continued fraction (Lentz's method)."""
-    x, a, b = df / (df + t * t), df / 2, 0.5
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x))
-    if x > (a + 1) / (a + b + 2):   # the fraction converges fast on this side only: I_x(a, b) = 1 − I_{1−x}(b, a)
-        return 1.0 - front * beta_fraction(1 - x, b, a) / b
-    return front * beta_fraction(x, a, b) / a
-
-
-def beta_fraction(x, a, b, tiny=1e-300):
-    """The continued fraction of the incomplete beta function (Numerical Recipes' betacf), modified Lentz."""
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def p_value(diffs):
-    """Two-sided p of the one-sample t-test that the mean per-seed difference is 0 (the interval's test)."""
-    n = len(diffs)
-    if n < 2:
-        return None
-    mean, s = sum(diffs) / n, spread(diffs)
-    if s == 0:
-        return 0.0 if mean != 0 else 1.0
-    return t_two_sided_p(mean / (s / n ** 0.5), n - 1)
-
-
-def holm(p_values, level=0.05):
-    """Holm's step-down correction: [rejected?] in the order given. Sort the m p-values ascending; reject the
-    i-th smallest (i = 1…m) while p_(i) ≤ level / (m − i + 1), and stop at the first that is not."""
-    order = sorted((i for i, p in enumerate(p_values) if p is not None), key=lambda i: p_values[i])
-    rejected, m = [False] * len(p_values), len(order)
-    for rank, i in enumerate(order):
-        if p_values[i] > level / (m - rank):
-            break
-        rejected[i] = True
-    return rejected
-
 
 def measure_declared(bundles, claims=None):
     """Every declared claim over the seeds' bundles ({experiment: results.json, "distances": …} per seed).
@@ -903,7 +844,7 @@ def read_seed_results(paths):
 def main(argv=None):
     ap = argparse.ArgumentParser(description="The paper's claims, each a paired difference over seeds with its 95% "
                                  "interval and a verdict, from finished continual.py runs.",
-                                 usage="python machinery/claims.py RUN_DIR [RUN_DIR ...]  (seed directories, or a summary "
+                                 usage="python experiment/claims.py RUN_DIR [RUN_DIR ...]  (seed directories, or a summary "
                                        "directory of --seed 0,1,2)")
     ap.add_argument("run_dirs", nargs="+", help="run directories written by continual.py")
     args = ap.parse_args(argv)

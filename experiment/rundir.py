@@ -1,4 +1,4 @@
-"""machinery/rundir.py — a continual run's directory: claiming it, resuming it, its reports.
+"""experiment/rundir.py — a continual run's directory: claiming it, resuming it, its reports.
 
 continual.py holds the experiment (C1–C2, A2–A3); this file holds what makes it safe to stop and rerun:
 one directory per seed (runs/<configurations>-s<seed>[-<hash>]) with config.json (which command it
@@ -18,14 +18,16 @@ import time
 import torch
 
 import drift
-import evaluate
+from infra import stats
 import grpo
 import sdpo
-from machinery import claims, plots, safety, tables, tasks
-from machinery.infra import (Interrupted, NonFiniteError, append_jsonl, atomic_json, barrier, check_states,
-                             damaged_files, is_main, read_jsonl, save_checkpoint, shard, sigterm_as_ctrl_c, stage_checkpoint,
-                             under_torchrun, with_stage_checkpoints, write_atomically)
-from machinery.models import load_model
+from experiment import claims, tables
+from infra import plots, safety
+from world import tasks
+from infra.stops import Interrupted, sigterm_as_ctrl_c
+from infra.distributed import NonFiniteError, barrier, is_main, shard, under_torchrun
+from infra.checkpoints import append_jsonl, atomic_json, check_states, damaged_files, read_jsonl, save_checkpoint, stage_checkpoint, with_stage_checkpoints, write_atomically
+from infra.models import load_model
 
 
 # ----------------------------------------------------------------------------------------------
@@ -383,7 +385,7 @@ def print_stage(run_name, k, stages, progress, acc, deg, train_s):
 # One seed's report: report.md and its figures
 # ----------------------------------------------------------------------------------------------
 def run_figures(results, run_dir):
-    """One seed's figures (machinery/plots.py), with the paper's names in the legends: [(path or None, alt text)]."""
+    """One seed's figures (infra/plots.py), with the paper's names in the legends: [(path or None, alt text)]."""
     rows = seed_log(run_dir)
     names = paper_names(results)
     return [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png"), labels=names),
@@ -416,7 +418,7 @@ def pct(v, signed=False):
 
 def write_report(results, run_dir):
     """report.md: accuracy matrix per run, the G/F table of the final models, averages, collapse markers; and the
-    same numbers as a table, results.parquet and results.csv (machinery/tables.py)."""
+    same numbers as a table, results.parquet and results.csv (experiment/tables.py)."""
     tables.write_tables(tables.rows_of(results), os.path.join(run_dir, "results"))
     stages, benches = results["stages"], results["benchmarks"]
     short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
@@ -472,11 +474,11 @@ def write_report(results, run_dir):
 
 
 # ----------------------------------------------------------------------------------------------
-# Several seeds: means with 95% intervals, and a verdict per claim (machinery/claims.py)
+# Several seeds: means with 95% intervals, and a verdict per claim (experiment/claims.py)
 # ----------------------------------------------------------------------------------------------
 def summarize_seeds(seed_results, seeds, seed_dirs, seconds):
     """results.json over seeds: per run the accuracy matrix and every claim metric as
-    {mean, low, high, per_seed} (evaluate.mean_interval), then the claims with their verdicts."""
+    {mean, low, high, per_seed} (stats.mean_interval), then the claims with their verdicts."""
     first = seed_results[0]
     out = {"seeds": seeds, "seed_dirs": seed_dirs, "stages": first["stages"], "benchmarks": first["benchmarks"],
            "eval": first["eval"], "seconds_per_seed": seconds, "runs": {}}
@@ -492,7 +494,7 @@ def summarize_seeds(seed_results, seeds, seed_dirs, seconds):
 
 
 def interval_dict(values):
-    mean, low, high = evaluate.mean_interval(values)
+    mean, low, high = stats.mean_interval(values)
     return {"mean": mean, "low": low, "high": high, "per_seed": values}
 
 

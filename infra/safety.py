@@ -1,4 +1,4 @@
-"""machinery/safety.py — what a command may delete or write, and one writer per run directory.
+"""infra/safety.py — what a command may delete or write, and one writer per run directory.
 
 Three rules every entry point follows (docs/RELIABILITY.md, "Nothing a user types loses data"):
 * a command deletes or replaces only a directory it made itself: a run directory carries its program's name in
@@ -18,7 +18,7 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the repository's folders that hold committed work: nothing is written under them without the flag
-COMMITTED_FOLDERS = ("results", "docs", "tests", "machinery", "classroom", "tools", ".ci", ".git")
+COMMITTED_FOLDERS = ("results", "docs", "tests", "world", "infra", "beyond", "experiment", "classroom", "tools", ".ci", ".git")
 
 
 def tracked(path):

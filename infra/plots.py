@@ -1,4 +1,4 @@
-"""machinery/plots.py — the figures every run writes: people would rather look than read.
+"""infra/plots.py — the figures every run writes: people would rather look than read.
 
     accuracy.png   accuracy per benchmark after every stage, one line per run       (C2)
     gain.png       gain G on each stage's own domain, forgetting F of the final model (A2, A3)
@@ -8,7 +8,7 @@
     differences.png  with several seeds: each run minus the first, per step, and its 95% band
 
 With several seeds the lines are the mean and the band (or whisker) is the same 95% t-interval over
-the seeds as the tables give (evaluate.mean_interval). Legends use the paper's names of the
+the seeds as the tables give (stats.mean_interval). Legends use the paper's names of the
 configurations where a run is one of them (`labels`, from claims.role_of), else the run's name.
 Every function takes plain dicts and lists (results.json and log.jsonl as read from disk) and returns
 the file it wrote, or None when matplotlib is missing: a run never fails for want of a plot. Files are
@@ -16,7 +16,7 @@ written atomically.
 """
 import os
 
-from evaluate import mean_interval
+from infra.stats import mean_interval
 
 
 def pyplot():

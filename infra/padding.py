@@ -1,4 +1,4 @@
-"""machinery/padding.py — lists of token ids to padded tensors: prompts on the left, responses on the right,
+"""infra/padding.py — lists of token ids to padded tensors: prompts on the left, responses on the right,
 each length rounded up to a multiple of 16 (a CPU kernel is slow on every *new* shape). rollout.pack puts
 the two side by side (the layout in rollout.py's docstring)."""
 import torch

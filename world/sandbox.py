@@ -1,4 +1,4 @@
-"""machinery/sandbox.py — running the policy's programs (CODING) so that no program can cheat or do harm.
+"""world/sandbox.py — running the policy's programs (CODING) so that no program can cheat or do harm.
 
 RL finds every loophole in its reward, so the grader assumes each program is hostile. The rule:
 a program can only ever *claim* values; it never sees the expected ones and never decides pass or

@@ -1,4 +1,4 @@
-"""machinery/models.py — loading a model and its tokenizer: the built-in tiny models, a local directory or a hub
+"""infra/models.py — loading a model and its tokenizer: the built-in tiny models, a local directory or a hub
 id; precision (--dtype) and autocast; sharding under torchrun. Nothing here is from the paper."""
 import functools
 import os
@@ -6,10 +6,10 @@ import types
 
 import torch
 
-from machinery.infra import is_main, shard, under_torchrun
+from infra.distributed import is_main, shard, under_torchrun
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TINY_DIR = os.path.join(HERE, "tiny_model")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY_DIR = os.path.join(REPO, "world", "tiny_model")   # (the built-in world's models live with it)
 MODEL_DIRS = {"tiny": TINY_DIR, "tiny_think": TINY_DIR + "_think"}   # the built-in models' directories
 BUILT_IN_MODELS = ("tiny", "tiny_think")
 
@@ -58,7 +58,7 @@ def load_model(name="tiny", device="cpu", dtype=None, grad_checkpointing=False, 
     enable_thinking: --enable-thinking / --disable-thinking, kept on the tokenizer for encode_chat (None:
     the chat template's own default)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-    path = MODEL_DIRS.get(name, name)   # (the thinking variant: machinery/tiny.py)
+    path = MODEL_DIRS.get(name, name)   # (the thinking variant: tools/tiny.py)
     device = torch.device(device)
     weights, compute = resolve_dtype(dtype, device)
     tok = AutoTokenizer.from_pretrained(path)
@@ -103,3 +103,17 @@ def attention_of(config):
     checkpoint computes exactly as the model that was saved."""
     return {"attn_implementation": "eager"} if getattr(config, "hidden_size", 1 << 30) <= 256 else {}
 
+
+def build_tiny_llama(tok, seed=0):
+    """A fresh, untrained small Llama (RoPE, RMSNorm, SwiGLU) for `tok`: 3 layers, width 192, tied embeddings: the
+    built-in tiny model's shape (tools/tiny.py pretrains it on the world)."""
+    from transformers import LlamaConfig, LlamaForCausalLM   # (as load_model: transformers loads only when needed)
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=192, intermediate_size=512, num_hidden_layers=3,
+                      num_attention_heads=6, num_key_value_heads=6, max_position_embeddings=512,
+                      tie_word_embeddings=True, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                      eos_token_id=tok.eos_token_id, attn_implementation="sdpa")
+    model = LlamaForCausalLM(cfg)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    return model

@@ -1,0 +1,53 @@
+"""infra/stops.py — Ctrl-C and SIGTERM stop a run at a step boundary, so that a saved state is never half a step."""
+import signal
+
+
+# ----------------------------------------------------------------------------------------------
+# Ctrl-C at a step boundary
+# ----------------------------------------------------------------------------------------------
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during training, raised at a step boundary: `completed_steps` steps are fully applied."""
+
+    def __init__(self, completed_steps):
+        super().__init__(completed_steps)
+        self.completed_steps = completed_steps
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)   # Ctrl-C, and what kill, SLURM's scancel and Kubernetes send
+
+
+def sigterm_as_ctrl_c():
+    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so every stop runs the same clean-up (the state saved,
+    one line); outside the step loop too (an evaluation, a drift measurement). Main thread only."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        pass
+
+
+class StepBoundarySigint:
+    """While active, the first Ctrl-C (SIGINT) or SIGTERM only sets `requested`; the loop stops at the end of
+    the current step, so a saved state is never half an optimizer step. A second one interrupts at once."""
+
+    def __enter__(self):
+        self.requested = False
+        self._old = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+
+        def handler(signum, frame):
+            if self.requested:
+                raise KeyboardInterrupt
+            self.requested = True
+        try:
+            for s in STOP_SIGNALS:
+                signal.signal(s, handler)
+        except ValueError:  # not the main thread: leave the signals as they are
+            self._old = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            for s, old in self._old.items():
+                signal.signal(s, old)
+        return False
