@@ -44,6 +44,54 @@ def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0, split="test")
     return records[:n]
 
 
+# ----------------------------------------------------------------------------------------------
+# Metrics (Appendix A)
+# ----------------------------------------------------------------------------------------------
+def change_metrics(acc, base):
+    """(A2) Δ = acc − base, δ = Δ / base;  (A3) G = max(δ, 0), F = max(−δ, 0).
+
+    acc, base: accuracies in [0, 1]. δ, G, F are fractions (×100 for %). When base = 0, δ is
+    undefined unless Δ = 0: then δ, G, F are None (reported as "—") and Δ still says what happened.
+    Example: base 0.40, acc 0.30 -> Δ = −0.10, δ = −0.25, G = 0, F = 0.25.
+    """
+    # (A2) absolute change
+    delta = acc - base
+    if base == 0:
+        rel = 0.0 if delta == 0 else None
+    else:
+        # (A2) relative change δ = Δ / Acc(θ_0, b)
+        rel = delta / base
+    if rel is None:
+        return {"delta": delta, "rel": None, "gain": None, "forget": None}
+    # (A3) gain and forgetting
+    return {"delta": delta, "rel": rel, "gain": max(rel, 0.0), "forget": max(-rel, 0.0)}
+
+
+def mean_or_none(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def summarize(acc_rows, stages, benchmarks):
+    """Per run: metrics of every stage vs the base, and the headline averages.
+
+    acc_rows: [K+1][B] accuracies (row 0 = base). Returns
+      per_stage[k][b]: change_metrics of θ_k vs θ_0,
+      avg_gain_trained: mean over stages k of G(θ_k, d_k) — how much each stage specialised,
+      avg_forget_earlier: mean over j < K of F(θ_K, d_j) — what the final model lost on earlier domains,
+      avg_forget_ood: mean over OOD benchmarks of F(θ_K, b).
+    """
+    base = acc_rows[0]
+    per_stage = [{b: change_metrics(row[i], base[i]) for i, b in enumerate(benchmarks)} for row in acc_rows[1:]]
+    final = per_stage[-1] if per_stage else {}
+    ood = [b for b in benchmarks if b not in stages]
+    return {
+        "per_stage": per_stage,
+        "avg_gain_trained": mean_or_none([per_stage[k][d]["gain"] for k, d in enumerate(stages) if d in benchmarks]),
+        "avg_forget_earlier": mean_or_none([final[d]["forget"] for d in stages[:-1] if d in final]),
+        "avg_forget_ood": mean_or_none([final[b]["forget"] for b in ood]),
+    }
+
 
 @torch.no_grad()
 def teacher_check(model, tok, records, k=8, max_new_tokens=64, sample_batch=SAMPLE_BATCH):

@@ -23,7 +23,6 @@ Simplifications, on purpose (and what the release does instead):
 * Log-probs are those of the untempered policy (the release divides logits by the rollout temperature;
   with the default rollout temperature 1 the two agree).
 """
-import math
 import sys
 
 import torch
@@ -33,29 +32,19 @@ import train
 from infra.distributed import clone_model
 from rollout import batch_order, micro_batches, response_logits, response_logprobs, token_entropy, token_logprobs
 
-# The knobs GRPO reads, each with the equation it sets (the same form as sdpo.KNOBS; infra/flags.py makes
-# each a flag and checks it). The defaults are the release's (`baseline_grpo.yaml`, docs/PROTOCOL.md); the
-# knobs marked "config" tell one GRPO configuration from another (run_name). To add a knob: a row here, the
-# line of math that reads it, and its test.
-KNOBS = [
-    dict(name="mini_batches", default=4, group="protocol", config=True, ok=lambda v: v >= 1, allowed=">= 1",
-         help="GRPO: optimizer steps per pass, each on an equal slice of the batch in its --mini-batch-order (the "
-              "release: 4); 1 = on-policy (G2: π_old = sg[π_θ])"),
-    dict(name="epochs", default=1, group="protocol", config=True, ok=lambda v: v >= 1, allowed=">= 1",
-         help="GRPO: passes over each batch"),
-    dict(name="epsilon", default=0.2, group="protocol", ok=lambda v: 0 <= v < 1, allowed="in [0, 1)",
-         help="GRPO: ε_low of the clip (G3)"),
-    dict(name="epsilon_high", default=0.28, group="protocol", ok=lambda v: math.isfinite(v) and v >= 0,
-         allowed="finite and >= 0", help="GRPO: ε_high of the clip (G3)"),
-    dict(name="clip_ratio_c", default=3.0, group="protocol", config=True,
-         ok=lambda v: v == 0 or (math.isfinite(v) and v > 1), allowed="0 (off) or finite > 1",
-         help="GRPO: dual clip c for negative advantages (G3, the release's 3); 0 = off"),
-    dict(name="kl_coef", default=0.0, group="protocol", ok=lambda v: math.isfinite(v) and v >= 0,
-         allowed="finite and >= 0", help="GRPO: β_KL of the k3 KL to the start model (G4); 0 = off"),
-    dict(name="adv_std", default=False, group="protocol", help="GRPO: divide advantages by the group std (G1)"),
-]
-SETTINGS = tuple(k["name"] for k in KNOBS if k.get("config"))   # what tells one configuration from another
-DEFAULTS = {k["name"]: k["default"] for k in KNOBS}
+# GRPO's knobs, one line each: the flag (--mini-batches for mini_batches), then after `#` the values allowed
+# (checked before any work) and the --help text (infra/flags.py reads them). The defaults are the release's
+# (`baseline_grpo.yaml`, docs/PROTOCOL.md); the paper states none of them, so all are the protocol's (--help-all).
+PROTOCOL = dict(
+    mini_batches=4,       # >= 1: GRPO: optimizer steps per batch, each on a slice (the release: 4); 1 = on-policy (G2)
+    epochs=1,             # >= 1: GRPO: passes over each batch
+    epsilon=0.2,          # in [0, 1): GRPO: ε_low of the clip (G3)
+    epsilon_high=0.28,    # >= 0: GRPO: ε_high of the clip (G3)
+    clip_ratio_c=3.0,     # 0 or > 1: GRPO: dual clip c for negative advantages (G3, the release's 3); 0 = off
+    kl_coef=0.0,          # >= 0: GRPO: β_KL of the k3 KL to the start model (G4); 0 = off
+    adv_std=False,        # switch: GRPO: divide advantages by the group std (G1)
+)
+SETTINGS = ("mini_batches", "epochs", "clip_ratio_c")   # the knobs that name a GRPO configuration (run_name)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -135,12 +124,15 @@ def aggregate(per_token_loss, mask, mode="token-mean", num_tokens=None, num_seqs
 # ----------------------------------------------------------------------------------------------
 # The GRPO update on one graded batch
 # ----------------------------------------------------------------------------------------------
-FROZEN = "reference"   # what this method's frozen model is (train.py): G4's reference, only with --kl-coef
-
-
-def frozen_model(model, args):
-    """(G4)'s reference: a frozen copy of the starting model when --kl-coef > 0, else None."""
+def frozen_model(model, args, carried=None):
+    """(G4)'s reference: a frozen copy of the starting model when --kl-coef > 0, else None. (carried: what SDPO
+    carries between stages; GRPO carries nothing.)"""
     return clone_model(model).eval().requires_grad_(False) if args.kl_coef > 0 else None
+
+
+def teacher_of(frozen):
+    """GRPO has no teacher to save beside the student (its reference is the starting model)."""
+    return None
 
 
 def prepare_batch(model, ref_model, batch, args, tok, step):
@@ -281,12 +273,12 @@ def run_name(s):
     s: a dict (or namespace) with mini_batches, epochs, clip_ratio_c."""
     s = s if isinstance(s, dict) else vars(s)
     parts = [f"_{tag}{s[k]:g}" for k, tag in (("mini_batches", "mb"), ("epochs", "ep"), ("clip_ratio_c", "c"))
-             if s[k] != DEFAULTS[k]]
+             if s[k] != PROTOCOL[k]]
     return "grpo" + "".join(parts)
 
 
 def main(argv=None):
-    ap, args = flags.one_task_args("grpo", argv, KNOBS)   # the flags and their checks: infra/flags.py
+    ap, args = flags.one_task_args("grpo", argv, sys.modules[__name__])   # the flags from KNOBS: infra/flags.py
     return train.train_seeds(ap, args, run_name(args), sys.modules[__name__])
 
 

@@ -19,7 +19,7 @@ from transformers import LogitsProcessorList
 from infra import speedups
 from infra.speedups import SAMPLE_BATCH
 from world import graders
-from infra.distributed import gather_lists, gathered, is_main, my_share
+from infra.distributed import NonFiniteError, first_global_index, gather_lists, gathered, is_main, my_sample_blocks, my_share
 from infra.padding import left_pad, right_pad
 
 # speedups.ON is the one switch between the plain path below and its speed-ups (infra/speedups.py: a group's
@@ -376,3 +376,40 @@ def drop_long_prompts(tok, records, max_len, what="records"):
     if not kept:
         raise ValueError(f"--max-prompt-len {max_len}: every prompt of the {what} is longer")
     return kept
+
+
+# ----------------------------------------------------------------------------------------------
+# One step's rollout: G responses per prompt, sampled in seeded blocks and graded
+# ----------------------------------------------------------------------------------------------
+def sample_seed(seed, step, block):
+    """The sampling seed of one block of one step: every step reproducible on its own (so a run resumes
+    exactly), and each block of prompts its own stream (block 0's is the one-process seed)."""
+    return seed * 100_003 + step + 1_000_003 * block
+
+
+def sample_and_grade(model, tok, chosen, args, step):
+    """G responses for each of this process's share of the step's prompts, graded (rollout.collect).
+
+    The step's prompts are cut into `--sample-blocks` blocks of whole prompts (default: one per process
+    under torchrun, infra.my_sample_blocks), each sampled under its own seed, so a step's samples do not
+    depend on how many processes share it (a group never straddles two). One process: one block.
+    """
+    blocks, mine = my_sample_blocks(args.sample_blocks)
+    per = len(chosen) // blocks
+    parts = []
+    for b in mine:
+        torch.manual_seed(sample_seed(args.seed, step, b))
+        try:
+            parts.append(collect(model, tok, chosen[b * per:(b + 1) * per], args.group_size, args.max_new_tokens,
+                                 args.temperature, args.top_p, sample_batch=args.sample_batch))
+        except RuntimeError as e:   # torch's "probability tensor contains either inf, nan or element < 0"
+            if "inf" not in str(e) and "nan" not in str(e):
+                raise
+            raise NonFiniteError(f"the policy's probabilities are not finite at step {step + 1} "
+                                 f"(is --lr too large?)") from None
+    batch = {k: [x for p in parts for x in p[k]] for k in ("records", "prompt_ids", "response_ids", "texts", "feedback")}
+    batch["rewards"] = torch.cat([p["rewards"] for p in parts])    # [N*G] (this process's prompts)
+    batch["group_size"] = args.group_size
+    batch["blocks"] = max(1, len(mine))   # sample blocks in it: the batch's order is made block by block
+    batch["first_index"] = first_global_index(len(batch["response_ids"]))   # its first response in the whole batch
+    return batch

@@ -21,7 +21,6 @@ Simplifications, on purpose:
   the others contribute nothing to the loss, so their forward passes would be wasted.
 * Student entropy is logged over the distilled responses (the ones that were run).
 """
-import math
 import sys
 
 import torch
@@ -29,63 +28,26 @@ import torch
 from infra import flags
 from world import graders
 import train
-from infra.distributed import NonFiniteError, all_finite, clone_model
-from grpo import k3_kl
+from infra.distributed import check_weights, clone_model
 from rollout import (batch_positions, chat_messages, encode_chat, fill_reprompt, logsumexp_fp32, micro_batches,
-                     response_logits, strip_think, token_entropy, token_logprobs)
+                     response_logits, strip_think, token_entropy)
 
-# The knobs SDPO reads, each with the equation it sets: (name, default, what it is, its check and the allowed
-# values in words, where it goes). infra/flags.py makes each a flag (--refresh-every for refresh_every) in
-# --help's "paper" or "protocol" group and checks it before any work; the knobs marked "config" tell one SDPO
-# configuration from another: the run's name (run_name) and each configuration's settings follow from them.
-# To add a knob: a row here, the line of math that reads it, and its test.
-KNOBS = [
-    dict(name="alpha", default=0.05, group="paper", config=True, ok=lambda v: 0 <= v <= 1, allowed="in [0, 1]",
-         help="teacher EMA rate α (T1); 0 = frozen teacher (continual.py: a comma list sweeps it)"),
-    dict(name="beta", default=0.5, group="paper", ok=lambda v: 0 <= v <= 1, allowed="in [0, 1]",
-         help="GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL"),
-    dict(name="refresh_every", default=0, group="paper", config=True, ok=lambda v: v >= 0, allowed=">= 0",
-         help="StableSDPO: refresh the teacher every K steps (T2); 0 = off"),
-    dict(name="gamma", default=1.0, group="paper", config=True, ok=lambda v: 0 < v <= 1, allowed="in (0, 1]",
-         help="refresh rate γ (T2); 1 = hard restart"),
-    dict(name="topk", default=None, type=int, group="protocol", ok=lambda v: v is None or v >= 0, allowed=">= 0",
-         help="SDPO: distil on the student's top-k ids + a tail (S4); 0 = the full vocabulary. Default: 100 (the "
-              "release's) for a real model, the full vocabulary for the built-in tiny model, where it is cheap"),
-    dict(name="cot", default=False, group="protocol", config=True,
-         help="SDPO-CoT: keep <think> spans in the demonstration (S6)"),
-    dict(name="mask_ratio", default=0.0, group="protocol", config=True, ok=lambda v: 0 <= v < 1, allowed="in [0, 1)",
-         help="SDPO: token masking (S7): drop each distilled token with this probability, drawn per step; 0 = off"),
-    dict(name="feedback", default="release", group="protocol", config=True,
-         argparse=dict(nargs="?", const="on", choices=["release", "on", "off"]),
-         help="SDPO: environment feedback (S8): a response with no successful sibling is distilled towards the "
-              "teacher shown its grader's feedback. 'release': as the release's script for the domain (on for "
-              "CODING and MATH, off for SCIENCE and TOOLUSE); a bare --feedback = on"),
-    dict(name="skip_empty_steps", default=False, group="protocol", config=True,
-         help="SDPO: take no optimizer step on a batch with no distilled token (the release steps anyway: AdamW's "
-              "momentum still moves the weights)"),
-    dict(name="teacher", default="ema", group="protocol", config=True,
-         argparse=dict(choices=["ema", "live", "base", "trust_region"]),
-         help="SDPO: the teacher's kind: 'ema' (T1, T2: an EMA or refresh copy, the paper's), 'live' (T4: the current "
-              "student, TRL's), 'base' (T5: θ_0 of the whole sequence, never moved), 'trust_region' (T6: the "
-              "official SDPO's mix of the stage's starting model and the student's logits, rate --alpha)"),
-    dict(name="replay", default=0.0, group="protocol", config=True, only="continual", ok=lambda v: 0 <= v < 1,
-         allowed="in [0, 1)", help="a forgetting defence (R1): this share of every stage's prompts drawn from the "
-                                   "earlier domains, each graded by its own domain; 0 = off"),
-    dict(name="anchor", default=0.0, group="protocol", config=True, ok=lambda v: math.isfinite(v) and 0 <= v <= 1e6,
-         allowed="in [0, 1e6]", help="a forgetting defence (R2): L2 anchoring to θ_0, (λ/2)‖θ − θ_0‖² "
-                                              "added to every optimizer step's loss; 0 = off"),
-    dict(name="base_kl", default=0.0, group="protocol", config=True, ok=lambda v: math.isfinite(v) and 0 <= v <= 1e6,
-         allowed="in [0, 1e6]", help="a forgetting defence (R3): β·k3(π_0, π_θ) (G4's KL to θ_0) added to "
-                                               "SDPO's per-token loss on the distilled tokens; 0 = off"),
-    dict(name="teacher_init", default="restart", group="protocol", config=True, only="continual",
-         argparse=dict(choices=["restart", "carry"]),
-         help="SDPO's teacher at a stage boundary (T3): restart from the stage's starting student (the release's "
-              "continual script), or carry the previous stage's teacher"),
-    dict(name="teacher_mix", default=1.0, group="protocol", config=True, only="continual",
-         ok=lambda v: 0 <= v <= 1, allowed="in [0, 1]",
-         help="a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry"),
-]
-SETTINGS = tuple(k["name"] for k in KNOBS if k.get("config"))   # what tells one configuration from another
+# SDPO's knobs, one line each: the flag (--refresh-every for refresh_every), then after `#` the values allowed
+# (checked before any work) and the --help text (infra/flags.py reads them). KNOBS are the paper's (--help);
+# PROTOCOL the release's rules the paper leaves implicit (--help-all). SETTINGS name a configuration (run_name).
+KNOBS = dict(
+    alpha=0.05,           # in [0, 1]: teacher EMA rate α (T1); 0 = frozen teacher (continual.py: a comma list sweeps)
+    beta=0.5,             # in [0, 1]: GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL
+    refresh_every=0,      # >= 0: StableSDPO: refresh the teacher every K steps (T2); 0 = off
+    gamma=1.0,            # in (0, 1]: refresh rate γ (T2); 1 = hard restart
+)
+PROTOCOL = dict(
+    topk=None,            # int >= 0: distil on the student's top-k ids + a tail (S4); 0 = all; default 100 (tiny: all)
+    cot=False,            # switch: SDPO-CoT: keep <think> spans in the demonstration (S6)
+    mask_ratio=0.0,       # in [0, 1): token masking (S7): drop each distilled token with this probability; 0 = off
+    feedback="release",   # one of release, on, off: environment feedback (S8); release = per domain, as the release
+)
+SETTINGS = ("alpha", "refresh_every", "gamma", "cot", "mask_ratio", "feedback")
 
 
 # (S8) Environment feedback, per data kind, as the release's scripts run it (docs/PROTOCOL.md, rule 5):
@@ -148,38 +110,13 @@ def build_teacher_prompts(records, texts, rewards, group_size, cot=False, feedba
 
 
 @torch.no_grad()
-def teacher_logprobs(teacher, teacher_prompt_ids, response_ids, pad_id, model=None, kind="ema", rate=0.0):
-    """(S2) log T(·|c_i, y_{i,<t}) at every response position, under no-grad. [b, T, V]. The teacher's logits
-    by its kind (teacher_logits: its own weights, or the student's for live and trust-region).
-
-    The teacher reads its own prompt followed by the student's *sampled token ids* (never
-    re-tokenised text). rollout.pack left-pads prompts and puts every response at the same
-    columns, so teacher and student positions line up on the last |y| tokens by construction.
-    """
+def teacher_logits(teacher, teacher_prompt_ids, response_ids, pad_id, as_float=True):
+    """(S2) log-odds of the teacher θ_T at every response position [b, T, V], under no-grad: the teacher reads
+    its own prompt followed by the student's *sampled token ids* (never re-tokenised text). rollout.pack
+    left-pads prompts and puts every response at the same columns, so teacher and student positions line up
+    on the last |y| tokens by construction. as_float False: in the compute dtype (bf16 on GPUs: top-k, S4)."""
     # (S2) the teacher's prompt + the student's own response ids, one forward
-    logits = teacher_logits(model, teacher, teacher_prompt_ids, response_ids, pad_id, kind, rate)   # [b, T, V]
-    return torch.log_softmax(logits.float(), dim=-1)
-
-
-@torch.no_grad()
-def teacher_logits(model, teacher, teacher_prompt_ids, response_ids, pad_id, kind="ema", rate=0.0, as_float=True):
-    """(S2) The teacher's logits at every response position [b, T, V], by the teacher's kind:
-
-    ema, base: the teacher's own weights θ_T (T1/T2's moving copy; T5's θ_0, never moved);
-    live:      (T4) θ_T = θ, the current student itself (TRL's teacher_model_kind="live"), read without gradient;
-    trust_region: (T6) z_T = (1 − λ)·z_ref + λ·z_θ, the logits of the stage's starting model (`teacher`, never
-               moved) and of the current student mixed with λ = rate, as the official SDPO's TrustRegionTeacher
-               (`verl/workers/actor/dp_actor.py:51–65`: torch.lerp(ref, student, teacher_update_rate)).
-    Every kind reads its prompt followed by the student's sampled ids (S2)."""
-    def logits_of(m):
-        return response_logits(m, teacher_prompt_ids, response_ids, pad_id, as_float=as_float)[0]
-    if kind == "live":
-        # (T4) the student is its own teacher
-        return logits_of(model)
-    if kind == "trust_region":
-        # (T6) z_T = (1 − λ) z_ref + λ z_θ
-        return torch.lerp(logits_of(teacher), logits_of(model), rate)
-    return logits_of(teacher)
+    return response_logits(teacher, teacher_prompt_ids, response_ids, pad_id, as_float=as_float)[0]
 
 
 def kl_from_logp(p_logp, q_logp):
@@ -323,9 +260,7 @@ def move_teacher(teacher, student, rate):
     rate 1 copies the student exactly. T1 (rate α, every step) and T2 (rate γ, every K steps) both use it."""
     if rate == 0:
         return teacher
-    for p_s in student.parameters():
-        if not all_finite(p_s):
-            raise NonFiniteError("student weights are not finite; the teacher is left as it was")
+    check_weights(student)   # a non-finite student: NonFiniteError, and the teacher is left as it was
     # (torchrun: teacher and student are cut the same way, so each process moves its own part of θ_T
     # toward its own part of θ — no communication)
     for p_t, p_s in zip(teacher.parameters(), student.parameters()):
@@ -414,49 +349,37 @@ def step_stats(plan, results):
 def micro_batch_loss(model, teacher, batch, plan, part, idx, args, tok):
     """The SDPO loss of the responses `idx` (one micro-batch, all with a teacher signal): (S2)–(S5), each
     equation called here. Returns (loss, stats). To change SDPO's loss, change this function."""
+    # (S2, S4, S7) the student's and the teacher's next-token distributions at every kept response token
+    s_dist, t_dist, mask, entropies = distill_distributions(model, teacher, batch, plan, idx, args, tok)
+    # (S3) GJSD_β(S, sg[T]) at every response token: no gradient ever reaches the teacher
+    per_token = generalized_jsd(s_dist, t_dist.detach(), args.beta)                        # [b, T]
+    # (S5) reduced over the whole batch's distilled tokens or responses
+    loss = sdpo_loss(per_token, mask, num_tokens=part["n_tok"], mode=args.loss_agg, num_seqs=part["n_seq"])
+    return loss, loss_stats(per_token, entropies, mask)
+
+
+def distill_distributions(model, teacher, batch, plan, idx, args, tok, logits_of_teacher=None):
+    """(S2) The teacher's and (S4) the student's distributions [b, T, V] (or [b, T, k+1] with --topk) at every
+    response token of the responses `idx`, the response mask [b, T] with (S7)'s masked tokens out, and both
+    entropies [b, T] (logs). logits_of_teacher(teacher, teacher_prompt_ids, response_ids, pad_id, as_float): the
+    teacher's logits, its own weights' (S2) unless another kind of teacher is given (beyond/variants.py)."""
+    logits_of_teacher = logits_of_teacher or teacher_logits
     prompts, responses = [batch["prompt_ids"][i] for i in idx], [batch["response_ids"][i] for i in idx]
-    t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], plan["user_texts"][i])) for i in idx]
-    kind, rate = getattr(args, "teacher", "ema"), getattr(args, "alpha", 0.0)   # (rate: T6's λ)
+    t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], plan["user_texts"][i])) for i in idx]   # (S1)
     if args.topk:   # (S4) real models: k+1 values per position, never a full fp32 log-softmax
-        s_dist, t_dist, mask, entropies = topk_distributions(model, teacher, prompts, t_prompts, responses, tok,
-                                                             args.topk, kind, rate)
+        t_logits = logits_of_teacher(teacher, t_prompts, responses, tok.pad_token_id, as_float=False)   # [b, T, V]
+        logits, mask, _ = response_logits(model, prompts, responses, tok.pad_token_id, as_float=False)  # [b, T, V]
+        s_dist, t_dist = topk_logprobs(logits, t_logits, args.topk)                        # [b, T, k+1] (S4)
+        entropies = token_entropy(logits), token_entropy(t_logits)                         # [b, T] each (logs)
     else:           # the full vocabulary (the built-in model)
-        t_dist = teacher_logprobs(teacher, t_prompts, responses, tok.pad_token_id, model, kind, rate)  # [b, T, V] (S2)
+        t_dist = torch.log_softmax(logits_of_teacher(teacher, t_prompts, responses, tok.pad_token_id), dim=-1)
         logits, mask, _ = response_logits(model, prompts, responses, tok.pad_token_id)     # [b, T, V]
         s_dist = torch.log_softmax(logits, dim=-1)                                         # [b, T, V]
         entropies = entropy_of(s_dist), entropy_of(t_dist)                                 # [b, T] each (logs)
     for j, i in enumerate(idx):   # (S7) masked tokens leave the loss
         keep = plan["token_keep"][i]                                                       # [|y_i|] bools
         mask[j, :len(keep)] *= keep.to(mask.device, mask.dtype)
-    # (S3) GJSD_β(S, sg[T]) at every response token: no gradient ever reaches the teacher
-    per_token = generalized_jsd(s_dist, t_dist.detach(), args.beta)                        # [b, T]
-    stats = loss_stats(per_token, entropies, mask)
-    if getattr(args, "base_kl", 0):   # (R3) a forgetting defence: + β·k3(π_0, π_θ) on the sampled tokens
-        per_token = per_token + args.base_kl * base_kl_per_token(model, plan["base"], prompts, responses, tok)
-    loss = sdpo_loss(per_token, mask, num_tokens=part["n_tok"], mode=args.loss_agg, num_seqs=part["n_seq"])   # (S5)
-    return loss, stats
-
-
-def base_kl_per_token(model, base, prompts, responses, tok):
-    """(R3) G4's k3 = π_0/π_θ − log(π_0/π_θ) − 1 at every sampled response token [b, T]: the KL to θ_0
-    (the whole sequence's base), a penalty on SDPO's loss (as GRPO's --kl-coef on its own). Gradient flows
-    through π_θ only."""
-    logits, _, targets = response_logits(model, prompts, responses, tok.pad_token_id)     # [b, T, V], [b, T]
-    logp = token_logprobs(logits, targets)                                                 # [b, T] log π_θ
-    with torch.no_grad():
-        base_logp = token_logprobs(response_logits(base, prompts, responses, tok.pad_token_id)[0], targets)
-    # (R3) k3 of G4 with π_ref = π_0
-    return k3_kl(logp, base_logp)                                                          # [b, T]
-
-
-def topk_distributions(model, teacher, prompts, t_prompts, responses, tok, k, kind="ema", rate=0.0):
-    """(S2, S4) The student's and the teacher's top-k distributions [b, T, k+1], the response mask [b, T] and
-    both entropies [b, T], from logits kept in the compute dtype (bf16 on GPUs): never an fp32 [b, T, V] copy."""
-    # (S2) the teacher's logits, by its kind
-    t_logits = teacher_logits(model, teacher, t_prompts, responses, tok.pad_token_id, kind, rate, as_float=False)
-    logits, mask, _ = response_logits(model, prompts, responses, tok.pad_token_id, as_float=False)   # [b, T, V]
-    s_dist, t_dist = topk_logprobs(logits, t_logits, k)                                    # [b, T, k+1] (S4)
-    return s_dist, t_dist, mask, (token_entropy(logits), token_entropy(t_logits))
+    return s_dist, t_dist, mask, entropies
 
 
 @torch.no_grad()
@@ -473,49 +396,38 @@ def loss_stats(per_token, entropies, mask):
             "teacher_entropy_sum": (entropies[1] * fm).sum().item()}
 
 
-FROZEN = "teacher"   # what this method's frozen model is (train.py): the teacher, saved beside the student
+def frozen_model(model, args, carried=None):
+    """(T3) The teacher at the start of a task or stage: a copy of the student (the release restarts it from each
+    stage's starting student), or, with continual.py's --teacher-init carry, `carried` (the previous stage's
+    final teacher) mixed in with --teacher-mix."""
+    return stage_teacher(model, carried, getattr(args, "teacher_mix", 1.0))
 
 
-def frozen_model(model, args, base=None):
-    """The teacher's own weights at the start of a task or stage, by its kind: None for live (T4: the student
-    itself); θ_0 of the whole sequence for base (T5; `base`, or the student when it is the start); else a
-    fresh copy of the student (T3's restart: EMA's start, trust-region's reference)."""
-    kind = getattr(args, "teacher", "ema")
-    if kind == "live":
-        return None
-    # (T5) base: θ_T = θ_0 of the whole sequence; the others restart from the student (T3)
-    return stage_teacher(base if kind == "base" and base is not None else model)
+def teacher_of(frozen):
+    """The model saved beside the student (train.py, continual.py): SDPO's frozen model is its teacher."""
+    return frozen
 
 
 def after_step(teacher, model, step, args):
-    """(T1) the EMA or (T2) the refresh of the teacher after the optimizer step; True at a refresh point. The
-    other kinds never move their weights: live has none (T4), base and trust_region's reference stay (T5, T6)."""
-    if getattr(args, "teacher", "ema") != "ema":
-        return False
+    """(T1) the EMA or (T2) the refresh of the teacher after the optimizer step; True at a refresh point."""
     return teacher_after_step(teacher, model, step, args.alpha, args.refresh_every, args.gamma)
 
 
 def run_name(s):
     """The run's name from its SDPO settings: sdpo_a0.05, sdpo_a0_cot, sdpo_r10_g1 (refresh-and-freeze),
-    sdpo_a0.05_mask0.3_fb_carry, sdpo_a0.05_tr, sdpo_a0.05_replay0.2. s: a dict (or namespace); teacher_init,
-    teacher_mix and replay only in continual.py."""
+    sdpo_a0.05_mask0.3_fb_carry (continual.py's --teacher-init carry, T3). s: a dict (or namespace)."""
     s = s if isinstance(s, dict) else vars(s)
     name = "sdpo" + (f"_r{s['refresh_every']}_g{s['gamma']:g}" if s["refresh_every"] else f"_a{s['alpha']:g}")
     name += "_cot" if s["cot"] else ""
     name += f"_mask{s['mask_ratio']:g}" if s["mask_ratio"] else ""
     name += {"on": "_fb", True: "_fb", "off": "_nofb"}.get(s["feedback"], "")   # "release" (the default): none
-    name += "_skip0" if s.get("skip_empty_steps") else ""
     if s.get("teacher_init") == "carry":
         name += "_carry" + ("" if s["teacher_mix"] == 1 else f"{s['teacher_mix']:g}")
-    name += {"live": "_live", "base": "_base", "trust_region": "_tr"}.get(s.get("teacher", "ema"), "")
-    name += f"_replay{s['replay']:g}" if s.get("replay") else ""
-    name += f"_anchor{s['anchor']:g}" if s.get("anchor") else ""
-    name += f"_basekl{s['base_kl']:g}" if s.get("base_kl") else ""
     return name
 
 
 def main(argv=None):
-    ap, args = flags.one_task_args("sdpo", argv, KNOBS)   # the flags and their checks: infra/flags.py
+    ap, args = flags.one_task_args("sdpo", argv, sys.modules[__name__])   # the flags from KNOBS: infra/flags.py
     return train.train_seeds(ap, args, run_name(args), sys.modules[__name__])
 
 

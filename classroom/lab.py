@@ -34,7 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
 from experiment import claims
-from experiment.rundir import seed_log
+from experiment.report import seed_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --fast: flags appended to an exercise's command (argparse keeps the last value of a flag); None: as written

@@ -74,7 +74,7 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
         s_logits, _, _ = response_logits(model, [batch["prompt_ids"][i] for i in sig], responses,
                                          tok.pad_token_id)                                      # [S, T, V]
         t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], users[i])) for i in sig]
-        t_logp = sdpo.teacher_logprobs(teacher, t_prompts, responses, tok.pad_token_id)          # [S, T, V] (S2)
+        t_logp = torch.log_softmax(sdpo.teacher_logits(teacher, t_prompts, responses, tok.pad_token_id), -1)   # [S, T, V] (S2)
         s_logp = torch.log_softmax(s_logits, -1)                                                 # [S, T, V]
         gjsd = sdpo.generalized_jsd(s_logp, t_logp, beta)                                        # [S, T] (S3)
         alt = t_logp.exp().topk(top, -1)                                                         # [S, T, top]

@@ -1,13 +1,26 @@
-"""experiment/rundir.py — a continual run's directory: claiming it, resuming it, its reports.
+"""experiment/rundir.py — a continual run's directories, as objects continual.main walks through:
 
-continual.py holds the experiment (C1–C2, A2–A3); this file holds what makes it safe to stop and rerun:
-one directory per seed (runs/<configurations>-s<seed>[-<hash>]) with config.json (which command it
-belongs to), progress.json (the completed stages: a stage is done once it is written there), log.jsonl,
-a checkpoint per stage (checksummed), and a Ctrl-C's mid-stage state in partial/. Damage to any of them
-stops the run with one line naming the file and a safe next step, or is set aside loudly; nothing is
-deleted silently. Then report.md and its figures, one seed's or the summary over several seeds.
+    with Experiment(ap, args, stages, benchmarks, configs, defaults) as experiment:   # one directory per seed
+        for one in experiment.seed_args:
+            with experiment.seed(one, evaluate_base) as seed:       # θ_0, row 0 (C2), the drift meter
+                for method, settings, name in configs:
+                    run = seed.run(method, settings, name)          # θ_0, or where it stopped
+                    for k in run.stages_left():
+                        with run.stage(k, new_stage) as stage:      # saved if stopped, resumed on a rerun
+                            ... train.run_steps(...), evaluate, run.complete(stage, ...)
+                seed.write_results()                                 # results.json (A2–A3), report.md
+    experiment.finish()
+
+continual.py holds the experiment (C1–C2); this file holds what makes it safe to stop and rerun: one
+directory per seed (runs/<configurations>-s<seed>[-<hash>]) with config.json (which command it belongs to),
+progress.json (the completed stages: a stage is done once it is written there), log.jsonl, a checkpoint per
+stage (checksummed), and a stop's mid-stage state in partial/. Damage to any of them stops the run with one
+line naming the file and a safe next step, or is set aside loudly; nothing is deleted silently. Which method
+runs a configuration (sdpo.py, or beyond/variants.py when one of its knobs is set) is decided here too.
 """
+import argparse
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -18,16 +31,355 @@ import time
 import torch
 
 import drift
-from infra import stats
+import evaluate
 import grpo
 import sdpo
-from experiment import claims, tables
-from infra import plots, safety
-from world import tasks
+from beyond import variants
+from experiment import claims
+from experiment.report import fmt_row, summarize_seeds, write_report, write_seeds_report
+from infra import flags, safety
+from infra.checkpoints import (append_jsonl, atomic_json, check_states, damaged_files, load_optimizer, load_teacher,
+                               read_jsonl, save_checkpoint, stage_checkpoint, with_stage_checkpoints, write_atomically)
+from infra.distributed import NonFiniteError, barrier, init_distributed, is_main, shard, under_torchrun
+from infra.flags import per_seed
+from infra.models import load_model, load_policy
 from infra.stops import Interrupted, sigterm_as_ctrl_c
-from infra.distributed import NonFiniteError, barrier, is_main, shard, under_torchrun
-from infra.checkpoints import append_jsonl, atomic_json, check_states, damaged_files, read_jsonl, save_checkpoint, stage_checkpoint, with_stage_checkpoints, write_atomically
-from infra.models import load_model
+from rollout import acc_at_k
+from world import tasks
+
+METHODS = {"grpo": grpo, "sdpo": sdpo}
+
+
+def method_of(method, settings, base):
+    """The module train.run_steps is handed for a configuration: grpo.py, sdpo.py, or beyond/variants.py's method
+    (θ_0 = base) when one of its knobs is set."""
+    return variants.method(base) if method == "sdpo" and variants.wanted(settings) else METHODS[method]
+
+
+# ----------------------------------------------------------------------------------------------
+# The configurations: their knobs, settings and names
+# ----------------------------------------------------------------------------------------------
+T3_SETTINGS = ("teacher_init", "teacher_mix")   # continual.py's knobs that name an SDPO configuration (T3)
+
+
+def knobs(continual):
+    """continual.py's flags (infra/flags.continual_args): the knob rows by who reads them, GRPO's (grpo.py), SDPO's
+    (sdpo.py's, beyond/variants.py's, continual.py's T3) and continual.py's own for every method; and the function
+    that names the flags of beyond/variants.py a command sets to no effect."""
+    own = flags.knob_rows(continual)
+    return {"GRPO": flags.knob_rows(grpo),
+            "SDPO": flags.knob_rows(sdpo) + flags.knob_rows(variants, "beyond") + [k for k in own if k["name"] in T3_SETTINGS],
+            "every method": [k for k in own if k["name"] not in T3_SETTINGS]}, variants.warnings_of
+
+
+def configuration(method, args, preset):
+    """(method, settings, run name) of one configuration: the settings of every knob that names a configuration
+    (grpo.SETTINGS; sdpo.SETTINGS, beyond/variants.py's, T3's), the preset's values over them, and the method's
+    learning rate (flags.method_lr); the name carries every setting away from its default (run_name)."""
+    if method == "grpo":
+        settings = {k: getattr(args, k) for k in grpo.SETTINGS}
+        return "grpo", {**settings, "lr": flags.method_lr(args, "grpo")}, grpo.run_name(settings)
+    settings = {**{k: getattr(args, k) for k in sdpo.SETTINGS}, **variants.settings_of(args),
+                **{k: getattr(args, k) for k in T3_SETTINGS}, **preset}
+    name = variants.run_name(settings) if variants.wanted(settings) else sdpo.run_name(settings)
+    return "sdpo", {**settings, "lr": flags.method_lr(args, "sdpo")}, name
+
+
+# ----------------------------------------------------------------------------------------------
+# The run object: an experiment's directories, one seed's, one configuration's, one stage's
+# ----------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Stage:
+    """Stage k of a configuration, as train.run_steps takes it (continual.new_stage's values) and as a stop saves
+    it: its settings, prompts D_k, optimizer and frozen model; the step it starts from (a stop's, on a rerun), its
+    step rows and in-stage curve, θ_{k−1} for the drift measures, its timer."""
+    k: int
+    domain: str
+    args: argparse.Namespace
+    records: list
+    opt: torch.optim.Optimizer
+    frozen: object                 # the method's frozen model: SDPO's teacher, GRPO's reference (or None)
+    teacher: object = None         # what is saved beside the student (method.teacher_of(frozen))
+    prev_state: object = None      # θ_{k−1} (drift.weights_before_stage)
+    start: int = 0
+    rows: list = dataclasses.field(default_factory=list)
+    curve: list = dataclasses.field(default_factory=list)
+    desc: str = ""
+    on_step: object = None
+    t0: float = 0.0
+    trained_at: float = None       # when its last step ended (the training's seconds, before the evaluation)
+
+
+class Experiment:
+    """The run directories of one continual.py command, one per seed, each claimed before any work starts (it
+    holds this command's run or nothing, and is locked while written). As a context: SIGTERM stops like Ctrl-C,
+    and a file that cannot be read or written stops the run with one line, the completed stages kept."""
+
+    def __init__(self, ap, args, stages, benchmarks, configs, defaults):
+        self.ap, self.args, self.stages, self.benchmarks, self.configs, self.defaults = \
+            ap, args, stages, benchmarks, configs, defaults
+        self.seed_args = per_seed(args)
+        self.dirs = seed_dirs(args, self.seed_args, configs, defaults)
+        self.device = init_distributed(args.device, args.threads)   # torchrun: data parallel; rank 0 writes files
+        self.t_start, self.base_evals, self.results = time.time(), {}, []   # (the base is evaluated once)
+
+    def __enter__(self):
+        sigterm_as_ctrl_c()
+        try:
+            for one, run_dir in zip(self.seed_args, self.dirs):   # every directory is checked before any work
+                claim_run_dir(self.ap, one, run_dir, self.stages, self.benchmarks, self.configs)
+        except OSError as e:
+            self.__exit__(OSError, e, None)
+        return self
+
+    def __exit__(self, kind, e, traceback):
+        if isinstance(e, OSError):   # a directory in a file's place, a link loop, an immutable file, a full disk
+            fail(f"{e.filename or 'a file of the run directory'}: {e.strerror or e}. Completed stages are kept: "
+                 f"repair or move that path and rerun the same command")
+        return False
+
+    @contextlib.contextmanager
+    def seed(self, args, evaluate_base):
+        """One seed's directory, opened (Seed), inside its clean stops: a non-finite step (exit 1) or a Ctrl-C
+        (exit 130) says so in one line, the completed stages (and a stop's mid-stage state) kept for the rerun."""
+        run_dir = self.dirs[self.seed_args.index(args)]
+        progress = load_progress(os.path.join(run_dir, "progress.json"))
+        with stops_cleanly(run_dir):
+            yield Seed(self, args, run_dir, progress, evaluate_base)
+
+    def finish(self):
+        """The run's last words: one seed's directory, or the summary over several seeds (written and printed)."""
+        if not is_main():
+            return None
+        seeds, dirs, args = self.seed_args, self.dirs, self.args
+        if len(seeds) == 1:
+            print(f"\n{dirs[0]}/: results.json, report.md, log.jsonl, checkpoints — "
+                  f"{time.time() - self.t_start:.0f}s this invocation")
+            return self.results[0]
+        summary_dir, summary = write_seeds_summary(args, self.configs, self.defaults, self.results, dirs)
+        print(f"\n{summary_dir}/: results.json, report.md over seeds {','.join(map(str, args.seed))} (each seed in "
+              f"{', '.join(dirs)}) — {time.time() - self.t_start:.0f}s this invocation")
+        return summary
+
+
+class Seed:
+    """One seed's run directory, opened: θ_0 loaded, (C2) its row of the accuracy matrix (continual's
+    evaluate_base: once per directory, and once per command for every seed), the drift meter (A4–A8), the log
+    without the lines a kill cut."""
+
+    def __init__(self, experiment, args, run_dir, progress, evaluate_base):
+        self.experiment, self.args, self.run_dir, self.progress = experiment, args, run_dir, progress
+        self.stages, self.benchmarks, self.configs = experiment.stages, experiment.benchmarks, experiment.configs
+        self.progress_path = os.path.join(run_dir, "progress.json")
+        self.log_path, self.partial_dir = os.path.join(run_dir, "log.jsonl"), os.path.join(run_dir, "partial")
+        self.base_model, self.tok = load_policy(args.model, experiment.device, args.dtype,
+                                                enable_thinking=args.enable_thinking)   # θ_0
+        self.base_row(evaluate_base)
+        self.meter = drift.drift_meter(args, self.base_model, self.tok, self.benchmarks, run_dir, experiment.device)
+        repair_log(self.log_path)
+
+    def base_row(self, evaluate_base):
+        """(C2) Row 0 of the accuracy matrix, once per run directory (progress.json), with its responses saved
+        for the drift measurements. evaluate_base(model, tok, benchmarks, args) -> (acc, degenerate, responses)."""
+        args, progress = self.args, self.progress
+        if "base" in progress and not os.path.exists(drift.responses_path(self.run_dir, "base")):
+            print("the base model's saved responses are missing: evaluating it again (same prompts, same result)")
+            del progress["base"]
+        if "base" in progress:
+            return
+        # the base's evaluation depends on the test prompts and the evaluation seed, not on the training
+        # seed: within one invocation every seed after the first takes the first one's
+        key = json.dumps([args.model, args.dtype, self.benchmarks, args.eval_n, args.eval_k, args.max_new_tokens,
+                          args.eval_seed, args.max_prompt_len, args.sample_batch])
+        t0, cache = time.time(), self.experiment.base_evals
+        if key not in cache:
+            cache[key] = evaluate_base(self.base_model, self.tok, self.benchmarks, args)
+        acc, deg, resp = cache[key]
+        progress["base"] = {"acc": acc, "degenerate": deg, "seconds": 0.0}
+        if is_main():
+            drift.save_responses(self.run_dir, "base", resp)
+        progress["base"]["seconds"] = round(time.time() - t0, 1)
+        atomic_json(self.progress_path, progress)
+        print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - t0:.0f}s)")
+
+    def run(self, method, settings, name):
+        """Where a configuration starts (Run): its completed stages, and the model (θ_0, the last completed stage's
+        checkpoint, or the state a stop saved mid-stage)."""
+        args, n_stages = self.args, len(self.stages)
+        done = self.progress.setdefault(name, {"stages": []})["stages"]
+        check_saved_stages(self.run_dir, name, done, n_stages)
+        gone = [k for k, st in enumerate(done) if not os.path.isdir(st["checkpoint"])]
+        if gone:   # a stage checkpoint deleted (say, because it was damaged): retrain from that stage on
+            print(f"{name}: the checkpoint of stage {gone[0] + 1} is missing: stages {gone[0] + 1}–{n_stages} "
+                  f"are trained again")
+            del done[gone[0]:]
+            atomic_json(self.progress_path, self.progress)
+        run = Run(self, method, method_of(method, settings, self.base_model), settings, name, done)
+        if len(done) == n_stages:
+            return run
+        has_teacher = method == "sdpo" and settings.get("teacher", "ema") != "live"
+        device = self.experiment.device
+        partial = load_partial(self.partial_dir, name, len(done), has_teacher, device, args)
+        run.resume = partial[0] if partial else None
+        if partial:
+            model, tok = partial[1], partial[2]
+        elif done:
+            model, tok = load_checkpoint(done[-1]["checkpoint"], device, args.dtype, args.grad_checkpointing,
+                                         f"stage {len(done)} checkpoint", args.enable_thinking)
+        else:
+            model, tok = load_model(args.model, device, args.dtype, args.grad_checkpointing,
+                                    enable_thinking=args.enable_thinking)
+        run.model, run.tok = shard(model, device), tok   # torchrun: FSDP2 (infra/distributed.py); one process: as is
+        if run.resume:
+            print(f"{name}: resuming stage {len(done) + 1} after step {run.resume['step']}")
+        elif done:
+            print(f"{name}: resuming after stage {len(done)} ({done[-1]['domain']})")
+        return run
+
+    def write_results(self):
+        """results.json (the accuracy matrix, A2–A3's changes, the claims on this seed) and report.md (rank 0)."""
+        if not is_main():
+            return None
+        results = build_results(self.configs, self.stages, self.benchmarks, self.progress, self.args)
+        atomic_json(os.path.join(self.run_dir, "results.json"), results)
+        print("\n" + write_report(results, self.run_dir))
+        self.experiment.results.append(results)
+        return results
+
+
+class Run:
+    """One configuration of one seed, where it starts or resumes: its method (the module train.run_steps is handed),
+    settings and name, the completed stages (`done`), the model, a stop's saved state (`resume`)."""
+
+    def __init__(self, seed, method_name, method, settings, name, done):
+        self.seed, self.method_name, self.method, self.settings, self.name, self.done = \
+            seed, method_name, method, settings, name, done
+        self.model = self.tok = self.resume = self.prev_teacher = None
+
+    def stages_left(self):
+        return range(len(self.done), len(self.seed.stages))
+
+    def carries_teacher(self):
+        return self.method_name == "sdpo" and self.settings["teacher_init"] == "carry"
+
+    @contextlib.contextmanager
+    def stage(self, k, new_stage):
+        """Stage k, ready to train (Stage): the log cut back to what was saved, θ_{k−1} kept for drift, (T3) the
+        teacher to carry, then new_stage (continual.py: the stage's settings, prompts, a fresh AdamW and the
+        method's frozen model), replay's prompts (R1, beyond/variants.py), a carried optimizer (--stage-optimizer
+        carry), and a stop's saved state on a rerun. A Ctrl-C or SIGTERM inside saves what is needed to continue
+        exactly (the weights, the optimizer, the teacher, the steps done, the rows) in partial/ and stops; once
+        the stage's steps are all done (its evaluation and drift run inside) a stop saves the trained stage, and
+        the rerun goes straight to its evaluation."""
+        seed, args, model = self.seed, self.seed.args, self.model
+        forget_lost_steps(seed.log_path, self.name, k, self.resume)
+        prev_state = drift.weights_before_stage(seed.meter, model, self.done, args, self.resume)   # θ_{k−1}
+        t0 = time.time()
+        if self.carries_teacher() and self.prev_teacher is None and k > 0:   # (T3) carry: from disk on a rerun
+            self.prev_teacher = sdpo.init_teacher(model)
+            load_teacher(self.done[-1]["checkpoint"], self.prev_teacher)
+        carried = self.prev_teacher if self.carries_teacher() else None
+        stage_args, records, opt, frozen = new_stage(model, self.tok, seed.stages[k], k, self.method, self.settings,
+                                                     args, carried)
+        records = variants.replayed(records, self.tok, seed.stages[:k], self.settings.get("replay", 0.0), args,
+                                    stage_args.seed)   # (R1) with --replay: a share from the earlier domains
+        if k > 0 and args.stage_optimizer == "carry" and not self.resume:   # the moments and step count go on
+            load_optimizer(stage_checkpoint(seed.run_dir, self.name, k - 1, seed.stages[k - 1]), model, opt)
+        stage = Stage(k, seed.stages[k], stage_args, records, opt, frozen, self.method.teacher_of(frozen), prev_state,
+                      desc=f"{self.name} {k + 1}:{seed.stages[k]}", t0=t0)
+        if self.resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
+            load_optimizer(seed.partial_dir, model, opt)
+            if stage.teacher is not None:
+                load_teacher(seed.partial_dir, stage.teacher)
+            stage.curve, stage.rows, stage.start = self.resume["curve"], self.resume["rows"], self.resume["step"]
+        stage.on_step = stage_logger(stage, model, self.tok, seed.log_path, self.name)
+        try:
+            yield stage
+        except (Interrupted, KeyboardInterrupt) as e:
+            trained = len(stage.rows) >= stage_args.steps   # (the evaluation and drift were running)
+            if not isinstance(e, Interrupted) and not trained:
+                raise
+            done = e.completed_steps if isinstance(e, Interrupted) else stage_args.steps
+            extra = {"partial.pt": {"run": self.name, "stage": k, "step": done, "rows": stage.rows,
+                                    "curve": stage.curve}}
+            # (sharded: every rank takes part, each writing its own shard of the optimizer and teacher)
+            save_checkpoint(model, self.tok, seed.partial_dir, extra, opt=stage.opt, teacher=stage.teacher)
+            if isinstance(e, Interrupted):
+                raise
+            raise Interrupted(done) from None
+
+    def complete(self, stage, acc, deg, stage_drift):
+        """Stage k is done: its checkpoint saved (with the teacher when it is carried, the optimizer when that is
+        carried or kept), its row in progress.json (the stage is complete once that is written), the stop's state
+        removed, one line printed."""
+        seed, args, k = self.seed, self.seed.args, stage.k
+        self.prev_teacher = stage.teacher if self.carries_teacher() else None
+        self.resume, train_s = None, (stage.trained_at or stage.t0) - stage.t0
+        keep_opt = args.stage_optimizer == "carry" or args.keep_optimizer
+        ckpt = save_stage(self.model, self.tok, seed.run_dir, self.name, k, stage.domain, self.prev_teacher,
+                          stage.opt if keep_opt else None)
+        rows = stage.rows
+        self.done.append({"domain": stage.domain, "acc": acc, "degenerate": deg, "drift": stage_drift,
+                          "curve": stage.curve, "checkpoint": ckpt, "train_seconds": round(train_s, 1),
+                          "seconds": round(time.time() - stage.t0, 1),   # training, evaluation and drift
+                          "mean_reward": sum(r["reward"] for r in rows) / len(rows),
+                          "last_js": rows[-1].get("js"), "last_entropy": rows[-1].get("entropy"),
+                          "js_steps": [r.get("js") for r in rows], "entropy_steps": [r.get("entropy") for r in rows]})
+        atomic_json(seed.progress_path, seed.progress)   # the stage is complete only once this is written
+        if is_main():
+            shutil.rmtree(seed.partial_dir, ignore_errors=True)
+        print_stage(self.name, k, seed.stages, seed.progress, acc, deg, train_s)
+
+
+def stage_logger(stage, model, tok, log_path, run_name, measure=None):
+    """on_step for train.run_steps: each step's row, tagged with its run and stage, in the stage's rows and
+    log.jsonl, and every --curve-every steps the light in-stage curve (C3 on the stage's domain). measure(step,
+    row, model): an extra measurement after each step (tools/coding_ablation.py's teacher check)."""
+    args = stage.args
+    curve_test = evaluate.benchmark_records(stage.domain, args.curve_n, args.eval_seed) if args.curve_every > 0 else []
+
+    def on_step(step, row):
+        row.update({"run": run_name, "stage": stage.k + 1, "domain": stage.domain})
+        stage.trained_at = time.time()
+        if args.curve_every > 0 and step % args.curve_every == 0:  # the light in-stage curve
+            torch.manual_seed(args.eval_seed)   # (training steps seed themselves: train.run_steps)
+            stage.curve.append([step, acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens,
+                                               batch_size=args.sample_batch)[0]])
+        if measure:
+            measure(step, row, model)
+        stage.rows.append(row)
+        if is_main():
+            append_jsonl(log_path, row)
+    return on_step
+
+
+# ----------------------------------------------------------------------------------------------
+# One seed's results.json (A2–A3 from the accuracy matrix)
+# ----------------------------------------------------------------------------------------------
+def build_results(configs, stages, benchmarks, progress, args):
+    """results.json: per run the accuracy matrix, Δ/δ/G/F per stage and benchmark (evaluate.summarize, A2–A3),
+    the averages; then the claims measurable on one seed."""
+    base = progress["base"]
+    out = {"stages": stages, "benchmarks": benchmarks, "seed": args.seed,
+           "eval": {"n": args.eval_n, "k": args.eval_k, "seed": args.eval_seed},
+           "base": {k: v for k, v in base.items() if k != "seconds"}, "runs": {}}
+    for method, settings, run_name in configs:
+        done = progress[run_name]["stages"]
+        rows = [[base["acc"][b] for b in benchmarks]] + [[s["acc"][b] for b in benchmarks] for s in done]
+        out["runs"][run_name] = {
+            "method": method, "settings": settings,
+            "acc": rows,
+            **evaluate.summarize(rows, stages, benchmarks),
+            "degenerate": [sum(s["degenerate"].values()) / len(s["degenerate"]) for s in done],
+            "drift": [s.get("drift") for s in done],
+            "curves": [s["curve"] for s in done],
+            "mean_reward": [s["mean_reward"] for s in done],
+            "js_steps": [s.get("js_steps") for s in done],            # per stage, per step (SDPO; GRPO: None)
+            "entropy_steps": [s.get("entropy_steps") for s in done],
+            "checkpoints": [s["checkpoint"] for s in done],
+        }
+    out["claims"] = claims.measure_claims([out])
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -39,60 +391,18 @@ def seed_dirs(args, seeds, configs, defaults):
                          if args.name else run_dir_name(one, configs, defaults)) for one in seeds]
 
 
-@contextlib.contextmanager
-def file_errors_stop_cleanly():
-    """A file of the run directory that cannot be read or written (a directory in its place, a link loop,
-    an immutable file, a full disk): one line naming it; the completed stages stay. SIGTERM stops the run as
-    Ctrl-C does from here on (infra.sigterm_as_ctrl_c)."""
-    sigterm_as_ctrl_c()
-    try:
-        yield
-    except OSError as e:
-        fail(f"{e.filename or 'a file of the run directory'}: {e.strerror or e}. Completed stages are kept: "
-             f"repair or move that path and rerun the same command")
 
 
-@contextlib.contextmanager
-def saved_if_interrupted(run, stage, partial_dir, k, steps_done=None):
-    """A Ctrl-C or SIGTERM at a step boundary of stage k: save everything needed to continue exactly (the
-    weights, the optimizer, the teacher, the steps done and the rows so far) in partial_dir, then stop.
-    steps_done: the stage's steps are all done (its end-of-stage evaluation and drift run inside): a stop there
-    saves the trained stage, and the rerun goes straight to its evaluation."""
-    try:
-        yield
-    except (Interrupted, KeyboardInterrupt) as e:
-        if not isinstance(e, Interrupted) and steps_done is None:
-            raise
-        done = e.completed_steps if isinstance(e, Interrupted) else steps_done
-        extra = {"partial.pt": {"run": run["name"], "stage": k, "step": done,
-                                "rows": stage["rows"], "curve": stage["curve"]}}
-        # (sharded: every rank takes part, each writing its own shard of the optimizer and teacher)
-        save_checkpoint(run["model"], run["tok"], partial_dir, extra, opt=stage["opt"], teacher=stage["teacher"])
-        if isinstance(e, Interrupted):
-            raise
-        raise Interrupted(done) from None
 
 
-def finish(args, configs, defaults, seeds, dirs, results, t_start):
-    """The run's last words: one seed's directory, or the summary over several seeds (written and printed)."""
-    if not is_main():
-        return None
-    if len(seeds) == 1:
-        print(f"\n{dirs[0]}/: results.json, report.md, log.jsonl, checkpoints — {time.time() - t_start:.0f}s this invocation")
-        return results[0]
-    summary_dir, summary = write_seeds_summary(args, configs, defaults, results, dirs)
-    print(f"\n{summary_dir}/: results.json, report.md over seeds {','.join(map(str, args.seed))} (each seed in "
-          f"{', '.join(dirs)}) — {time.time() - t_start:.0f}s this invocation")
-    return summary
 
 
 def run_dir_name(args, configs, defaults):
     """runs/<configurations>-s<seed>[-<hash>]: the hash of every other flag that differs from its default,
     so two different experiments never share a directory (the same command always finds its own)."""
     per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "overwrite_committed", "config", "seed", "threads",
-                  "plain",
-                  *grpo.SETTINGS,
-                  *sdpo.SETTINGS}
+                  "plain", *grpo.SETTINGS, *sdpo.SETTINGS, *variants.SETTINGS, "trust_rate",
+                  *T3_SETTINGS}
     changed = {k: v for k, v in sorted(vars(args).items()) if k not in per_config and v != defaults.get(k)}
     suffix = "-" + hashlib.sha1(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:6] if changed else ""
     seeds = args.seed if isinstance(args.seed, list) else [args.seed]   # several: the summary over the seeds
@@ -294,39 +604,6 @@ def load_partial(partial_dir, run_name, stage, has_teacher, device, args):
         return None
 
 
-def starting_point(exp, method, settings, run_name, device):
-    """Where a configuration starts, as a dict: its completed stages ("done"), the model and tokenizer (θ_0,
-    the last completed stage's checkpoint, or the state saved mid-stage) and the Ctrl-C's saved state or
-    None ("resume"); None when every stage is done."""
-    args, progress, progress_path, partial_dir = exp["args"], exp["progress"], exp["progress_path"], exp["partial_dir"]
-    n_stages = len(exp["stages"])
-    done = progress.setdefault(run_name, {"stages": []})["stages"]
-    check_saved_stages(os.path.dirname(progress_path), run_name, done, n_stages)
-    gone = [k for k, st in enumerate(done) if not os.path.isdir(st["checkpoint"])]
-    if gone:   # a stage checkpoint deleted (say, because it was damaged): retrain from that stage on
-        print(f"{run_name}: the checkpoint of stage {gone[0] + 1} is missing: stages {gone[0] + 1}–{n_stages} "
-              f"are trained again")
-        del done[gone[0]:]
-        atomic_json(progress_path, progress)
-    if len(done) == n_stages:
-        return None
-    partial = load_partial(partial_dir, run_name, len(done), method == "sdpo", device, args)
-    resume = partial[0] if partial else None
-    if partial:
-        model, tok = partial[1], partial[2]
-    elif done:
-        model, tok = load_checkpoint(done[-1]["checkpoint"], device, args.dtype, args.grad_checkpointing,
-                                     f"stage {len(done)} checkpoint", args.enable_thinking)
-    else:
-        model, tok = load_model(args.model, device, args.dtype, args.grad_checkpointing,
-                                enable_thinking=args.enable_thinking)
-    model = shard(model, device)   # torchrun: FSDP2 (infra.shard); one process: as it is
-    if resume:
-        print(f"{run_name}: resuming stage {len(done) + 1} after step {resume['step']}")
-    elif done:
-        print(f"{run_name}: resuming after stage {len(done)} ({done[-1]['domain']})")
-    return {"method": method, "settings": settings, "name": run_name, "done": done, "model": model, "tok": tok,
-            "resume": resume, "prev_teacher": None}
 
 
 def forget_lost_steps(log_path, run_name, k, resume):
@@ -381,183 +658,3 @@ def print_stage(run_name, k, stages, progress, acc, deg, train_s):
           f"degenerate {100 * sum(deg.values()) / len(deg):.1f}%, {train_s:.0f}s training | {fmt_row(acc)}")
 
 
-# ----------------------------------------------------------------------------------------------
-# One seed's report: report.md and its figures
-# ----------------------------------------------------------------------------------------------
-def run_figures(results, run_dir):
-    """One seed's figures (infra/plots.py), with the paper's names in the legends: [(path or None, alt text)]."""
-    rows = seed_log(run_dir)
-    names = paper_names(results)
-    return [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png"), labels=names),
-             "accuracy per benchmark across stages"),
-            (plots.plot_accuracy_matrix(results, os.path.join(run_dir, "accuracy_matrix.png"), labels=names),
-             "the accuracy matrix, stage × benchmark"),
-            (plots.plot_gain_forgetting(results, os.path.join(run_dir, "gain.png"), labels=names),
-             "signed change δ on each stage's domain and of the final model"),
-            (plots.plot_drift(results, os.path.join(run_dir, "drift.png"), labels=names), "drift after every stage"),
-            (plots.plot_curves(rows, os.path.join(run_dir, "curves.png"), results["stages"], labels=names),
-             "reward, JS and entropies per step")]
-
-
-def paper_names(results):
-    """{run name: the paper's name of its configuration (claims.role_of), or the run name}, for legends."""
-    return {name: claims.role_of(run) or name for name, run in results["runs"].items()}
-
-
-def fmt_row(acc):
-    return " ".join(f"{b} {100 * a:.0f}" for b, a in acc.items())
-
-
-def pct(v, signed=False):
-    """A fraction as a percentage with one decimal; None as "—"; never "-0.0" (a tiny negative rounds to 0.0)."""
-    if v is None:
-        return "—"
-    v = 0.0 if round(100 * v, 1) == 0 else v
-    return f"{100 * v:+.1f}" if signed and v != 0 else f"{100 * v:.1f}"
-
-
-def write_report(results, run_dir):
-    """report.md: accuracy matrix per run, the G/F table of the final models, averages, collapse markers; and the
-    same numbers as a table, results.parquet and results.csv (experiment/tables.py)."""
-    tables.write_tables(tables.rows_of(results), os.path.join(run_dir, "results"))
-    stages, benches = results["stages"], results["benchmarks"]
-    short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
-    ood = [b for b in benches if b not in stages]
-    lines = ["# Continual post-training report", "",
-             f"Stages: {' → '.join(stages)}. Acc@{results['eval']['k']} in % on {results['eval']['n']} test prompts "
-             f"per benchmark (T=0.6, top-p 0.95). OOD: {', '.join(ood) if ood else 'none'}.", ""]
-    for name, run in results["runs"].items():
-        lines += [f"## {name}: accuracy after each stage", "",
-                  "| after | " + " | ".join(short[b] for b in benches) + " | degenerate % |",
-                  "|---|" + "---|" * (len(benches) + 1)]
-        for k, row in enumerate(run["acc"]):
-            label = "base" if k == 0 else f"{k}: {stages[k - 1]}"
-            deg = "—" if k == 0 else pct(run["degenerate"][k - 1])
-            cells = [f"**{pct(v)}**" if k > 0 and benches[i] == stages[k - 1] else pct(v) for i, v in enumerate(row)]
-            lines.append(f"| {label} | " + " | ".join(cells) + f" | {deg} |")
-        lines.append("")
-    lines += ["## Final model vs base: relative change δ % per benchmark (A2)", "",
-              "| run | " + " | ".join(short[b] for b in benches) + " |", "|---|" + "---|" * len(benches)]
-    for name, run in results["runs"].items():
-        final = run["per_stage"][-1]
-        lines.append(f"| {name} | " + " | ".join(pct(final[b]["rel"], True) for b in benches) + " |")
-    lines += ["", "## Gain and forgetting (A3)", "",
-              "| run | avg gain G on each stage's domain % | avg forgetting F, earlier domains % | avg forgetting F, OOD % | degenerate after last stage % |",
-              "|---|---|---|---|---|"]
-    for name, run in results["runs"].items():
-        lines.append(f"| {name} | {pct(run['avg_gain_trained'])} | {pct(run['avg_forget_earlier'])} | "
-                     f"{pct(run['avg_forget_ood'])} | {pct(run['degenerate'][-1])} |")
-    lines += ["", "G of a stage is measured right after it (θ_k on d_k); F on the final model θ_K. "
-              "All relative to the base θ_0 (A2–A3)."]
-    if any(c["verdict"] != "not run" for c in results.get("claims", [])):
-        lines += ["", "## The paper's claims, on this one seed", "",
-                  "One seed gives no interval, so no claim can be shown or refuted here: run `--seed 0,1,2` "
-                  "for verdicts (a reference over 3 seeds is in `results/`).", "",
-                  claims.claims_table([c for c in results["claims"] if c["verdict"] != "not run"], 1)]
-    for name, run in results["runs"].items():
-        if run.get("drift") and all(run["drift"]):
-            lines += ["", f"## {name}: drift after each stage (A4–A8)", "", drift.drift_table(run["drift"], stages)]
-    if any(run.get("drift") and all(run["drift"]) for run in results["runs"].values()):
-        lines += ["", "NSS: normalised spectral shift (A4), mean over all weight matrices; max angle: largest principal "
-                  "angle of the top-10% singular subspaces (A5); mask IoU / update in base mask: principal-mask overlap "
-                  "(A6); resp. cos: cosine similarity of base-model embeddings of the responses to the same prompts (A7); "
-                  "KL(π‖π0): Monte-Carlo sequence KL to the base, mean over benchmarks (an estimate from the trained "
-                  "model's samples: a true KL near 0 can come out slightly negative, within its standard error, which "
-                  "results.json keeps per benchmark); collapse: responses repeating one "
-                  "short pattern to the length limit (A8), with the most common pattern."]
-    lines += [""] + [f"![{alt}]({os.path.basename(p)})" for p, alt in run_figures(results, run_dir) if p]
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(run_dir, "report.md.tmp"), "w") as f:
-        f.write(text)
-    os.replace(os.path.join(run_dir, "report.md.tmp"), os.path.join(run_dir, "report.md"))
-    return text
-
-
-# ----------------------------------------------------------------------------------------------
-# Several seeds: means with 95% intervals, and a verdict per claim (experiment/claims.py)
-# ----------------------------------------------------------------------------------------------
-def summarize_seeds(seed_results, seeds, seed_dirs, seconds):
-    """results.json over seeds: per run the accuracy matrix and every claim metric as
-    {mean, low, high, per_seed} (stats.mean_interval), then the claims with their verdicts."""
-    first = seed_results[0]
-    out = {"seeds": seeds, "seed_dirs": seed_dirs, "stages": first["stages"], "benchmarks": first["benchmarks"],
-           "eval": first["eval"], "seconds_per_seed": seconds, "runs": {}}
-    for name, run in first["runs"].items():
-        cells = [[[r["runs"][name]["acc"][k][i] for r in seed_results] for i in range(len(row))]
-                 for k, row in enumerate(run["acc"])]
-        stats = {metric: claims.per_seed_metric_of(seed_results, name, metric) for metric in claims.METRICS}
-        out["runs"][name] = {"method": run["method"], "settings": run["settings"], "role": claims.role_of(run),
-                             "acc": [[interval_dict(c) for c in row] for row in cells],
-                             "metrics": {m: interval_dict(v) for m, v in stats.items() if v is not None}}
-    out["claims"] = claims.measure_claims(seed_results)
-    return out
-
-
-def interval_dict(values):
-    mean, low, high = stats.mean_interval(values)
-    return {"mean": mean, "low": low, "high": high, "per_seed": values}
-
-
-def pm(cell, scale=100):
-    """"18.4 ± 2.1": the mean and the half-width of its 95% interval over seeds."""
-    return f"{scale * cell['mean']:.1f} ± {scale * (cell['high'] - cell['mean']):.1f}"
-
-
-def seed_log(run_dir):
-    """One seed's log.jsonl rows (none if it has no log)."""
-    path = os.path.join(run_dir, "log.jsonl")
-    return read_jsonl(path)[0] if os.path.exists(path) else []
-
-
-def write_seeds_report(summary, seed_results, out_dir):
-    """report.md over seeds: the claims table first, then each run's accuracy matrix as mean ± half-width."""
-    stages, benches, n = summary["stages"], summary["benchmarks"], len(summary["seeds"])
-    short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
-    lines = ["# Continual post-training over seeds", "",
-             f"Seeds {', '.join(map(str, summary['seeds']))} (one directory each: "
-             f"{', '.join(os.path.basename(d) for d in summary['seed_dirs'])}). Stages: {' → '.join(stages)}. "
-             f"Acc@{summary['eval']['k']} on the same {summary['eval']['n']} test prompts per benchmark for every seed "
-             f"and run (--eval-seed {summary['eval']['seed']}). Wall time per seed: "
-             f"{', '.join(f'{s:.0f} s' for s in summary['seconds_per_seed'])}.", "",
-             "## The paper's claims", "", claims.claims_table(summary["claims"], n), "", claims.CLAIMS_NOTE, ""]
-    for name, run in summary["runs"].items():
-        lines += [f"## {name}{' (' + run['role'] + ')' if run['role'] else ''}: accuracy after each stage, "
-                  f"mean ± 95% half-width over {n} seeds", "",
-                  "| after | " + " | ".join(short[b] for b in benches) + " |", "|---|" + "---|" * len(benches)]
-        for k, row in enumerate(run["acc"]):
-            label = "base" if k == 0 else f"{k}: {stages[k - 1]}"
-            lines.append(f"| {label} | " + " | ".join(
-                f"**{pm(c)}**" if k > 0 and benches[i] == stages[k - 1] else pm(c) for i, c in enumerate(row)) + " |")
-        lines.append("")
-    lines += ["## Gain and forgetting (A3), mean ± 95% half-width", "",
-              "| run | avg G on each stage's domain % | F earlier domains % | F OOD % | average accuracy so far % "
-              "| forgetting from the peak, points | backward transfer, points |",
-              "|---|---|---|---|---|---|---|"]
-    for name, run in summary["runs"].items():
-        m = run["metrics"]
-        lines.append(f"| {name} | " + " | ".join(pm(m[k]) if k in m else "—" for k in (
-            "gain", "forget_earlier", "forget_ood", "avg_acc", "forget_peak", "bwt")) + " |")
-    lines += ["", "G and F (A2–A3, the paper's) are relative to the base's accuracy and decide the claims. Beside them, "
-              "in accuracy points and never used for a verdict: forgetting from the peak (Chaudhry et al., 2018), "
-              "the best accuracy an earlier domain had after its own stage minus its final accuracy, and backward "
-              "transfer (Lopez-Paz & Ranzato, 2017), the final minus the right-after-its-stage accuracy (negative: "
-              "forgotten); both averaged over the earlier domains."]
-    names = paper_names(seed_results[0])
-    figures = [(plots.plot_accuracy(seed_results[0], os.path.join(out_dir, "accuracy.png"), seed_results, names),
-                "accuracy per benchmark across stages"),
-               (plots.plot_gain_forgetting(seed_results[0], os.path.join(out_dir, "gain.png"), seed_results, names),
-                "gain and forgetting"),
-               (plots.plot_drift(seed_results[0], os.path.join(out_dir, "drift.png"), seed_results, names),
-                "drift after every stage"),
-               (plots.plot_differences([seed_log(d) for d in summary["seed_dirs"]],
-                                       os.path.join(out_dir, "differences.png"), stages, names),
-                "each run minus the first, per step, over seeds")]
-    lines += ["", "Lines and bars are the means over seeds; bands and whiskers are the same 95% t-intervals over the "
-              "seeds as the tables. `differences.png` (with two runs or more): each run minus the first run, step "
-              "by step within each seed, smoothed over 5 steps; a band that leaves 0 is a difference the seeds agree on.", ""]
-    lines += [f"![{alt}]({os.path.basename(p)})" for p, alt in figures if p]
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(out_dir, "report.md.tmp"), "w") as f:
-        f.write(text)
-    os.replace(os.path.join(out_dir, "report.md.tmp"), os.path.join(out_dir, "report.md"))
-    return text

@@ -394,7 +394,41 @@ def clip_gradients(model, max_grad_norm):
 
 
 def check_weights(model):
-    """NonFiniteError when an optimizer step made a weight non-finite (--lr far too large)."""
+    """NonFiniteError when a weight is non-finite: after an optimizer step (--lr far too large), or before the
+    teacher moves toward the student (T1, T2), which then stays as it was."""
     for name, p in model.named_parameters():
         if not all_finite(p):
             raise NonFiniteError(f"the optimizer step made {name} non-finite (is --lr too large?)")
+
+
+# ----------------------------------------------------------------------------------------------
+# The paper's loop enters here (train.update): a batch's counts over every process, one checked step
+# ----------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def whole_batch(plan, frozen, step):
+    """One batch's optimizer steps as every process sees them: each step's token and response counts summed over
+    the processes (G5, S5: every micro-batch's loss divides by the whole batch's counts, so the summed gradients are
+    the whole batch's however it is split), and the method's frozen model(s) gathered for their forwards (their
+    number differs between processes, so they need no collective). One process: the counts as they are.
+    A batch with no token in its loss (SDPO: no response had a successful sibling or feedback) is said once."""
+    for part in plan["steps"]:
+        part["n_tok"], part["n_seq"] = global_sum(part["n_tok"]), global_sum(part["n_seq"])
+    if all(part["n_tok"] == 0 for part in plan["steps"]) and is_main():
+        print(f"warning: step {step}: no token in the loss (SDPO: no response had a successful sibling or feedback); "
+              f"zero gradient (AdamW still takes its step, as the release does)", file=sys.stderr)
+    frozen_models = frozen.values() if isinstance(frozen, dict) else [frozen]   # (beyond/variants.py: a pair)
+    with gathered(*frozen_models):
+        yield
+
+
+def clip_and_step(model, opt, total, n_micro, max_grad_norm):
+    """One optimizer step, once the micro-batches' gradients are accumulated: the loss summed over processes and
+    checked (NonFiniteError before the step on a non-finite loss or gradient: the weights stay as they were), the
+    whole gradient clipped to max_grad_norm, AdamW's step, the new weights checked. n_micro: this process's
+    micro-batches (under torchrun a process with fewer runs idle ones, so all take part in the collectives).
+    Returns (the step's loss, ‖∇‖ before clipping)."""
+    total = checked_total(model, total, n_micro)   # Σ over processes; stops if non-finite
+    grad_norm = clip_gradients(model, max_grad_norm)
+    opt.step()
+    check_weights(model)
+    return total, grad_norm

@@ -18,12 +18,15 @@ cache (or be a local directory). A flag a model gives its own default to (weight
 is filled in here (`model_defaults`, `default_topk`).
 """
 import argparse
+import ast
+import inspect
 import json
 import math
 import os
 import re
 import sys
 import tempfile
+import types
 
 import torch
 import yaml   # (pyyaml: a dependency of datasets) a YAML --config
@@ -47,15 +50,74 @@ MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096
 
 
 # ----------------------------------------------------------------------------------------------
+# Knobs: a file declares each of its settings on one line of a dict, nanoGPT's habit,
+#     beta=0.5,          # in [0, 1]: GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL
+# the comment before its first ': ' says what is allowed (checked before any work), the rest is the --help.
+# KNOBS holds a file's knobs of its --help group, PROTOCOL the release's rules (--help-all).
+# ----------------------------------------------------------------------------------------------
+def knob_rows(module, group="paper"):
+    """The knobs of a file (grpo, sdpo, continual, beyond.variants), read from its KNOBS and PROTOCOL dicts'
+    lines: [{name, default, type, allowed, ok, help, group, choices, only}]. group: the --help group of KNOBS
+    ("paper", or "beyond" for beyond/variants.py); PROTOCOL's are "protocol". A name in the file's
+    CONTINUAL_ONLY is a flag of continual.py alone."""
+    source = inspect.getsource(module)
+    lines = source.splitlines()
+    rows = []
+    for node in ast.parse(source).body:
+        table = node.targets[0].id if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) else None
+        if table not in ("KNOBS", "PROTOCOL"):
+            continue
+        for kw in node.value.keywords:
+            allowed, _, help_text = lines[kw.lineno - 1].split("#", 1)[1].strip().partition(": ")
+            row = knob_row(kw.arg, getattr(module, table)[kw.arg], allowed, help_text)
+            row.update(group=group if table == "KNOBS" else "protocol",
+                       only="continual" if kw.arg in getattr(module, "CONTINUAL_ONLY", ()) else None)
+            rows.append(row)
+    return rows
+
+
+def knob_row(name, default, allowed, help_text):
+    """One knob from its allowed values in words: 'switch'; 'one of a, b, c'; 'in [lo, hi]' (each end [ or ( ,
+    ] or ) ); '>= lo' or '> lo'; with 'int ' before a bound for a knob whose default is None, and '0 or ' before
+    it for a knob that 0 turns off. Every number must be finite."""
+    row = {"name": name, "default": default, "allowed": allowed, "help": help_text,
+           "type": float if default is None else type(default)}
+    if allowed == "switch":
+        return row
+    if allowed.startswith("one of "):
+        row["choices"] = [c.strip() for c in allowed[len("one of "):].split(",")]
+        return row
+    text = allowed
+    off = text.startswith("0 or ")
+    text = text[len("0 or "):] if off else text
+    if text.startswith("int "):
+        text, row["type"] = text[len("int "):], int
+    bounds = re.fullmatch(r"in ([\[(])(\S+), (\S+)([\])])", text)
+    lower = re.fullmatch(r"(>=|>) (\S+)", text)
+    if bounds:
+        lo, hi, lo_open, hi_open = float(bounds[2]), float(bounds[3]), bounds[1] == "(", bounds[4] == ")"
+    elif lower:
+        lo, hi, lo_open, hi_open = float(lower[2]), math.inf, lower[1] == ">", True
+    else:
+        raise ValueError(f"knob {name}: the allowed values '{allowed}' are not in a form infra/flags.py reads")
+
+    def ok(v):
+        if v is None or (off and v == 0):
+            return True
+        return math.isfinite(v) and (lo < v if lo_open else lo <= v) and (v < hi if hi_open else v <= hi)
+    row["ok"] = ok
+    return row
+
+
+# ----------------------------------------------------------------------------------------------
 # The flags, group by group (script: "continual", "grpo", "sdpo", or "both": a one-task parser with
 # both methods' flags, for tools/bench.py and the GPU check)
 # ----------------------------------------------------------------------------------------------
 def add_knobs(g, script, knobs, group):
-    """The method files' knobs of one --help group as flags: each row of grpo.KNOBS / sdpo.KNOBS (name,
-    default, help; optionally type, argparse's extras, `only` for one script's flags). A bool is a switch;
-    continual.py's --alpha takes a comma list (a sweep of α, parsed in continual_args)."""
+    """The knobs of one --help group as flags (knob_rows). A bool is a switch; continual.py's --alpha takes a
+    comma list (a sweep of α, parsed in continual_args)."""
     for k in knobs:
-        if k["group"] != group or k.get("only", script) != script:
+        if k["group"] != group or (k.get("only") or script) != script:
             continue
         flag = "--" + k["name"].replace("_", "-")
         if isinstance(k["default"], bool):
@@ -63,8 +125,7 @@ def add_knobs(g, script, knobs, group):
         elif k["name"] == "alpha" and script == "continual":
             g.add_argument(flag, type=str, default=str(k["default"]), help=k["help"])
         else:
-            g.add_argument(flag, type=k.get("type", type(k["default"])), default=k["default"], help=k["help"],
-                           **k.get("argparse", {}))
+            g.add_argument(flag, type=k["type"], default=k["default"], help=k["help"], choices=k.get("choices"))
 
 
 def check_knobs(ap, args, knobs):
@@ -87,7 +148,7 @@ def add_paper_knobs(ap, script, knobs):
     else:
         g.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.GENERATORS)}), a "
                        "JSON(-lines) file, or hf:NAME")
-    add_knobs(g, script, knobs, "paper")   # the method files' own (sdpo.KNOBS: α, β, K, γ)
+    add_knobs(g, script, knobs, "paper")   # the method files' own (sdpo.py's KNOBS: α, β, K, γ)
     g.add_argument("--steps", type=int, default=100, help="optimizer steps (per stage in continual.py)")
     g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step")
     g.add_argument("--group-size", "--num-generations", type=int, default=8, dest="group_size",
@@ -98,16 +159,13 @@ def add_paper_knobs(ap, script, knobs):
                    "hub id in the local cache")
     g.add_argument("--lr", type=float, default=None,
                    help="AdamW learning rate (default: the method's own, flags.LR)")
+    return g
 
 
 def add_protocol(ap, script, knobs):
     """The release's rules (docs/PROTOCOL.md): each default is what the paper's code ran."""
     g = ap.add_argument_group("protocol (the release's rules)")
-    add_knobs(g, script, knobs, "protocol")   # GRPO's (G1–G5), then SDPO's (S4–S8, T3): the method files' own
-    if script == "continual":
-        g.add_argument("--stage-optimizer", default="fresh", choices=["fresh", "carry"],
-                       help="AdamW at a stage start: 'fresh' (the release: every stage is a job of its own, which "
-                            "builds a new optimizer) or 'carry' the previous stage's moments and step count")
+    add_knobs(g, script, knobs, "protocol")   # GRPO's (G1–G5), SDPO's (S4–S8), continual.py's (T3): the files' own
     g.add_argument("--loss-agg", default="seq-mean-token-mean", choices=["seq-mean-token-mean", "token-mean"],
                    help="(G5, S5) seq-mean-token-mean: the mean over responses of each response's token-mean, what "
                         "the release computes (one response per micro-batch); token-mean: over all tokens")
@@ -206,13 +264,18 @@ def add_run(ap, script):
                    "unshare) is available, with the sandbox's inner layers only (docs/RELIABILITY.md)")
 
 
-def parser(script, description, usage, knobs=()):
-    """The whole parser of one script, the paper's knobs first. knobs: the method files' (grpo.KNOBS,
-    sdpo.KNOBS, or both), each a flag in its group."""
+def parser(script, description, usage, knobs=(), show_all=True):
+    """The whole parser of one script, the paper's knobs first. knobs: knob_rows of the files the script runs,
+    each a flag in its group. show_all False: `--help` lists the paper's knobs only, `--help-all` every flag."""
     ap = argparse.ArgumentParser(description=description, usage=usage,
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_paper_knobs(ap, script, knobs)
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                 epilog=None if show_all else "--help-all lists every flag: the release's protocol, "
+                                 "evaluation, drift, scale, where runs go, and what goes beyond the paper")
+    paper = add_paper_knobs(ap, script, knobs)
     add_protocol(ap, script, knobs)
+    if any(k["group"] == "beyond" for k in knobs):
+        add_knobs(ap.add_argument_group("beyond the paper (beyond/variants.py: teacher kinds T4–T6, defences R1–R3)"),
+                  script, knobs, "beyond")
     add_evaluation(ap, script)
     if script == "continual":
         add_drift(ap)
@@ -220,8 +283,13 @@ def parser(script, description, usage, knobs=()):
     add_run(ap, script)
     ap.add_argument("--config", default=None, help="a JSON or YAML file of settings, applied before the flags typed "
                     "with it (they win): a run's own config.json reruns it")
+    ap.add_argument("--help-all", action="help", help="show every flag, not only the paper's knobs, and exit")
     if script == "continual":
         ap.set_defaults(steps=40, eval_n=32)
+    if not show_all:   # --help: the paper's knobs; the rest stays in --help-all
+        for action in ap._actions:
+            if action not in paper._group_actions and action.dest not in ("help", "help_all"):
+                action.help = argparse.SUPPRESS
     return ap
 
 
@@ -276,10 +344,12 @@ def with_config(ap, argv):
 
 
 def one_task_args(script, argv=None, knobs=()):
-    """grpo.py / sdpo.py: (parser, checked args). knobs: the method file's KNOBS."""
+    """grpo.py / sdpo.py: (parser, checked args). knobs: the method file itself, or knob rows (knob_rows)."""
+    knobs = knob_rows(knobs) if isinstance(knobs, types.ModuleType) else knobs
+    argv = list(sys.argv[1:] if argv is None else argv)
     method = "GRPO on one task (SPEC G1–G5)." if script == "grpo" else "SDPO on one task (SPEC S1–S8, T1–T3)."
     ap = parser(script, method, f"python {script}.py [--task TASK] [--steps N] [--lr LR] [--seed S] ... "
-                                "(--help lists all)", knobs)
+                                "(--help: the paper's knobs; --help-all: every flag)", knobs, "--help-all" in argv)
     args = ap.parse_args(with_config(ap, argv))
     check_common(ap, args)
     check_knobs(ap, args, knobs)
@@ -291,13 +361,16 @@ def one_task_args(script, argv=None, knobs=()):
     return ap, args
 
 
-def continual_args(argv, presets, grpo_knobs=(), sdpo_knobs=()):
+def continual_args(argv, presets, knobs, warnings=None):
     """continual.py: (parser, checked args, stages, benchmarks, defaults). presets: the paper's named
-    configurations (continual.PRESETS); grpo_knobs, sdpo_knobs: the method files' KNOBS. defaults: every
-    flag's default for this model, for naming runs."""
+    configurations (continual.PRESETS); knobs: {who reads them ("GRPO", "SDPO", "every method"): their
+    knob_rows}; warnings(args, stages): lines naming flags that change nothing here. defaults: every flag's
+    default for this model, for naming runs."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rows = [k for who in knobs.values() for k in who]
     ap = parser("continual", "Continual post-training: GRPO vs SDPO through stages (SPEC C1–C3).",
                 "python continual.py [--method grpo,sdpo,...] [--alpha A[,A...]] [--stages S,...] [--seed S] ... "
-                "(--help lists all)", [*grpo_knobs, *sdpo_knobs])
+                "(--help: the paper's knobs; --help-all: every flag)", rows, "--help-all" in argv)
     defaults = vars(ap.parse_args([]))
     args = ap.parse_args(with_config(ap, argv))
     for flag, value in (("--method", args.method), ("--alpha", args.alpha), ("--stages", args.stages),
@@ -314,7 +387,7 @@ def continual_args(argv, presets, grpo_knobs=(), sdpo_knobs=()):
     if not args.alpha:
         ap.error("--alpha must be a number in [0, 1] or a comma list of them")
     check_common(ap, args)
-    check_knobs(ap, args, [*grpo_knobs, *sdpo_knobs])
+    check_knobs(ap, args, rows)
     check_grpo(ap, args, used="grpo" in args.method)
     check_sdpo(ap, args)
     check_drift(ap, args)
@@ -322,7 +395,9 @@ def continual_args(argv, presets, grpo_knobs=(), sdpo_knobs=()):
     check_run_dir_flags(ap, args)
     # a flag left to the model's own default is not a change (model_defaults, default_topk)
     defaults.update(model_defaults(args.model), topk=default_topk(args.model))
-    check_unused_flags(ap, args, defaults, grpo_knobs, sdpo_knobs)
+    check_unused_flags(args, defaults, knobs)
+    for line in warnings(args, stages) if warnings else []:
+        print(f"warning: {line}", file=sys.stderr)
     return ap, args, stages, benchmarks, defaults
 
 
@@ -456,12 +531,14 @@ def check_run_dir_flags(ap, args):
                  f"'.' or '..'), got {args.name!r}")
 
 
-def check_unused_flags(ap, args, defaults, grpo_knobs, sdpo_knobs):
+def check_unused_flags(args, defaults, knobs):
     """continual.py: a knob that only the method(s) not chosen read is named in a warning (it changes nothing).
-    (α is not among them: it names every SDPO run, and its default is always there.)"""
+    knobs: {"GRPO": rows, "SDPO": rows, ...}. (α is not among them: it names every SDPO run, and its default is
+    always there.)"""
     sdpo_used = any(m != "grpo" for m in args.method)
-    for who, knobs, used in (("GRPO", grpo_knobs, "grpo" in args.method), ("SDPO", sdpo_knobs, sdpo_used)):
-        for name in [k["name"] for k in knobs if k["name"] != "alpha"] if not used else []:
+    used = {"GRPO": "grpo" in args.method, "SDPO": sdpo_used}
+    for who, rows in knobs.items():
+        for name in [k["name"] for k in rows if k["name"] != "alpha"] if not used.get(who, True) else []:
             if getattr(args, name) != defaults.get(name):
                 print(f"warning: --{name.replace('_', '-')} is read only by {who}, which --method "
                       f"{','.join(args.method)} does not run: it changes nothing", file=sys.stderr)
@@ -469,12 +546,6 @@ def check_unused_flags(ap, args, defaults, grpo_knobs, sdpo_knobs):
     if alpha_given and not sdpo_used:
         print(f"warning: --alpha is SDPO's teacher rate (T1), and --method {','.join(args.method)} runs no SDPO: it "
               f"changes nothing", file=sys.stderr)
-    elif alpha_given and getattr(args, "teacher", "ema") in ("live", "base"):
-        print(f"warning: --alpha is the EMA teacher's rate (T1); --teacher {args.teacher} never moves by it: it "
-              f"changes only the run's name", file=sys.stderr)
-    if getattr(args, "replay", 0) and len([s for s in str(args.stages).split(",") if s.strip()]) < 2:
-        print("warning: --replay draws from the earlier stages' domains, and one stage has none: it changes "
-              "nothing", file=sys.stderr)
 
 
 def has_control(text):

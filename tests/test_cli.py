@@ -17,7 +17,7 @@ CASES = [
     ("continual.py", ["--method", "ppo"], "unknown 'ppo'; known: grpo, sdpo, sdpo_0"),
     ("continual.py", ["--method", "sdpo,sdpo_5"], "the same configuration twice"),
     ("continual.py", ["--method", "grpo", "--mini-batches", "3"], "must be divisible by it"),
-    ("continual.py", ["--clip-ratio-c", "0.5"], "--clip-ratio-c must be 0 (off) or finite > 1"),
+    ("continual.py", ["--clip-ratio-c", "0.5"], "--clip-ratio-c must be 0 or > 1"),
     ("continual.py", ["--mask-ratio", "1"], "--mask-ratio must be in [0, 1)"),
     ("continual.py", ["--teacher-mix", "2"], "--teacher-mix must be in [0, 1]"),
     ("grpo.py", ["--loss-agg", "sum"], "invalid choice"),
@@ -80,24 +80,64 @@ def test_unreachable_hub_dataset_is_one_line(tmp_path):
     assert not (tmp_path / "runs").exists()       # nothing written
 
 
-def test_a_knob_is_declared_once_in_its_method_file():
-    """(issue 44) Every row of grpo.KNOBS and sdpo.KNOBS is a flag of its scripts with the row's default, its
-    check gives one error line, and a new row becomes a flag, checked and (if "config") part of the settings,
-    with no edit anywhere else."""
+def test_a_knob_is_one_line_in_its_file():
+    """(issues 44, 61) Every knob is one line of its file's KNOBS or PROTOCOL dict: the flag, its default, the values
+    allowed (checked: one error line) and its --help text, read from that line; a student's new line becomes a flag,
+    checked, with no edit anywhere else."""
     import grpo
     import sdpo
+    from beyond import variants
     from infra import flags
-    for method, knobs in (("grpo", grpo.KNOBS), ("sdpo", sdpo.KNOBS)):
-        args = flags.parser(method, "", "", knobs).parse_args([])
-        for k in knobs:
+    for module, script in ((grpo, "grpo"), (sdpo, "sdpo"), (variants, "sdpo")):
+        rows = flags.knob_rows(module, "beyond" if module is variants else "paper")
+        names = [k["name"] for k in rows]
+        assert names == [*getattr(module, "KNOBS", {}), *getattr(module, "PROTOCOL", {})]
+        args = flags.parser(script, "", "", rows).parse_args([])
+        for k in rows:
             if k.get("only") != "continual":
                 assert getattr(args, k["name"]) == k["default"], k["name"]
-    row = dict(name="new_knob", default=0.5, group="paper", config=True, ok=lambda v: v < 1, allowed="below 1",
-               help="a knob a student adds")
-    knobs = [*sdpo.KNOBS, row]
+            line = next(line for line in open(module.__file__) if line.lstrip().startswith(k["name"] + "="))
+            assert k["help"] and k["help"] in line and k["allowed"] in line, line   # the comment is the --help
+            assert len(line.rstrip("\n")) <= 125, line
+    assert [k["name"] for k in flags.knob_rows(sdpo) if k["group"] == "paper"] == ["alpha", "beta", "refresh_every",
+                                                                                    "gamma"]
+    rows = flags.knob_row("new_knob", 0.5, "in (0, 1)", "a knob a student adds"), flags.knob_row("flag", False, "switch", "")
+    assert rows[0]["ok"](0.25) and not rows[0]["ok"](1) and not rows[0]["ok"](0) and not rows[0]["ok"](float("nan"))
+    knobs = [*flags.knob_rows(sdpo), {**rows[0], "group": "paper"}]
     assert flags.one_task_args("sdpo", ["--new-knob", "0.25"], knobs)[1].new_knob == 0.25
     with pytest.raises(SystemExit):
         flags.one_task_args("sdpo", ["--new-knob", "2"], knobs)
     assert "--new-knob" in flags.parser("continual", "", "", knobs).format_help()
-    assert sdpo.SETTINGS == tuple(k["name"] for k in sdpo.KNOBS if k.get("config"))
+    with pytest.raises(ValueError, match="not in a form"):
+        flags.knob_row("odd", 1.0, "between 0 and 1", "")
+    assert sdpo.SETTINGS == ("alpha", "refresh_every", "gamma", "cot", "mask_ratio", "feedback")
     assert grpo.SETTINGS == ("mini_batches", "epochs", "clip_ratio_c")
+
+
+def test_help_shows_the_paper_s_knobs_and_help_all_every_flag():
+    """(issue 61) `--help` lists the paper's knobs only; `--help-all` every flag, the protocol's and beyond's too."""
+    import continual
+    for argv, shown, hidden in ((["--help"], ["--alpha", "--beta", "--steps", "--help-all"], ["--mask-ratio", "--teacher",
+                                                                                              "--eval-n", "--anchor"]),
+                                (["--help-all"], ["--alpha", "--mask-ratio", "--teacher", "--trust-rate", "--eval-n",
+                                                  "--anchor", "--teacher-init"], [])):
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "continual.py"), *argv], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert all(f in out.stdout for f in shown), [f for f in shown if f not in out.stdout]
+        assert not any(f + " " in out.stdout for f in hidden), [f for f in hidden if f + " " in out.stdout]
+    assert len(continual.parse_args([])[1].method) == 1
+
+
+def test_alpha_is_only_t1_s_rate_and_t6_has_its_own():
+    """(issue 61) α is the EMA teacher's rate (T1) alone; the trust-region teacher's λ (T6) is --trust-rate, which
+    names a run only away from its default (the committed defences ran λ = α = 0.05: their names stand)."""
+    import continual
+    _, _, _, _, configs, _ = continual.parse_args(["--method", "sdpo_5", "--teacher", "trust_region"])
+    (_, settings, name), = configs
+    assert name == "sdpo_a0.05_tr" and settings["trust_rate"] == 0.05
+    _, _, _, _, configs, _ = continual.parse_args(["--method", "sdpo_5", "--teacher", "trust_region", "--trust-rate",
+                                                   "0.1"])
+    assert configs[0][2] == "sdpo_a0.05_tr0.1"
+    _, _, _, _, configs, _ = continual.parse_args(["--method", "sdpo_5"])
+    assert "trust_rate" not in configs[0][1]   # read only by T6: not a setting of the others

@@ -10,7 +10,7 @@ import torch
 
 import evaluate
 import sdpo
-import train
+from world import tasks
 from infra import flags
 from rollout import chat_messages, encode_chat, response_logits, token_logprobs
 from tools import collapse
@@ -29,12 +29,12 @@ def test_loop_tokens_on_hand_written_responses(text, loops):
 
 
 def sdpo_args():
-    return flags.one_task_args("sdpo", ["--task", "coding", "--alpha", "0.05"], sdpo.KNOBS)[1]
+    return flags.one_task_args("sdpo", ["--task", "coding", "--alpha", "0.05"], flags.knob_rows(sdpo))[1]
 
 
 def hand_batch(tok):
     """Two CODING prompts × 2 responses, rewards [1, 0, 1, 0]: both failures have a successful sibling."""
-    records = train.train_records("coding")[:2]
+    records = tasks.train_records("coding")[:2]
     texts = ["lambda x: x+1", "lambdambda x: x+1", "lambda x: x*2", "lambda x: (x*4444"]
     ids = [tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for t in texts]
     expanded = [r for r in records for _ in range(2)]

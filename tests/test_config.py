@@ -73,5 +73,5 @@ def test_a_bad_config_is_one_error_line(tmp_path, capsys, content, says):
 def test_the_one_task_scripts_take_a_config_too(tmp_path):
     cfg = tmp_path / "g.json"
     cfg.write_text(json.dumps({"task": "science", "steps": 3, "lr": 2e-4}))
-    _, args = flags.one_task_args("grpo", ["--config", str(cfg), "--steps", "5"], grpo.KNOBS)
+    _, args = flags.one_task_args("grpo", ["--config", str(cfg), "--steps", "5"], flags.knob_rows(grpo))
     assert (args.task, args.steps, args.lr) == ("science", 5, 2e-4)

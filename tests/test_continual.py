@@ -7,6 +7,7 @@ import sys
 import pytest
 
 import continual
+import evaluate
 import grpo
 import sdpo
 from infra import flags
@@ -17,14 +18,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_change_metrics_by_hand():
-    m = continual.change_metrics(0.30, 0.40)
+    m = evaluate.change_metrics(0.30, 0.40)
     assert m["delta"] == pytest.approx(-0.10) and m["rel"] == pytest.approx(-0.25)
     assert m["gain"] == 0.0 and m["forget"] == pytest.approx(0.25)
-    m = continual.change_metrics(0.60, 0.40)
+    m = evaluate.change_metrics(0.60, 0.40)
     assert m["rel"] == pytest.approx(0.5) and m["gain"] == pytest.approx(0.5) and m["forget"] == 0.0
     # base accuracy 0: δ undefined unless nothing changed
-    assert continual.change_metrics(0.25, 0.0) == {"delta": 0.25, "rel": None, "gain": None, "forget": None}
-    assert continual.change_metrics(0.0, 0.0) == {"delta": 0.0, "rel": 0.0, "gain": 0.0, "forget": 0.0}
+    assert evaluate.change_metrics(0.25, 0.0) == {"delta": 0.25, "rel": None, "gain": None, "forget": None}
+    assert evaluate.change_metrics(0.0, 0.0) == {"delta": 0.0, "rel": 0.0, "gain": 0.0, "forget": 0.0}
 
 
 def test_summary_averages_by_hand():
@@ -32,7 +33,7 @@ def test_summary_averages_by_hand():
     rows = [[0.5, 0.4, 0.2],    # base
             [0.75, 0.4, 0.1],   # after a: gain on a = +50%
             [0.25, 0.6, 0.3]]   # after b: gain on b = +50%; final: a −50% (F 0.5), o +50% (F 0)
-    s = continual.summarize(rows, stages, benches)
+    s = evaluate.summarize(rows, stages, benches)
     assert s["avg_gain_trained"] == pytest.approx(0.5)
     assert s["avg_forget_earlier"] == pytest.approx(0.5)
     assert s["avg_forget_ood"] == pytest.approx(0.0)
@@ -111,7 +112,7 @@ def test_refuses_a_directory_holding_a_different_run(tmp_path):
 
 def test_plots_with_one_seed_and_with_bands(tmp_path):
     from infra import plots
-    cm = continual.change_metrics
+    cm = evaluate.change_metrics
 
     def results(shift):
         acc = {"grpo": [[0.2, 0.5], [0.4 + shift, 0.4]], "sdpo": [[0.2, 0.5], [0.6, 0.3 + shift]]}
@@ -177,5 +178,5 @@ def test_each_method_trains_at_its_own_learning_rate_unless_lr_is_given():
     assert fp["runs"]["sdpo_a0"]["lr"] == flags.LR["sdpo"]
     _, args, _, _, configs, _ = continual.parse_args(["--method", "grpo,sdpo_0", "--lr", "3e-4"])
     assert [s["lr"] for _, s, _ in configs] == [3e-4, 3e-4]
-    assert flags.one_task_args("sdpo", [], sdpo.KNOBS)[1].lr == flags.LR["sdpo"]
-    assert flags.one_task_args("grpo", ["--lr", "5e-5"], grpo.KNOBS)[1].lr == 5e-5
+    assert flags.one_task_args("sdpo", [], flags.knob_rows(sdpo))[1].lr == flags.LR["sdpo"]
+    assert flags.one_task_args("grpo", ["--lr", "5e-5"], flags.knob_rows(grpo))[1].lr == 5e-5

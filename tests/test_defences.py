@@ -11,12 +11,9 @@ import pytest
 import torch
 
 import continual
-import sdpo
-import train
+from beyond import variants
 from experiment import claims
-from world import tasks
-from world import graders
-from rollout import response_logits
+from world import graders, tasks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,10 +50,10 @@ def test_live_teacher_is_the_student_itself(pair):
     """(T4) live: the student's own logits on the teacher's prompt; no copy of its weights is kept."""
     base, student, tok = pair
     t_prompts, responses = ids(tok, ["What is 2+3?", "Add 4 and 9."]), ids(tok, ["\\boxed{5}", "13 then"])
-    got = sdpo.teacher_logits(student, None, t_prompts, responses, tok.pad_token_id, "live")
+    got = variants.live_logits(student, None, t_prompts, responses, tok.pad_token_id)
     for j, (p, r) in enumerate(zip(t_prompts, responses)):
         assert torch.allclose(got[j, :len(r)], logits_one_by_one(student, p, r), atol=1e-4)
-    assert sdpo.frozen_model(student, types.SimpleNamespace(teacher="live")) is None
+    assert variants.frozen_model(student, types.SimpleNamespace(teacher="live", anchor=0, base_kl=0))["teacher"] is None
 
 
 def test_trust_region_teacher_mixes_the_reference_and_student_logits(pair):
@@ -64,7 +61,7 @@ def test_trust_region_teacher_mixes_the_reference_and_student_logits(pair):
     base, student, tok = pair
     t_prompts, responses = ids(tok, ["What is 7*6?"]), ids(tok, ["\\boxed{42} ok"])
     for lam in (0.0, 0.05, 0.5, 1.0):
-        got = sdpo.teacher_logits(student, base, t_prompts, responses, tok.pad_token_id, "trust_region", lam)
+        got = variants.trust_region_logits(student, lam, base, t_prompts, responses, tok.pad_token_id)
         z_ref, z_s = logits_one_by_one(base, t_prompts[0], responses[0]), logits_one_by_one(student, t_prompts[0],
                                                                                            responses[0])
         want = [[(1 - lam) * a + lam * b for a, b in zip(ra.tolist(), rb.tolist())] for ra, rb in zip(z_ref, z_s)]
@@ -82,25 +79,27 @@ def weights(m):
 def test_the_other_kinds_never_move_their_weights(pair, kind):
     """(T5, T6, T4) after a step only the EMA kind moves its teacher; base keeps θ_0 of the whole sequence."""
     base, student, tok = pair
-    args = types.SimpleNamespace(teacher=kind, alpha=0.5, refresh_every=0, gamma=1.0)
-    teacher = sdpo.frozen_model(student, args, base=base)
+    args = types.SimpleNamespace(teacher=kind, alpha=0.5, refresh_every=0, gamma=1.0, anchor=0, base_kl=0)
+    frozen = variants.frozen_model(student, args, base=base)
+    teacher = frozen["teacher"]
     if kind == "live":
         assert teacher is None
-        assert sdpo.after_step(None, student, 1, args) is False
+        assert variants.after_step(frozen, student, 1, args) is False
         return
     start = weights(teacher)
     want = weights(base if kind == "base" else student)   # base: θ_0; trust-region's reference: the stage start
     assert all(torch.equal(a, b) for a, b in zip(start, want))
-    assert sdpo.after_step(teacher, student, 1, args) is False
+    assert variants.after_step(frozen, student, 1, args) is False
     assert all(torch.equal(a, b) for a, b in zip(weights(teacher), start))
 
 
 def test_the_ema_kind_still_moves_by_alpha(pair):
     """(T1) the EMA kind, unchanged: θ_T ← (1 − α) θ_T + α θ."""
     base, student, tok = pair
-    args = types.SimpleNamespace(teacher="ema", alpha=0.25, refresh_every=0, gamma=1.0)
-    teacher = sdpo.frozen_model(base, args)
-    sdpo.after_step(teacher, student, 1, args)
+    args = types.SimpleNamespace(teacher="ema", alpha=0.25, refresh_every=0, gamma=1.0, anchor=0, base_kl=0)
+    frozen = variants.frozen_model(base, args)
+    teacher = frozen["teacher"]
+    variants.after_step(frozen, student, 1, args)
     for t, b, s in zip(teacher.parameters(), base.parameters(), student.parameters()):
         assert torch.allclose(t, 0.75 * b + 0.25 * s, atol=1e-6)
 
@@ -109,7 +108,7 @@ def test_l2_anchor_value_and_gradient_by_hand(pair):
     """(R2) (λ/2) Σ ‖θ − θ_0‖², and its gradient λ (θ − θ_0)."""
     base, student, tok = pair
     lam = 0.3
-    value = train.l2_anchor(student, base, lam)
+    value = variants.l2_anchor(student, base, lam)
     brute = 0.0
     for p, p0 in zip(student.parameters(), base.parameters()):
         brute += sum((a - b) ** 2 for a, b in zip(p.detach().flatten().tolist(), p0.flatten().tolist()))
@@ -118,7 +117,7 @@ def test_l2_anchor_value_and_gradient_by_hand(pair):
     value.backward()
     for p, p0 in zip(student.parameters(), base.parameters()):
         assert torch.allclose(p.grad, lam * (p.detach() - p0), atol=1e-6)
-    assert train.l2_anchor(base, base, lam).item() == 0.0
+    assert variants.l2_anchor(base, base, lam).item() == 0.0
 
 
 def test_base_kl_value_and_gradient_against_brute_force(pair):
@@ -126,27 +125,27 @@ def test_base_kl_value_and_gradient_against_brute_force(pair):
     computed one sequence at a time; its gradient against a finite difference of one weight."""
     base, student, tok = pair
     prompts, responses = ids(tok, ["What is 2+3?", "Add 4 and 9."]), ids(tok, ["\\boxed{5}", "13"])
-    got = sdpo.base_kl_per_token(student, base, prompts, responses, tok)               # [b, T]
+    got = variants.base_kl_per_token(student, base, prompts, responses, tok)               # [b, T]
     for j, (p, r) in enumerate(zip(prompts, responses)):
         lp_s = torch.log_softmax(logits_one_by_one(student, p, r), -1)
         lp_0 = torch.log_softmax(logits_one_by_one(base, p, r), -1)
         for t, y in enumerate(r):
             ratio = float((lp_0[t, y] - lp_s[t, y]).exp())
             assert got[j, t].item() == pytest.approx(ratio - torch.log(torch.tensor(ratio)).item() - 1, rel=1e-4, abs=1e-5)
-    assert torch.allclose(sdpo.base_kl_per_token(base, base, prompts, responses, tok), torch.zeros(()), atol=1e-6)
+    assert torch.allclose(variants.base_kl_per_token(base, base, prompts, responses, tok), torch.zeros(()), atol=1e-6)
     # the gradient: d/dw of Σ k3 against (f(w + h) − f(w − h)) / 2h on one weight of the output layer
     w = student.get_output_embeddings().weight
     student.zero_grad()
     mask = torch.zeros_like(got)
     for j, r in enumerate(responses):
         mask[j, :len(r)] = 1
-    (sdpo.base_kl_per_token(student, base, prompts, responses, tok) * mask).sum().backward()
+    (variants.base_kl_per_token(student, base, prompts, responses, tok) * mask).sum().backward()
     i, k, h = responses[0][0], 3, 1e-2
     with torch.no_grad():
         w[i, k] += h
-        up = (sdpo.base_kl_per_token(student, base, prompts, responses, tok) * mask).sum().item()
+        up = (variants.base_kl_per_token(student, base, prompts, responses, tok) * mask).sum().item()
         w[i, k] -= 2 * h
-        down = (sdpo.base_kl_per_token(student, base, prompts, responses, tok) * mask).sum().item()
+        down = (variants.base_kl_per_token(student, base, prompts, responses, tok) * mask).sum().item()
         w[i, k] += h
     assert w.grad[i, k].item() == pytest.approx((up - down) / (2 * h), rel=0.05, abs=1e-4)
 
@@ -157,17 +156,17 @@ def test_replay_draws_the_declared_share_graded_by_its_own_domain():
     own = tasks.builtin_split("tooluse", "train", 400, 0)
     earlier = [tasks.builtin_split("math", "train", 400, 0), tasks.builtin_split("science", "train", 400, 0)]
     for r in (0.0, 0.2, 0.25, 0.5):
-        mixed = continual.replay_mix(own, earlier, r, 320, seed=7)
+        mixed = variants.replay_mix(own, earlier, r, 320, seed=7)
         assert len(mixed) == 320
         kinds = [rec["kind"] for rec in mixed]
         assert sum(k != "tooluse" for k in kinds) == round(r * 320), r
         assert kinds[0] == "tooluse"                                   # the stage's warmup reads its own kind
         if r:
             assert abs(kinds.count("math") - kinds.count("mcq")) <= 1   # the earlier domains in turn
-    mixed = continual.replay_mix(own, earlier, 0.5, 40, seed=7)
+    mixed = variants.replay_mix(own, earlier, 0.5, 40, seed=7)
     scores = graders.grade_many(mixed, [rec["solution"] for rec in mixed])
     assert scores == [1.0] * 40
-    assert continual.replay_mix(own, earlier, 0.5, 40, seed=7) == mixed   # seeded: the same prompts on a rerun
+    assert variants.replay_mix(own, earlier, 0.5, 40, seed=7) == mixed   # seeded: the same prompts on a rerun
 
 
 def test_defences_and_kinds_run_through_continual_and_name_their_runs(tmp_path):

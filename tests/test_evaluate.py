@@ -150,10 +150,9 @@ BASE_EVAL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 
 def test_validation_split_is_held_out_of_training_and_test():
     """--eval-split valid scores a one-task run on prompts that neither RL training nor the test split has."""
-    import train
     valid = {r["prompt"] for r in evaluate.benchmark_records("tooluse", 32, 0, split="valid")}
     test = {r["prompt"] for r in evaluate.benchmark_records("tooluse", 32, 0)}
-    trained = {r["prompt"] for r in train.train_records("tooluse", n=2000)}
+    trained = {r["prompt"] for r in tasks.train_records("tooluse", n=2000)}
     assert len(valid) == 32 and not valid & test and not valid & trained
     assert {tasks.split_of(p) for p in valid} == {"valid"}
 

@@ -123,8 +123,8 @@ def test_change_one_line_b_no_tail_bucket_in_s4():
 def test_change_one_line_c_beta_zero_in_s3():
     import sdpo
     from infra import flags
-    f = changed("sdpo", 'dict(name="beta", default=0.5,', 'dict(name="beta", default=0.0,')
-    beta = flags.parser("sdpo", "", "", f.KNOBS).parse_args([]).beta
+    f = changed("sdpo", "    beta=0.5,", "    beta=0.0,")
+    beta = flags.parser("sdpo", "", "", flags.knob_rows(f)).parse_args([]).beta
     S, T = pair()
     assert beta == 0.0
     assert sdpo.generalized_jsd(S, T, beta).item() == pytest.approx(1.3540, abs=1e-4)

@@ -4,16 +4,19 @@
 """
 import ast
 import glob
+import io
 import os
 import re
 import sys
 import tempfile
+import tokenize
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import continual  # noqa: E402
+from beyond import variants  # noqa: E402
 
 # Every folder is a floor (issue 61): lowest first, a module imports only its own floor and the floors below it,
 # one way (no circle). The paper's files sit at the top level; continual.py alone runs an experiment, so it stands
@@ -228,30 +231,6 @@ def test_the_method_files_have_no_rank_world_or_shard_names(f):
     assert not found, f"{f} uses {found}: move them behind a named helper in infra/distributed.py"
 
 
-# The only names the method files take from the infrastructure (issue 44). The loop (train.py) holds what
-# several processes need (the whole batch's counts, the sample blocks, the whole weights for a while); the
-# method files take only what one process needs too: a frozen copy of a model, and the finite check of the
-# teacher's update. No count over processes, no gathering: those come from the batch and from train.update.
-# A new one is a decision, made here.
-ALLOWED_HELPERS = {
-    "train.py": {"Interrupted", "NonFiniteError", "StepBoundarySigint", "append_jsonl", "check_weights", "checked_total",
-                 "clip_gradients", "first_global_index", "gathered", "global_sum", "init_distributed", "is_main",
-                 "my_sample_blocks", "clone_model", "process_count", "save_checkpoint", "update_size", "weights_snapshot"},
-    "grpo.py": {"clone_model"},
-    "sdpo.py": {"NonFiniteError", "all_finite", "clone_model"},
-}
-
-
-@pytest.mark.parametrize("f", sorted(ALLOWED_HELPERS))
-def test_the_method_files_take_only_the_allowed_helpers_from_the_infrastructure(f):
-    tree = ast.parse(open(os.path.join(ROOT, f)).read())
-    taken = {a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == "infra.distributed"
-             for a in node.names}
-    whole = [a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names if "infra" in a.name]
-    assert not whole, f"{f} imports the whole infrastructure module: import the helpers it needs by name"
-    assert taken <= ALLOWED_HELPERS[f], f"{f} takes {sorted(taken - ALLOWED_HELPERS[f])} from infra/distributed.py"
-
-
 MAX_DEPTH = 4
 DEEPER = {"sdpo.py:kl_from_logp": 5, "rollout.py:fill_reprompt": 5, "rollout.py:strip_think": 5,
           "sdpo.py:teacher_logits": 5,   # the teacher's kind (T4–T6), inside S2's teacher_logprobs
@@ -262,15 +241,18 @@ SMALL_HEADLINE = ["--method", "grpo,sdpo", "--stages", "science", "--benchmarks"
                   "--max-new-tokens", "48", "--curve-every", "0", "--kl-samples", "1"]
 
 
-def call_depths(argv, runs_dir):
+def call_depths(argv, runs_dir, called=None):
     """Run continual.main(argv) in this process and return {'file.py:function': the fewest calls from
     continual.main to it}, counting the project's named functions only (lambdas and comprehensions are
-    part of the line that holds them). A dynamic trace, so it counts what runs, not what could."""
+    part of the line that holds them). A dynamic trace, so it counts what runs, not what could.
+    called: a set that receives (path, first line) of every code object run (the reading set's measure)."""
     depths, stack, known = {}, [], {}
 
     def profile(frame, event, arg):
         if event == "call":
             code = frame.f_code
+            if called is not None:
+                called.add((os.path.relpath(os.path.abspath(code.co_filename), ROOT), code.co_firstlineno))
             if code not in known:   # (the trace runs on every call: each code object is looked at once)
                 path = os.path.relpath(os.path.abspath(code.co_filename), ROOT)
                 known[code] = (not path.startswith(("..", "tests")) and not code.co_name.startswith("<"),
@@ -295,18 +277,132 @@ def call_depths(argv, runs_dir):
     return depths
 
 
-def test_every_equation_of_the_headline_is_at_most_4_calls_from_main(tmp_path):
+@pytest.fixture(scope="module")
+def headline_trace(tmp_path_factory):
+    """One small headline run (GRPO and SDPO through a stage), traced: (depths, the code objects run)."""
+    called = set()
+    return call_depths(SMALL_HEADLINE, str(tmp_path_factory.mktemp("trace")), called), called
+
+
+def test_every_equation_of_the_headline_is_at_most_4_calls_from_main(headline_trace):
     """The reader's depth (issues 30, 44): from continual.main to each function of the key that a continual
     run of GRPO and SDPO computes, at most 4 calls: main → train.run_steps → train.update → the method's
     micro_batch_loss → GJSD (S3) or the clipped surrogate (G3). Deeper, and named: the building blocks a
     keyed function calls (A1's KL inside S3's GJSD; the teacher's prompt filled in for S1, S6, S8), and the
     drift measurements after a stage (A4–A6, inside drift.stage_drift)."""
-    depths = call_depths(SMALL_HEADLINE, str(tmp_path))
+    depths = headline_trace[0]
     reached = {f"{f}:{fn}": depths[f"{f}:{fn}"] for _, f, fn in key_rows() if f"{f}:{fn}" in depths}
     assert len(reached) >= 20, sorted(reached)   # (the trace saw the run: most of the key is on its path)
     assert reached["sdpo.py:generalized_jsd"] <= MAX_DEPTH and reached["grpo.py:clipped_surrogate"] <= MAX_DEPTH
     deep = {k: d for k, d in reached.items() if d > DEEPER.get(k, MAX_DEPTH)}
     assert not deep, f"more than {MAX_DEPTH} calls from continual.main: {deep}"
+
+
+# ----------------------------------------------------------------------------------------------
+# The reading set (issue 61): the four files a student reads for the headline, measured by the repository
+# ----------------------------------------------------------------------------------------------
+READING_SET = ["continual.py", "train.py", "grpo.py", "sdpo.py"]
+FLOOR_FOLDERS = ("world", "infra", "beyond", "experiment")
+MAX_CODE_LINES, MAX_FLOOR_NAMES = 400, 15
+# Every name the reading set takes from the floors' folders, listed once: a new one is a decision, made here.
+FLOOR_NAMES = {"experiment.rundir.Experiment", "experiment.rundir.configuration", "experiment.rundir.knobs",
+               "infra.distributed.check_weights", "infra.distributed.clip_and_step", "infra.distributed.clone_model",
+               "infra.distributed.whole_batch", "infra.flags.continual_args", "infra.flags.one_task_args",
+               "infra.one_task.OneTaskRun", "infra.one_task.over_seeds", "infra.steps.StepLog",
+               "world.graders.feedback", "world.tasks.train_records"}
+BEYOND_TAGS = ("T4", "T5", "T6", "R1", "R2", "R3")
+
+
+def floor_names(path):
+    """The names a file takes from the floors' folders: `from infra.x import a` gives infra.x.a; `from infra
+    import x` gives each infra.x.attr the file uses."""
+    tree = ast.parse(open(path).read())
+    modules_of, names = {}, set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in FLOOR_FOLDERS:
+            for a in node.names:
+                if node.module in FLOOR_FOLDERS:
+                    modules_of[a.asname or a.name] = f"{node.module}.{a.name}"
+                else:
+                    names.add(f"{node.module}.{a.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules_of:
+            names.add(f"{modules_of[node.value.id]}.{node.attr}")
+    return names
+
+
+def code_lines(path, functions=None):
+    """The lines of a file that hold code: docstrings, comments and blank lines are free. functions: the first
+    lines (def or decorator) of the functions to count; None: the whole file."""
+    src = open(path).read()
+    tree = ast.parse(src)
+    free, keep = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                free.update(range(first.lineno, first.end_lineno + 1))
+        if functions is not None and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                {node.lineno, *(d.lineno for d in node.decorator_list)} & functions:
+            keep.update(range(node.lineno, node.end_lineno + 1))
+    lines = set()
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                            tokenize.ENDMARKER):
+            lines.update(range(tok.start[0], tok.end[0] + 1))
+    return len({n for n in lines - free if functions is None or n in keep})
+
+
+def reading_set_measures(called):
+    """The four measures of the reading set: the code lines of its functions that the traced headline run calls,
+    the names it takes from the floors, the tags and knobs of beyond the paper in it, and (elsewhere) the depth."""
+    lines = {f: code_lines(os.path.join(ROOT, f), {first for path, first in called if path == f}) for f in READING_SET}
+    names = set().union(*(floor_names(os.path.join(ROOT, f)) for f in READING_SET))
+    return lines, names
+
+
+def beyond_the_paper_in(path):
+    """Tags of T4–T6 or R1–R3, and knobs of beyond/variants.py, in a file (its code, comments and docstrings)."""
+    text = open(path).read()
+    found = [t for t in BEYOND_TAGS if re.search(r"\(" + t + r"[,)\s–-]", text)]
+    knobs = [k for k in variants.KNOBS if k != "teacher"] + ["teacher_kind"]
+    tree = ast.parse(text)
+    used = set(identifiers(tree)) | {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    found += [k for k in knobs if k in used or "--" + k.replace("_", "-") in text]
+    found += ["args.teacher / settings['teacher']" for n in ast.walk(tree) if (isinstance(n, ast.Attribute) and n.attr == "teacher"
+                                                                              and getattr(n.value, "id", "") in ("args", "stage_args"))]
+    return found
+
+
+def test_the_reading_set_is_at_most_400_code_lines_on_the_headline_s_path(headline_trace):
+    lines, _ = reading_set_measures(headline_trace[1])
+    assert sum(lines.values()) <= MAX_CODE_LINES, lines
+
+
+def test_the_reading_set_takes_at_most_15_names_from_the_floors():
+    _, names = reading_set_measures(set())
+    assert names == FLOOR_NAMES, (sorted(names - FLOOR_NAMES), sorted(FLOOR_NAMES - names))
+    assert len(FLOOR_NAMES) <= MAX_FLOOR_NAMES
+
+
+@pytest.mark.parametrize("f", READING_SET)
+def test_the_reading_set_holds_nothing_beyond_the_paper(f):
+    assert not beyond_the_paper_in(os.path.join(ROOT, f))
+
+
+def test_the_measures_can_fail():
+    """Each measure on a hand-made file where it must pass and one where it must fail."""
+    with tempfile.TemporaryDirectory() as d:
+        ok, bad = os.path.join(d, "ok.py"), os.path.join(d, "bad.py")
+        open(ok, "w").write('"""doc."""\nfrom infra import flags\n\n\ndef f(args):\n    """Doc."""\n    # a comment\n\n'
+                            '    return flags.one_task_args(args)\n')
+        open(bad, "w").write('from infra.distributed import clone_model, global_sum\n\n\ndef g(args):\n'
+                             '    return args.teacher, args.anchor   # (R2) the anchor\n')
+        assert code_lines(ok) == 3 and code_lines(ok, {5}) == 2 and code_lines(bad) == 3
+        assert floor_names(ok) == {"infra.flags.one_task_args"}
+        assert floor_names(bad) == {"infra.distributed.clone_model", "infra.distributed.global_sum"}
+        assert not beyond_the_paper_in(ok)
+        assert set(beyond_the_paper_in(bad)) == {"R2", "anchor", "args.teacher / settings['teacher']"}
 
 
 def test_the_key_matches_the_spec_when_it_is_beside_the_repository():
@@ -318,6 +414,25 @@ def test_the_key_matches_the_spec_when_it_is_beside_the_repository():
 
 
 if __name__ == "__main__":
+    if "--measures" in sys.argv:   # the reading set's four measures, from a traced small headline run (docs/FILES.md)
+        called = set()
+        found = call_depths(SMALL_HEADLINE, tempfile.mkdtemp(), called)
+        lines, names = reading_set_measures(called)
+        print(f"code lines on the headline's path: {sum(lines.values())} (at most {MAX_CODE_LINES}): "
+              + ", ".join(f"{f} {n}" for f, n in lines.items()))
+        print(f"names from the floors: {len(names)} (at most {MAX_FLOOR_NAMES}): {', '.join(sorted(names))}")
+        print("beyond the paper in the reading set: "
+              + (", ".join(f"{f}: {b}" for f in READING_SET for b in beyond_the_paper_in(os.path.join(ROOT, f))) or "none"))
+        keyed = {f"{f}:{fn}": found.get(f"{f}:{fn}") for _, f, fn in key_rows() if f"{f}:{fn}" in found}
+        print(f"deepest equation of the headline: {max(keyed.values())} calls from continual.main "
+              f"(GJSD {keyed['sdpo.py:generalized_jsd']}, clipped surrogate {keyed['grpo.py:clipped_surrogate']})")
+        sys.exit(0)
+    if "--tree" in sys.argv:   # every module by floor, with its lines and its code lines (docs/FILES.md's tree)
+        print("| floor | file | lines | code lines |\n|---|---|---|---|")
+        for mod, path in sorted(modules().items(), key=lambda kv: (floor_of(kv[0]), kv[0])):
+            rel = os.path.relpath(path, ROOT)
+            print(f"| {FLOORS[floor_of(mod)][0]} | `{rel}` | {sum(1 for _ in open(path))} | {code_lines(path)} |")
+        sys.exit(0)
     if "--depth" in sys.argv:   # the fewest calls from continual.main to each function of the key, in a small run
         found = call_depths(SMALL_HEADLINE, tempfile.mkdtemp())
         for tag, f, fn in key_rows():

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import continual
+from beyond import variants
 from infra import flags
 from experiment import rundir
 from world import tasks
@@ -366,10 +367,12 @@ def test_skip_empty_steps_leaves_weights_and_optimizer_unchanged(tiny, monkeypat
     args = types.SimpleNamespace(cot=False, feedback="off", mask_ratio=0.0, micro_batch=0, beta=0.5, topk=None,
                                  mini_batch_order="balanced", sample_blocks=0, max_grad_norm=1.0,
                                  loss_agg="seq-mean-token-mean", alpha=0.0, refresh_every=0, gamma=1.0, steps=2,
-                                 prompts_per_step=2, seed=0, lr=1e-3, warmup_steps=0, skip_empty_steps=True)
-    teacher = sdpo.frozen_model(m, args)
+                                 prompts_per_step=2, seed=0, lr=1e-3, warmup_steps=0, skip_empty_steps=True,
+                                 teacher="ema", anchor=0.0, base_kl=0.0)
+    method = variants.method()                      # (skipping a step is beyond the paper: beyond/variants.py)
+    teacher = method.frozen_model(m, args)
     rows = []
-    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, sdpo, teacher, opt, start_step=1,
+    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, method, teacher, opt, start_step=1,
                     on_step=lambda step, row: rows.append(row))
     assert rows[0]["skipped"] == 1 and rows[0]["update_rel"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, m.parameters()))
@@ -377,7 +380,7 @@ def test_skip_empty_steps_leaves_weights_and_optimizer_unchanged(tiny, monkeypat
     for k, v in state["state"].items():
         assert all(torch.equal(v[n], after["state"][k][n]) for n in v), k   # moments and step count unchanged
     args.skip_empty_steps = False                                           # the release: AdamW steps anyway
-    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, sdpo, teacher, opt, start_step=1,
+    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, method, teacher, opt, start_step=1,
                     on_step=lambda step, row: rows.append(row))
     assert rows[1]["skipped"] == 1 and rows[1]["update_rel"] > 0
 
@@ -432,7 +435,7 @@ def test_table_d6_configurations_have_distinct_names():
     assert names == ["grpo", "sdpo_a0", "sdpo_a0.05", "sdpo_a0.05_cot", "sdpo_r10_g1"]
     assert configs[4][1]["refresh_every"] == 10 and configs[4][1]["gamma"] == 1.0
     _, args, _, _, configs, _ = continual.parse_args(["--method", "grpo,sdpo", "--mini-batches", "1", "--alpha",
-                                                      "0.05", "--mask-ratio", "0.3", "--feedback",
+                                                      "0.05", "--mask-ratio", "0.3", "--feedback", "on",
                                                       "--teacher-init", "carry", "--teacher-mix", "0.5"])
     assert [c[2] for c in configs] == ["grpo_mb1", "sdpo_a0.05_mask0.3_fb_carry0.5"]
 

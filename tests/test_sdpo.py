@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from infra import flags
+from infra.distributed import NonFiniteError
 import sdpo
 from conftest import gjsd_loss, random_logp
 from infra.speedups import chunked_logsumexp
@@ -165,7 +166,7 @@ def test_identity_gives_exactly_zero_loss_and_gradient(tiny):
     prompts = [encode_chat(tok, chat_messages({"prompt": p})) for p in ["What is 2+3?", "Tools: a(b)"]]
     responses = [tok("\\boxed{5}", add_special_tokens=False)["input_ids"] + [tok.eos_token_id],
                  tok("Action: a", add_special_tokens=False)["input_ids"]]
-    t_logp = sdpo.teacher_logprobs(teacher, prompts, responses, tok.pad_token_id)
+    t_logp = torch.log_softmax(sdpo.teacher_logits(teacher, prompts, responses, tok.pad_token_id), -1)
     logits, mask, _ = response_logits(student, prompts, responses, tok.pad_token_id)
     loss, _ = gjsd_loss(torch.log_softmax(logits, -1), t_logp, mask, 0.5)
     loss.backward()
@@ -181,7 +182,7 @@ def test_nonidentity_gives_gradient_only_to_student(tiny):
     prompt = [encode_chat(tok, chat_messages({"prompt": "What is 2+3?"}))]
     t_prompt = [encode_chat(tok, chat_messages({"prompt": fill_reprompt("What is 2+3?", "\\boxed{5}")}))]
     resp = [tok("\\boxed{6}", add_special_tokens=False)["input_ids"]]
-    t_logp = sdpo.teacher_logprobs(teacher, t_prompt, resp, tok.pad_token_id)
+    t_logp = torch.log_softmax(sdpo.teacher_logits(teacher, t_prompt, resp, tok.pad_token_id), -1)
     logits, mask, _ = response_logits(student, prompt, resp, tok.pad_token_id)
     loss, _ = gjsd_loss(torch.log_softmax(logits, -1), t_logp, mask, 0.5)
     loss.backward()
@@ -279,7 +280,7 @@ def test_ema_refuses_nonfinite_student():
     with torch.no_grad():
         next(s.parameters())[0, 0] = float("nan")
     before = flat(t).clone()
-    with pytest.raises(sdpo.NonFiniteError):
+    with pytest.raises(NonFiniteError):
         sdpo.ema_update(t, s, 0.05)
     assert torch.equal(flat(t), before)
 

@@ -11,7 +11,8 @@ import pytest
 from experiment import claims
 from infra import stats
 import continual
-import train
+import evaluate
+from world import tasks
 from infra.flags import seed_list
 
 
@@ -62,7 +63,7 @@ def test_seed_list():
 def fake_run(method, settings, acc, degenerate, nss, iou, reward):
     drift = {"params_vs_base": {"all": {"nss_mean": nss, "angle_max": 10 * nss, "iou_mean": iou}},
              "responses_vs_base": {"mean": 1 - nss}, "kl_to_base_mean": nss}
-    rows = continual.summarize(acc, ["a", "b", "c"], ["a", "b", "c", "o"])
+    rows = evaluate.summarize(acc, ["a", "b", "c"], ["a", "b", "c", "o"])
     return {"method": method, "settings": settings, "acc": acc, **rows, "degenerate": degenerate,
             "drift": [None, None, drift], "mean_reward": reward}
 
@@ -202,7 +203,7 @@ def test_seeds_share_test_prompts_and_resume_one_by_one(tmp_path, capsys):
     b0, b1 = json.load(open(f"{d0}/responses/base.json")), json.load(open(f"{d1}/responses/base.json"))
     assert b0 == b1 and r0["base"]["acc"] == r1["base"]["acc"]
     # while the training prompts differ
-    assert train.train_records("math", seed=0)[:8] != train.train_records("math", seed=1)[:8]
+    assert tasks.train_records("math", seed=0)[:8] != tasks.train_records("math", seed=1)[:8]
     assert r0["seed"] == 0 and r1["seed"] == 1 and r0["eval"]["seed"] == r1["eval"]["seed"] == 0
     # seed 1 stopped after its first stage (as a kill would leave it): the rerun redoes only that seed's rest
     progress = json.load(open(f"{d1}/progress.json"))

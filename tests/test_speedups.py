@@ -61,13 +61,13 @@ def test_the_reductions_equal_their_plain_forms(monkeypatch):
 def test_plain_flag_turns_every_speed_up_off(monkeypatch):
     """--plain on a training script's command line sets speedups.ON to False before any work; without
     it the speed-ups stay on."""
-    import grpo
+    import continual
     import sdpo
     from infra import flags
     monkeypatch.setattr(speedups, "ON", True)
-    flags.one_task_args("sdpo", [], sdpo.KNOBS)
+    flags.one_task_args("sdpo", [], flags.knob_rows(sdpo))
     assert speedups.ON is True
-    flags.one_task_args("sdpo", ["--plain"], sdpo.KNOBS)
+    flags.one_task_args("sdpo", ["--plain"], flags.knob_rows(sdpo))
     assert speedups.ON is False
-    flags.continual_args([], {}, grpo.KNOBS, sdpo.KNOBS)
+    continual.parse_args([])
     assert speedups.ON is True

@@ -11,7 +11,7 @@ import pytest
 
 import evaluate
 import sdpo
-import train
+from world import tasks
 from classroom import tokens
 
 
@@ -63,7 +63,7 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
 
 def test_loop_tokens_are_marked_and_coloured_by_the_teachers_push(tiny, tmp_path):
     model, tok = tiny
-    records = train.train_records("coding", seed=0)[:2]   # 'lambda x: x…': the second ' x' is a loop
+    records = tasks.train_records("coding", seed=0)[:2]   # 'lambda x: x…': the second ' x' is a loop
     teacher = sdpo.stage_teacher(model)
     rows = tokens.token_signals(model, teacher, tok, records, group_size=8, seed=1)
     assert any(t["loop"] for r in rows for t in r["tokens"])

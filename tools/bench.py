@@ -105,7 +105,7 @@ def method_args(extra=()):
     """The default GRPO/SDPO settings, as the training scripts parse them, except one GRPO optimizer step
     per batch (`--mini-batches 1`): the FLOP counts below assume one forward and backward per token
     (the release's four steps per batch add a scoring forward of π_old and split the same tokens)."""
-    ap = flags.parser("both", "", "", [*grpo.KNOBS, *sdpo.KNOBS])
+    ap = flags.parser("both", "", "", [*flags.knob_rows(grpo), *sdpo.KNOBS])
     args = flags.per_seed(ap.parse_args(["--mini-batches", "1", *extra]))[0]
     args.lr = flags.method_lr(args, "grpo")   # (the timings do not depend on it)
     return args
@@ -183,17 +183,17 @@ def bench_fixed(model, tok, device, args):
     out["grpo_update_matmul_share"] = sum(v for k, v in self_time.items()
                                           if k in ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul")) / total
 
-    # SDPO update on the same batch; the teacher's forward timed by wrapping sdpo.teacher_logprobs
+    # SDPO update on the same batch; the teacher's forward timed by wrapping sdpo.teacher_logits
     m = copy.deepcopy(model)
     opt = torch.optim.AdamW(m.parameters(), lr=margs.lr)
     teacher = sdpo.init_teacher(m)
     spent = []
-    real_teacher_logprobs = sdpo.teacher_logprobs
+    real_teacher_logits = sdpo.teacher_logits
 
     def timed_teacher(*a, **kw):
         sync(device)
         t0 = time.perf_counter()
-        r = real_teacher_logprobs(*a, **kw)
+        r = real_teacher_logits(*a, **kw)
         sync(device)
         spent.append(time.perf_counter() - t0)
         return r
@@ -202,11 +202,11 @@ def bench_fixed(model, tok, device, args):
         spent.append(None)   # marks the start of run i
         train.update(m, opt, sdpo, teacher, batch, margs, tok, i + 1)
         sdpo.teacher_after_step(teacher, m, i + 1, margs.alpha)   # (T1) as train.run_steps does after it
-    sdpo.teacher_logprobs = timed_teacher
+    sdpo.teacher_logits = timed_teacher
     try:
         t, times = median_time(sdpo_step, args.repeat, device)
     finally:
-        sdpo.teacher_logprobs = real_teacher_logprobs
+        sdpo.teacher_logits = real_teacher_logits
     per_run, cur = [], None
     for s in spent:
         if s is None:

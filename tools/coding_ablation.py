@@ -45,7 +45,8 @@ from infra import stats  # noqa: E402
 from experiment import rundir  # noqa: E402
 from infra import plots  # noqa: E402
 from infra import safety  # noqa: E402
-from infra.checkpoints import atomic_json  # noqa: E402
+from infra.checkpoints import atomic_json, load_optimizer  # noqa: E402
+from infra.models import load_policy  # noqa: E402
 from infra.distributed import init_distributed  # noqa: E402
 
 STAGES = ["math", "science", "tooluse", "coding"]
@@ -90,8 +91,8 @@ def run_cell(runs, out, config, factor, seed, steps):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     argv = ["--method", config, "--stages", ",".join(STAGES), "--seed", str(seed), "--threads", "1",
             "--steps", str(steps), *FACTORS[factor]]
-    _, args, _, _, _ = flags.continual_args(argv, continual.PRESETS, continual.grpo.KNOBS, continual.sdpo.KNOBS)
-    (method, settings, run_name), = continual.run_configs(args)
+    _, args, _, _, configs, _ = continual.parse_args(argv)
+    (method, settings, run_name), = configs
     args = flags.per_seed(args)[0]
     device = init_distributed(args.device, args.threads)
     start = stage_dir(runs, seed, RUN_NAMES[config], CODING_STAGE)
@@ -108,12 +109,15 @@ def run_cell(runs, out, config, factor, seed, steps):
     log = os.path.join(os.path.dirname(path), "log.jsonl")
     if os.path.exists(log):
         os.remove(log)
-    carried = start if args.stage_optimizer == "carry" else None
-    stage = continual.new_stage(model, tok, "coding", CODING_STAGE, method, settings, args, prev_optimizer=carried)
-    on_step = continual.stage_logger(stage, model, tok, log, run_name, CODING_STAGE, measure=measure)
-    train.run_steps(model, tok, stage["records"], stage["args"], continual.METHODS[method], stage["frozen"], stage["opt"],
+    module = rundir.method_of(method, settings, None)
+    stage = rundir.Stage(CODING_STAGE, "coding", *continual.new_stage(model, tok, "coding", CODING_STAGE, module, settings,
+                                                                      args))
+    if args.stage_optimizer == "carry":   # the stage-3 AdamW state, carried over
+        load_optimizer(start, model, stage.opt)
+    on_step = rundir.stage_logger(stage, model, tok, log, run_name, measure=measure)
+    train.run_steps(model, tok, stage.records, stage.args, module, stage.frozen, stage.opt,
                     desc=f"{run_name} coding", on_step=on_step)
-    rows = stage["rows"]
+    rows = stage.rows
     after, deg_after = coding_acc(model, tok)
     result = {"config": config, "factor": factor, "seed": seed, "run_name": run_name, "start": start,
               "coding_before": before, "coding_after": after, "degenerate_before": deg_before,
@@ -135,7 +139,7 @@ def along_the_stages(check, runs, out, folder, configs, seed, stages):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     device = init_distributed("cpu", 1)
     records = evaluate.benchmark_records("coding", EVAL_N, 0)
-    model, tok = continual.load_policy("tiny", device, "auto")
+    model, tok = load_policy("tiny", device, "auto")
     found = {"base": check(model, tok, records)}
     for config in configs:
         for k in stages:

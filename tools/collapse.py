@@ -37,12 +37,12 @@ import torch  # noqa: E402
 
 import continual  # noqa: E402
 import evaluate  # noqa: E402
-import grpo  # noqa: E402
 import sdpo  # noqa: E402
 import train  # noqa: E402
 from infra import flags, plots, safety  # noqa: E402
 from infra import stats  # noqa: E402
 from experiment import rundir  # noqa: E402
+from world import tasks  # noqa: E402
 from infra.checkpoints import atomic_json  # noqa: E402
 from infra.distributed import init_distributed  # noqa: E402
 from infra.models import load_model  # noqa: E402
@@ -165,7 +165,8 @@ def cell_method(base_method, probe_teacher=None, loops=None):
         return {**base_method.step_stats(plan, results), **plan["probe"]}
 
     return SimpleNamespace(prepare_batch=prepare_batch, micro_batch_loss=micro_batch_loss, step_stats=step_stats,
-                           after_step=base_method.after_step, FROZEN=base_method.FROZEN)
+                           after_step=base_method.after_step, frozen_model=base_method.frozen_model,
+                           teacher_of=base_method.teacher_of)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -197,8 +198,8 @@ def run_cell(runs, out, cell, seed, steps=40):
     config = {"ema5": "sdpo_5", None: student}.get(teacher, "sdpo_0")   # the teacher's schedule: EMA 5% or frozen
     argv = ["--method", config, "--stages", ",".join(STAGES), "--seed", str(seed), "--threads", "1",
             "--steps", str(steps)]
-    _, args, _, _, _ = flags.continual_args(argv, continual.PRESETS, grpo.KNOBS, sdpo.KNOBS)
-    (method, settings, run_name), = continual.run_configs(args)
+    _, args, _, _, configs, _ = continual.parse_args(argv)
+    (method, settings, run_name), = configs
     args = flags.per_seed(args)[0]
     device = init_distributed(args.device, args.threads)
     start = stage_dir(runs, seed, RUN_NAMES[student], CODING_STAGE)
@@ -208,22 +209,23 @@ def run_cell(runs, out, cell, seed, steps=40):
     log = os.path.join(os.path.dirname(path), "log.jsonl")
     if os.path.exists(log):
         os.remove(log)
-    stage = continual.new_stage(model, tok, "coding", CODING_STAGE, method, settings, args)
+    base_method = rundir.METHODS[method]
+    stage = rundir.Stage(CODING_STAGE, "coding", *continual.new_stage(model, tok, "coding", CODING_STAGE, base_method,
+                                                                      settings, args))
     if teacher in ("base", "grpo"):   # the swap: a fixed teacher, never moved (α = 0)
         source = "tiny" if teacher == "base" else stage_dir(runs, seed, RUN_NAMES["grpo"], CODING_STAGE)
-        stage["frozen"] = load_model(source, device)[0].eval().requires_grad_(False)
-    base_method = continual.METHODS[method]
+        stage.frozen = load_model(source, device)[0].eval().requires_grad_(False)
     probe_teacher = model if method == "grpo" else None   # GRPO has no teacher: the probe asks the student itself
-    on_step = continual.stage_logger(stage, model, tok, log, run_name, CODING_STAGE)
-    train.run_steps(model, tok, stage["records"], stage["args"], cell_method(base_method, probe_teacher, loops),
-                    stage["frozen"], stage["opt"], desc=f"{cell} s{seed}", on_step=on_step)
+    on_step = rundir.stage_logger(stage, model, tok, log, run_name)
+    train.run_steps(model, tok, stage.records, stage.args, cell_method(base_method, probe_teacher, loops),
+                    stage.frozen, stage.opt, desc=f"{cell} s{seed}", on_step=on_step)
     after, deg_after = coding_acc(model, tok)
     result = {"cell": cell, "student": student, "teacher": teacher, "loops": loops, "seed": seed, "start": start,
               "coding_before": before, "coding_after": after, "degenerate_after": deg_after,
-              "rows": stage["rows"], "seconds": round(time.time() - t0, 1)}
+              "rows": stage.rows, "seconds": round(time.time() - t0, 1)}
     atomic_json(path, result)
     print(f"{cell} seed {seed}: CODING {100 * before:.1f} -> {100 * after:.1f}%, degenerate {100 * deg_after:.1f}%, "
-          f"loop share {mean([r['loop_share'] for r in stage['rows']]):.3f} ({result['seconds']:.0f}s)", flush=True)
+          f"loop share {mean([r['loop_share'] for r in stage.rows]):.3f} ({result['seconds']:.0f}s)", flush=True)
     return result
 
 
@@ -237,7 +239,7 @@ def mean(values):
 # ----------------------------------------------------------------------------------------------
 def probe_model(model, tok, seed=0):
     """The loop probe on 64 CODING training prompts × 8 samples at T = 1, the model its own teacher."""
-    records = train.train_records("coding", seed=0)[:PROBE_N]
+    records = tasks.train_records("coding", seed=0)[:PROBE_N]
     torch.manual_seed(seed)
     batch = collect(model, tok, records, PROBE_K, 64, temperature=1.0, top_p=1.0)   # rollouts as a step's
     return loop_probe(model, model, batch, tok)

@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from infra import plots, safety  # noqa: E402
-from experiment import rundir  # noqa: E402
+from experiment import report, rundir  # noqa: E402
 
 
 def main(argv=None):
@@ -36,7 +36,7 @@ def main(argv=None):
             plots.plot_accuracy_matrix(results, out("accuracy_matrix.png"), labels=names),
             plots.plot_gain_forgetting(results, out("gain.png"), labels=names),
             plots.plot_drift(results, out("drift.png"), labels=names),
-            plots.plot_curves(rundir.seed_log(args.run_dir), out("curves.png"), results["stages"], labels=names)]
+            plots.plot_curves(report.seed_log(args.run_dir), out("curves.png"), results["stages"], labels=names)]
     print("wrote " + ", ".join(m for m in made if m))
 
 

@@ -274,6 +274,22 @@ def builtin_split(name, split, n, seed=0, allow_fewer=False):
     return out
 
 
+def train_records(task, n=4000, seed=0):
+    """The training prompts of a task: a built-in domain's train split, a JSON(-lines) file, or hf:NAME."""
+    if task in GENERATORS:
+        return builtin_split(task, "train", n, seed, allow_fewer=True)
+    return task_records(task)
+
+
+def train_and_test(task, seed, n_test, test_seed, split="test"):
+    """(training records, test records) of one task: a built-in task's train split and the first n_test of its
+    test split (or split="valid": for choosing settings without looking at the test split), drawn with test_seed;
+    a file or hub task's records and their first n_test. A bad name or file raises (naming file:line)."""
+    check_task(task)
+    records = train_records(task, seed=seed)
+    return records, builtin_split(task, split, n_test, test_seed) if task in GENERATORS else records[:n_test]
+
+
 # ----------------------------------------------------------------------------------------------
 # Records from files (the release's JSON / JSON-lines format)
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,191 @@
+"""experiment/report.py — what a continual run reports: one seed's report.md (its accuracy matrix, A2–A3's changes,
+drift, the claims on one seed) with its figures and its results as tables; over several seeds, results.json of the
+means with their intervals and report.md with every claim's verdict (experiment/claims.py)."""
+import os
+
+import drift
+from experiment import claims, tables
+from infra import plots, stats
+from infra.checkpoints import read_jsonl
+
+
+# ----------------------------------------------------------------------------------------------
+# One seed's report: report.md and its figures
+# ----------------------------------------------------------------------------------------------
+def run_figures(results, run_dir):
+    """One seed's figures (infra/plots.py), with the paper's names in the legends: [(path or None, alt text)]."""
+    rows = seed_log(run_dir)
+    names = paper_names(results)
+    return [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png"), labels=names),
+             "accuracy per benchmark across stages"),
+            (plots.plot_accuracy_matrix(results, os.path.join(run_dir, "accuracy_matrix.png"), labels=names),
+             "the accuracy matrix, stage × benchmark"),
+            (plots.plot_gain_forgetting(results, os.path.join(run_dir, "gain.png"), labels=names),
+             "signed change δ on each stage's domain and of the final model"),
+            (plots.plot_drift(results, os.path.join(run_dir, "drift.png"), labels=names), "drift after every stage"),
+            (plots.plot_curves(rows, os.path.join(run_dir, "curves.png"), results["stages"], labels=names),
+             "reward, JS and entropies per step")]
+
+
+def paper_names(results):
+    """{run name: the paper's name of its configuration (claims.role_of), or the run name}, for legends."""
+    return {name: claims.role_of(run) or name for name, run in results["runs"].items()}
+
+
+def fmt_row(acc):
+    return " ".join(f"{b} {100 * a:.0f}" for b, a in acc.items())
+
+
+def pct(v, signed=False):
+    """A fraction as a percentage with one decimal; None as "—"; never "-0.0" (a tiny negative rounds to 0.0)."""
+    if v is None:
+        return "—"
+    v = 0.0 if round(100 * v, 1) == 0 else v
+    return f"{100 * v:+.1f}" if signed and v != 0 else f"{100 * v:.1f}"
+
+
+def write_report(results, run_dir):
+    """report.md: accuracy matrix per run, the G/F table of the final models, averages, collapse markers; and the
+    same numbers as a table, results.parquet and results.csv (experiment/tables.py)."""
+    tables.write_tables(tables.rows_of(results), os.path.join(run_dir, "results"))
+    stages, benches = results["stages"], results["benchmarks"]
+    short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
+    ood = [b for b in benches if b not in stages]
+    lines = ["# Continual post-training report", "",
+             f"Stages: {' → '.join(stages)}. Acc@{results['eval']['k']} in % on {results['eval']['n']} test prompts "
+             f"per benchmark (T=0.6, top-p 0.95). OOD: {', '.join(ood) if ood else 'none'}.", ""]
+    for name, run in results["runs"].items():
+        lines += [f"## {name}: accuracy after each stage", "",
+                  "| after | " + " | ".join(short[b] for b in benches) + " | degenerate % |",
+                  "|---|" + "---|" * (len(benches) + 1)]
+        for k, row in enumerate(run["acc"]):
+            label = "base" if k == 0 else f"{k}: {stages[k - 1]}"
+            deg = "—" if k == 0 else pct(run["degenerate"][k - 1])
+            cells = [f"**{pct(v)}**" if k > 0 and benches[i] == stages[k - 1] else pct(v) for i, v in enumerate(row)]
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {deg} |")
+        lines.append("")
+    lines += ["## Final model vs base: relative change δ % per benchmark (A2)", "",
+              "| run | " + " | ".join(short[b] for b in benches) + " |", "|---|" + "---|" * len(benches)]
+    for name, run in results["runs"].items():
+        final = run["per_stage"][-1]
+        lines.append(f"| {name} | " + " | ".join(pct(final[b]["rel"], True) for b in benches) + " |")
+    lines += ["", "## Gain and forgetting (A3)", "",
+              "| run | avg gain G on each stage's domain % | avg forgetting F, earlier domains % | avg forgetting F, OOD % | degenerate after last stage % |",
+              "|---|---|---|---|---|"]
+    for name, run in results["runs"].items():
+        lines.append(f"| {name} | {pct(run['avg_gain_trained'])} | {pct(run['avg_forget_earlier'])} | "
+                     f"{pct(run['avg_forget_ood'])} | {pct(run['degenerate'][-1])} |")
+    lines += ["", "G of a stage is measured right after it (θ_k on d_k); F on the final model θ_K. "
+              "All relative to the base θ_0 (A2–A3)."]
+    if any(c["verdict"] != "not run" for c in results.get("claims", [])):
+        lines += ["", "## The paper's claims, on this one seed", "",
+                  "One seed gives no interval, so no claim can be shown or refuted here: run `--seed 0,1,2` "
+                  "for verdicts (a reference over 3 seeds is in `results/`).", "",
+                  claims.claims_table([c for c in results["claims"] if c["verdict"] != "not run"], 1)]
+    for name, run in results["runs"].items():
+        if run.get("drift") and all(run["drift"]):
+            lines += ["", f"## {name}: drift after each stage (A4–A8)", "", drift.drift_table(run["drift"], stages)]
+    if any(run.get("drift") and all(run["drift"]) for run in results["runs"].values()):
+        lines += ["", "NSS: normalised spectral shift (A4), mean over all weight matrices; max angle: largest principal "
+                  "angle of the top-10% singular subspaces (A5); mask IoU / update in base mask: principal-mask overlap "
+                  "(A6); resp. cos: cosine similarity of base-model embeddings of the responses to the same prompts (A7); "
+                  "KL(π‖π0): Monte-Carlo sequence KL to the base, mean over benchmarks (an estimate from the trained "
+                  "model's samples: a true KL near 0 can come out slightly negative, within its standard error, which "
+                  "results.json keeps per benchmark); collapse: responses repeating one "
+                  "short pattern to the length limit (A8), with the most common pattern."]
+    lines += [""] + [f"![{alt}]({os.path.basename(p)})" for p, alt in run_figures(results, run_dir) if p]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(run_dir, "report.md.tmp"), "w") as f:
+        f.write(text)
+    os.replace(os.path.join(run_dir, "report.md.tmp"), os.path.join(run_dir, "report.md"))
+    return text
+
+
+# ----------------------------------------------------------------------------------------------
+# Several seeds: means with 95% intervals, and a verdict per claim (experiment/claims.py)
+# ----------------------------------------------------------------------------------------------
+def summarize_seeds(seed_results, seeds, seed_dirs, seconds):
+    """results.json over seeds: per run the accuracy matrix and every claim metric as
+    {mean, low, high, per_seed} (stats.mean_interval), then the claims with their verdicts."""
+    first = seed_results[0]
+    out = {"seeds": seeds, "seed_dirs": seed_dirs, "stages": first["stages"], "benchmarks": first["benchmarks"],
+           "eval": first["eval"], "seconds_per_seed": seconds, "runs": {}}
+    for name, run in first["runs"].items():
+        cells = [[[r["runs"][name]["acc"][k][i] for r in seed_results] for i in range(len(row))]
+                 for k, row in enumerate(run["acc"])]
+        stats = {metric: claims.per_seed_metric_of(seed_results, name, metric) for metric in claims.METRICS}
+        out["runs"][name] = {"method": run["method"], "settings": run["settings"], "role": claims.role_of(run),
+                             "acc": [[interval_dict(c) for c in row] for row in cells],
+                             "metrics": {m: interval_dict(v) for m, v in stats.items() if v is not None}}
+    out["claims"] = claims.measure_claims(seed_results)
+    return out
+
+
+def interval_dict(values):
+    mean, low, high = stats.mean_interval(values)
+    return {"mean": mean, "low": low, "high": high, "per_seed": values}
+
+
+def pm(cell, scale=100):
+    """"18.4 ± 2.1": the mean and the half-width of its 95% interval over seeds."""
+    return f"{scale * cell['mean']:.1f} ± {scale * (cell['high'] - cell['mean']):.1f}"
+
+
+def seed_log(run_dir):
+    """One seed's log.jsonl rows (none if it has no log)."""
+    path = os.path.join(run_dir, "log.jsonl")
+    return read_jsonl(path)[0] if os.path.exists(path) else []
+
+
+def write_seeds_report(summary, seed_results, out_dir):
+    """report.md over seeds: the claims table first, then each run's accuracy matrix as mean ± half-width."""
+    stages, benches, n = summary["stages"], summary["benchmarks"], len(summary["seeds"])
+    short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
+    lines = ["# Continual post-training over seeds", "",
+             f"Seeds {', '.join(map(str, summary['seeds']))} (one directory each: "
+             f"{', '.join(os.path.basename(d) for d in summary['seed_dirs'])}). Stages: {' → '.join(stages)}. "
+             f"Acc@{summary['eval']['k']} on the same {summary['eval']['n']} test prompts per benchmark for every seed "
+             f"and run (--eval-seed {summary['eval']['seed']}). Wall time per seed: "
+             f"{', '.join(f'{s:.0f} s' for s in summary['seconds_per_seed'])}.", "",
+             "## The paper's claims", "", claims.claims_table(summary["claims"], n), "", claims.CLAIMS_NOTE, ""]
+    for name, run in summary["runs"].items():
+        lines += [f"## {name}{' (' + run['role'] + ')' if run['role'] else ''}: accuracy after each stage, "
+                  f"mean ± 95% half-width over {n} seeds", "",
+                  "| after | " + " | ".join(short[b] for b in benches) + " |", "|---|" + "---|" * len(benches)]
+        for k, row in enumerate(run["acc"]):
+            label = "base" if k == 0 else f"{k}: {stages[k - 1]}"
+            lines.append(f"| {label} | " + " | ".join(
+                f"**{pm(c)}**" if k > 0 and benches[i] == stages[k - 1] else pm(c) for i, c in enumerate(row)) + " |")
+        lines.append("")
+    lines += ["## Gain and forgetting (A3), mean ± 95% half-width", "",
+              "| run | avg G on each stage's domain % | F earlier domains % | F OOD % | average accuracy so far % "
+              "| forgetting from the peak, points | backward transfer, points |",
+              "|---|---|---|---|---|---|---|"]
+    for name, run in summary["runs"].items():
+        m = run["metrics"]
+        lines.append(f"| {name} | " + " | ".join(pm(m[k]) if k in m else "—" for k in (
+            "gain", "forget_earlier", "forget_ood", "avg_acc", "forget_peak", "bwt")) + " |")
+    lines += ["", "G and F (A2–A3, the paper's) are relative to the base's accuracy and decide the claims. Beside them, "
+              "in accuracy points and never used for a verdict: forgetting from the peak (Chaudhry et al., 2018), "
+              "the best accuracy an earlier domain had after its own stage minus its final accuracy, and backward "
+              "transfer (Lopez-Paz & Ranzato, 2017), the final minus the right-after-its-stage accuracy (negative: "
+              "forgotten); both averaged over the earlier domains."]
+    names = paper_names(seed_results[0])
+    figures = [(plots.plot_accuracy(seed_results[0], os.path.join(out_dir, "accuracy.png"), seed_results, names),
+                "accuracy per benchmark across stages"),
+               (plots.plot_gain_forgetting(seed_results[0], os.path.join(out_dir, "gain.png"), seed_results, names),
+                "gain and forgetting"),
+               (plots.plot_drift(seed_results[0], os.path.join(out_dir, "drift.png"), seed_results, names),
+                "drift after every stage"),
+               (plots.plot_differences([seed_log(d) for d in summary["seed_dirs"]],
+                                       os.path.join(out_dir, "differences.png"), stages, names),
+                "each run minus the first, per step, over seeds")]
+    lines += ["", "Lines and bars are the means over seeds; bands and whiskers are the same 95% t-intervals over the "
+              "seeds as the tables. `differences.png` (with two runs or more): each run minus the first run, step "
+              "by step within each seed, smoothed over 5 steps; a band that leaves 0 is a difference the seeds agree on.", ""]
+    lines += [f"![{alt}]({os.path.basename(p)})" for p, alt in figures if p]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out_dir, "report.md.tmp"), "w") as f:
+        f.write(text)
+    os.replace(os.path.join(out_dir, "report.md.tmp"), os.path.join(out_dir, "report.md"))
+    return text

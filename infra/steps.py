@@ -1,0 +1,74 @@
+"""infra/steps.py — the training loop's bookkeeping, kept out of train.run_steps: the progress bar, each step's log
+line (reward and length over every process, the update's size, seconds), and clean stops at a step boundary.
+
+    with StepLog(model, args.steps, start, desc, log_path, on_step) as log:
+        for step in log.steps():
+            batch = ...                 # rollout
+            log.sampled()               # the rollout's seconds end here; the weights before the update are kept
+            stats = ...                 # update
+            log.step(batch, stats)      # the step's line; a Ctrl-C or SIGTERM during the step stops here
+
+Nothing here is in the paper.
+"""
+import time
+
+import torch
+from tqdm import tqdm
+
+from infra.checkpoints import append_jsonl
+from infra.distributed import global_sum, is_main, update_size, weights_snapshot
+from infra.stops import Interrupted, StepBoundarySigint
+
+
+class StepLog:
+    """Steps start+1 … steps of one task or stage. log_path: log.jsonl to append each step's line to (None:
+    the caller's on_step keeps them). on_step(step, row): runs after each step's line (continual.py: the stage's
+    own log, the in-stage curve)."""
+
+    def __init__(self, model, steps, start=0, desc="train", log_path=None, on_step=None):
+        self.model, self.n_steps, self.start, self.log_path, self.on_step = model, steps, start, log_path, on_step
+        self.bar = tqdm(total=steps - start, desc=desc, dynamic_ncols=True, leave=False, disable=not is_main())
+
+    def __enter__(self):
+        self.stops = StepBoundarySigint().__enter__()   # Ctrl-C / SIGTERM: stop at the end of the step
+        return self
+
+    def __exit__(self, *exc):
+        self.bar.close()
+        return self.stops.__exit__(*exc)
+
+    def steps(self):
+        """The step indices to run (0-based), each timed from its start."""
+        for step in range(self.start, self.n_steps):
+            self.index, self.t0 = step, time.time()
+            yield step
+
+    def sampled(self):
+        """The rollout is done: its seconds end here, and the weights before the update are kept (its size)."""
+        self.t1, self.before = time.time(), weights_snapshot(self.model)
+
+    def step(self, batch, stats):
+        """The step's line: mean reward and response length over every process's responses, the method's
+        statistics, the update's size ‖Δθ‖/‖θ‖ (update_rel, update_max), rollout and update seconds, this
+        process's peak GPU memory; appended to log_path, shown on the bar, handed to on_step. A Ctrl-C or SIGTERM
+        received during the step stops the loop here (Interrupted: the steps done so far are whole)."""
+        total = global_sum(len(batch["response_ids"]))
+        row = {"step": self.index + 1, "reward": global_sum(batch["rewards"].sum().item()) / total,
+               "response_len": global_sum(sum(len(r) for r in batch["response_ids"])) / total,
+               **stats, **update_size(self.model, self.before),
+               "rollout_s": round(self.t1 - self.t0, 3), "update_s": round(time.time() - self.t1, 3)}
+        if torch.cuda.is_available() and next(self.model.parameters()).is_cuda:   # this process's peak this step
+            row["peak_gpu_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 2)
+            torch.cuda.reset_peak_memory_stats()
+        if self.log_path and is_main():
+            append_jsonl(self.log_path, row)
+        # GRPO's loss is ≈ 0 by construction (advantages sum to 0 in a group, ρ ≈ 1): show its clip fraction;
+        # SDPO's per-token JS is its signal
+        signal = {"js": f"{row['js']:.3f}"} if "js" in row else {"clip": f"{row.get('clip_frac', 0):.3f}"}
+        self.bar.set_postfix(reward=f"{row['reward']:.2f}", **signal)
+        self.bar.update(1)
+        if self.on_step:
+            self.on_step(self.index + 1, row)
+        if self.stops.requested:
+            raise Interrupted(self.index + 1)
+        return row
