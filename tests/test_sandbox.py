@@ -369,12 +369,20 @@ def test_judging_is_linear_on_the_worst_inputs_the_caps_allow():
     def program_dict(text):
         return lambda: sandbox.asserts_hold(sandbox.parse_asserts("assert f(1) == {1: 2}"),
                                             [{"$dict": [[k, 0] for k in json.loads(f"[{text}]")]}])
+    def nested(depth, payload):   # a set holding a dict whose value is a set holding a dict … `depth` levels down
+        v = {"$set": payload}
+        for _ in range(depth):
+            v = {"$set": [{"$dict": [[1, v]]}]}
+        return lambda: sandbox.asserts_hold(sandbox.parse_asserts("assert f(1) == {1}"), [v])
     colliding, ordinary = ints(P), ints(1).ljust(len(ints(P)), " ")
+    payload = json.loads(f"[{ints(1)}]")
     cases = {   # name: (the worst input, an ordinary one of the same size)
         "nesting": (lambda: sandbox.nesting('"' + '\\"' * 64_000), lambda: sandbox.nesting('"' + "ab" * 64_000 + '"')),
         "assert set literal": (assert_set(colliding), assert_set(ordinary)),
         "program's set": (program_set(colliding), program_set(ordinary)),
         "program's dict": (program_dict(colliding), program_dict(ordinary)),
+        # round four: a set nested 30 deep was rebuilt at every level, a dict sorted by repr at every level
+        "nested 30 deep": (nested(30, payload), nested(1, payload)),
     }
     for name, (worst, usual) in cases.items():
         times = []

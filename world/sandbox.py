@@ -228,15 +228,28 @@ def relay(data):
         data = data[os.write(1, data):]
 
 pending, running = [(job["i"], job) for job in batch["jobs"]], {}   # read end -> [i, pid, deadline, bytes, cap]
+stuck = []   # children killed that had not died: never waited for (a program asleep in the kernel holds no batch)
+
+def reaped(pid):
+    # the child's status once it is dead, waiting at most 0.2 s for the kill to land (never blocking: a child
+    # asleep where SIGKILL cannot reach it, a sync on a hung filesystem, is left to the kernel); else None
+    for _ in range(40):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.005)
+    return None
 
 def ended(r, timed_out):
     i, pid = running.pop(r)[:2]
     os.kill(pid, signal.SIGKILL)   # (an ended child is a zombie until reaped below: the kill cannot miss)
-    status = os.waitpid(pid, 0)[1]
     os.close(r)
-    # out of CPU seconds (RLIMIT_CPU: SIGXCPU) is out of time too
-    timed_out = timed_out or (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU)
-    relay(b"%d end %d\n" % (i, timed_out))
+    status = reaped(pid)
+    if status is None:
+        stuck.append(pid)
+    # out of CPU seconds (RLIMIT_CPU: SIGXCPU) is out of time too; a child that would not die is reported
+    timed_out = timed_out or status is None or (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU)
+    relay(b"%d end %d%s\n" % (i, timed_out, b" stuck" if status is None else b""))
 
 while pending or running:
     while pending and len(running) < batch["parallel"]:
@@ -692,13 +705,21 @@ def call_sources(asserts):
     return [ast.unparse(call) for _, calls in asserts for call in calls]
 
 
+DICT = object()   # marks a dict's hashable form, (DICT, frozenset of its items): no value a program sends is it
+
+
 def hashable(v):
+    """A value as a set item or a dict key, built once (linear in its size, however deep it nests): lists and
+    tuples as tuples, sets as frozensets (a frozenset is already one: safe_set built it, its items hashable),
+    dicts as (DICT, frozenset of (key, value)), with no sorting."""
     if isinstance(v, (list, tuple)):
         return tuple(hashable(x) for x in v)
-    if isinstance(v, (set, frozenset)):
+    if isinstance(v, frozenset):
+        return v
+    if isinstance(v, set):
         return safe_set(v)
     if isinstance(v, dict):
-        return tuple(sorted(((hashable(k), hashable(x)) for k, x in v.items()), key=repr))
+        return DICT, frozenset(collision_checked([(hashable(k), hashable(x)) for k, x in v.items()]))
     return v
 
 
@@ -928,10 +949,12 @@ def start(jobs, workdir, kind, filtered):
 
 
 def stop(proc):
-    """Kill the jail's whole session, reap it."""
+    """Kill the jail's whole session and reap it, waiting at most 5 s: a jail whose last process sleeps where
+    SIGKILL cannot reach it (a hung filesystem) is left to the kernel, and the grading goes on."""
     with contextlib.suppress(OSError):   # already gone
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
     proc.stdout.close()
 
 
@@ -989,8 +1012,11 @@ def unframe(stream, bufs, ends, cap):
                 stream.clear()
             return
         head = stream[:nl].split()
-        if len(head) == 3 and head[1] == b"end":
+        if len(head) in (3, 4) and head[1] == b"end":
             ends[int(head[0])] = head[2] == b"1"
+            if head[3:] == [b"stuck"]:   # killed, but asleep where SIGKILL cannot reach it: left to the kernel
+                print(f"warning: a CODING program (batch slot {int(head[0])}) did not die when killed (asleep in the "
+                      f"kernel); it scores 0 and its siblings were graded without waiting for it", file=sys.stderr)
             del stream[:nl + 1]
             continue
         i, n = int(head[0]), int(head[1])
