@@ -152,7 +152,8 @@ def train_one_task(ap, args, method_name, method):
     frozen = method.frozen_model(model, args)   # GRPO's reference (G4, only with --kl-coef) or SDPO's teacher (T3)
     t0 = time.time()
     with run.stops_cleanly():   # a non-finite step or a Ctrl-C: one line and its exit code, nothing saved
-        run_steps(model, tok, records, args, method, frozen, opt, run.log_path, desc=f"{method_name}:{args.task}")
+        run_steps(model, tok, records, args, method, frozen, opt, run.log_path, desc=f"{method_name}:{args.task}",
+                  on_step=run.track)
     train_s = time.time() - t0
     after = acc()
     run.save(before, after, train_s, method.teacher_of(frozen))

@@ -37,7 +37,7 @@ import sdpo
 from beyond import variants
 from experiment import claims
 from experiment.report import fmt_row, summarize_seeds, write_report, write_seeds_report
-from infra import flags, safety
+from infra import flags, safety, trackers
 from infra.checkpoints import (append_jsonl, atomic_json, check_states, damaged_files, load_optimizer, load_teacher,
                                read_jsonl, save_checkpoint, stage_checkpoint, with_stage_checkpoints, write_atomically)
 from infra.distributed import NonFiniteError, barrier, init_distributed, is_main, shard, under_torchrun
@@ -217,6 +217,9 @@ class Seed:
         run = Run(self, method, method_of(method, settings, self.base_model), settings, name, done)
         if len(done) == n_stages:
             return run
+        if is_main():   # --report-to: this configuration's steps and stages in TensorBoard or trackio
+            run.tracker = trackers.open_tracker(args.report_to, self.run_dir, name, {**vars(args), **settings,
+                                                                                     "method": method})
         has_teacher = method == "sdpo" and settings.get("teacher", "ema") != "live"
         device = self.experiment.device
         partial = load_partial(self.partial_dir, name, len(done), has_teacher, device, args)
@@ -254,7 +257,7 @@ class Run:
     def __init__(self, seed, method_name, method, settings, name, done):
         self.seed, self.method_name, self.method, self.settings, self.name, self.done = \
             seed, method_name, method, settings, name, done
-        self.model = self.tok = self.resume = self.prev_teacher = None
+        self.model = self.tok = self.resume = self.prev_teacher = self.tracker = None
 
     def stages_left(self):
         return range(len(self.done), len(self.seed.stages))
@@ -292,7 +295,7 @@ class Run:
             if stage.teacher is not None:
                 load_teacher(seed.partial_dir, stage.teacher)
             stage.curve, stage.rows, stage.start = self.resume["curve"], self.resume["rows"], self.resume["step"]
-        stage.on_step = stage_logger(stage, model, self.tok, seed.log_path, self.name)
+        stage.on_step = stage_logger(stage, model, self.tok, seed.log_path, self.name, track=self.track_step)
         try:
             yield stage
         except (Interrupted, KeyboardInterrupt) as e:
@@ -307,6 +310,25 @@ class Run:
             if isinstance(e, Interrupted):
                 raise
             raise Interrupted(done) from None
+
+    def track_step(self, stage, step, row):
+        """--report-to: a step's line, at the step counted over every stage."""
+        if self.tracker:
+            self.tracker.step(row, stage.k * stage.args.steps + step)
+
+    def track_stage(self, stage, acc):
+        """--report-to: a stage's accuracies, its gain G on its own domain and the mean forgetting F of the earlier
+        domains (A3, evaluate.change_metrics), at its last step; the tracked run closes after the last stage."""
+        if not self.tracker:
+            return
+        base, earlier = self.seed.progress["base"]["acc"], self.seed.stages[:stage.k]
+        gain = evaluate.change_metrics(acc[stage.domain], base[stage.domain])["gain"]
+        forgets = [evaluate.change_metrics(acc[d], base[d])["forget"] for d in earlier]
+        forgets = [f for f in forgets if f is not None]
+        self.tracker.stage(acc, gain, sum(forgets) / len(forgets) if forgets else None, (stage.k + 1) * stage.args.steps)
+        if stage.k + 1 == len(self.seed.stages):
+            self.tracker.close()
+            self.tracker = None
 
     def complete(self, stage, acc, deg, stage_drift):
         """Stage k is done: its checkpoint saved (with the teacher when it is carried, the optimizer when that is
@@ -329,12 +351,14 @@ class Run:
         if is_main():
             shutil.rmtree(seed.partial_dir, ignore_errors=True)
         print_stage(self.name, k, seed.stages, seed.progress, acc, deg, train_s)
+        self.track_stage(stage, acc)
 
 
-def stage_logger(stage, model, tok, log_path, run_name, measure=None):
+def stage_logger(stage, model, tok, log_path, run_name, measure=None, track=None):
     """on_step for train.run_steps: each step's row, tagged with its run and stage, in the stage's rows and
     log.jsonl, and every --curve-every steps the light in-stage curve (C3 on the stage's domain). measure(step,
-    row, model): an extra measurement after each step (tools/coding_ablation.py's teacher check)."""
+    row, model): an extra measurement after each step (tools/coding_ablation.py's teacher check); track(stage,
+    step, row): --report-to's."""
     args = stage.args
     curve_test = evaluate.benchmark_records(stage.domain, args.curve_n, args.eval_seed) if args.curve_every > 0 else []
 
@@ -350,6 +374,8 @@ def stage_logger(stage, model, tok, log_path, run_name, measure=None):
         stage.rows.append(row)
         if is_main():
             append_jsonl(log_path, row)
+        if track:
+            track(stage, step, row)
     return on_step
 
 
@@ -401,7 +427,7 @@ def run_dir_name(args, configs, defaults):
     """runs/<configurations>-s<seed>[-<hash>]: the hash of every other flag that differs from its default,
     so two different experiments never share a directory (the same command always finds its own)."""
     per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "overwrite_committed", "config", "seed", "threads",
-                  "plain", *grpo.SETTINGS, *sdpo.SETTINGS, *variants.SETTINGS, "trust_rate",
+                  "plain", "report_to", *grpo.SETTINGS, *sdpo.SETTINGS, *variants.SETTINGS, "trust_rate",
                   *T3_SETTINGS}
     changed = {k: v for k, v in sorted(vars(args).items()) if k not in per_config and v != defaults.get(k)}
     suffix = "-" + hashlib.sha1(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:6] if changed else ""
@@ -426,7 +452,8 @@ def fingerprint_of(args, stages, benchmarks, configs=()):
     """What config.json records: every flag except where the run is written, and under "runs" each
     configuration's own settings (a sweep's --alpha is a list; each run has one α)."""
     fingerprint = {k: v for k, v in vars(args).items()
-                   if k not in ("overwrite", "overwrite_committed", "config", "name", "runs_dir", "threads", "plain")}
+                   if k not in ("overwrite", "overwrite_committed", "config", "name", "runs_dir", "threads", "plain",
+                                "report_to")}
     fingerprint.update(program=PROGRAM, stages=stages, benchmarks=benchmarks,
                        runs={name: {"method": method, **settings} for method, settings, name in configs})
     return json.loads(json.dumps(fingerprint))

@@ -35,7 +35,7 @@ from world import sandbox
 from world import tasks
 from infra.distributed import sample_blocks_per_step
 from infra.models import BUILT_IN_MODELS, DTYPES, MODEL_DIRS
-from infra import speedups
+from infra import speedups, trackers
 from infra.speedups import SAMPLE_BATCH
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
@@ -262,6 +262,9 @@ def add_run(ap, script):
                        "committed folders (results/, docs/, …)")
     g.add_argument("--unsafe-code", action="store_true", help="run CODING programs even where no OS jail (bubblewrap, "
                    "unshare) is available, with the sandbox's inner layers only (docs/RELIABILITY.md)")
+    g.add_argument("--report-to", default="none", choices=trackers.CHOICES, help="also log every step, every stage's "
+                   "accuracies, G and F, and the configuration to TensorBoard or trackio (infra/trackers.py; the "
+                   "packages: requirements-trackers.txt)")
 
 
 def parser(script, description, usage, knobs=(), show_all=True):
@@ -433,6 +436,7 @@ def check_common(ap, args):
             ap.error(f"{flag} must be {allowed}")
     check_model_flag(ap, "--model", args.model)
     check_device_flag(ap, args.device)
+    trackers.check_available(ap.error, args.report_to)
     world, blocks = sample_blocks_per_step(0), sample_blocks_per_step(args.sample_blocks)   # (torchrun's ranks)
     if blocks % world:
         ap.error(f"--sample-blocks {blocks} must be a multiple of the {world} ranks")

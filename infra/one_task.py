@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from infra import plots, safety
+from infra import plots, safety, trackers
 from infra.checkpoints import read_jsonl, save_checkpoint
 from infra.distributed import NonFiniteError, init_distributed, is_main, process_count
 from infra.flags import check_code_jail, check_dir_flag, per_seed
@@ -72,6 +72,13 @@ class OneTaskRun:
                 os.remove(self.log_path)
         torch.manual_seed(args.seed)
         self.model, self.tok = load_policy(args.model, device, args.dtype, args.grad_checkpointing, args.enable_thinking)
+        self.tracker = trackers.open_tracker(args.report_to, self.out, os.path.basename(os.path.abspath(self.out)),
+                                             {**vars(args), "method": method_name}) if is_main() else None
+
+    def track(self, step, row):
+        """on_step for train.run_steps: --report-to's step line."""
+        if self.tracker:
+            self.tracker.step(row, step)
 
     @contextlib.contextmanager
     def stops_cleanly(self):
@@ -93,6 +100,11 @@ class OneTaskRun:
         """The trained model's checkpoint (and the teacher's), summary.json and curves.png; prints what it saved."""
         args, out = self.args, self.out
         processes = process_count()
+        if self.tracker:   # the task's accuracy after training, and its change (A3's G or F) against before
+            change = (after - before) / before if before else None
+            self.tracker.stage({args.task: after}, None if change is None else max(change, 0.0),
+                               None if change is None else max(-change, 0.0), args.steps)
+            self.tracker.close()
         save_checkpoint(self.model, self.tok, os.path.join(out, "model"))   # (torchrun: every process takes part)
         if teacher is not None:                                              # SDPO: the teacher as it ended
             save_checkpoint(teacher, self.tok, os.path.join(out, "teacher"))

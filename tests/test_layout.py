@@ -31,7 +31,7 @@ FLOORS = [("world", "the built-in world: tasks, graders, the jail, the tiny mode
 # What a student sees on opening the repository: the files that carry the paper, and the floors' folders
 TOP_LEVEL_PY = ["continual", "drift", "evaluate", "grpo", "razor", "rollout", "sdpo", "train"]
 PACKAGES = tuple(name for name, _ in FLOORS if name not in ("paper", "continual"))
-TOP_LEVEL = sorted(["README.md", "EQUATIONS.md", "LAB.md", "requirements.txt", "docs", "results", "tests",
+TOP_LEVEL = sorted(["README.md", "EQUATIONS.md", "LAB.md", "requirements.txt", "requirements-trackers.txt", "docs", "results", "tests",
                     *PACKAGES] + [m + ".py" for m in TOP_LEVEL_PY])
 
 ALL_TAGS = ([f"G{i}" for i in range(1, 6)] + [f"S{i}" for i in range(1, 9)] + [f"T{i}" for i in range(1, 7)]
