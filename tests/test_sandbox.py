@@ -307,7 +307,8 @@ def test_assert_tests_are_decided_here():
                                    (patched_builtins, ASSERT_TESTS), (RIGHT_ADD, EQ_TESTS)])
     assert scores == [1.0, 0.0, 0.0, 0.0, 1.0]
     t = sandbox.parse_tests(ASSERT_TESTS)
-    assert sandbox.program_inputs(t) == [["add(1, 2)"], ["add(-1, 1)", "add(2, 2)"]]   # no "3", no "== 0"
+    # the entry point's calls as values: no "3", no "== 0", no source
+    assert sandbox.program_inputs(t) == [[[False, [1, 2], {}]], [[False, [-1, 1], {}], [False, [2, 2], {}]]]
 
 
 @pytest.mark.parametrize("src, values, holds", [
@@ -339,7 +340,7 @@ def test_checks_outside_the_program_are_judged_here():
                "def half(x):\n    return 7")
     assert sandbox.run_programs([(right, MATH_TESTS), (patched, MATH_TESTS)]) == [1.0, 0.0]
     t = sandbox.parse_tests(MATH_TESTS)
-    assert sandbox.program_inputs(t) == [["half(1)"], ["half(5)"]]   # no 0.5, no math
+    assert sandbox.program_inputs(t) == [[[False, [1], {}]], [[False, [5], {}]]]   # no 0.5, no math
     for test in ("assert print(f(1))", "assert f(1) == x", "assert f(1) == os.getcwd()", "assert map(f, [1])",
                  "assert f(1) == math.factorial(3)", "assert f(1) == (lambda: 3)()"):
         assert sandbox.parse_tests(json.dumps({"testtype": "code", "inputs": [test], "outputs": [None]})) is None, test
@@ -699,3 +700,59 @@ def test_round_four_calls_are_refused_and_a_syncer_leaves_its_siblings_alone(mon
     monkeypatch.setattr(sandbox, "seccomp_filter", lambda: None)
     monkeypatch.setattr(sandbox, "shares_jail", lambda kind: False)
     assert sandbox.run_programs([(program, TESTS)]) == [0.0]
+
+
+# ---- round four: the program answers only its entry point's calls, on argument values sent from here ----------
+def code_tests(*asserts):
+    return json.dumps({"testtype": "code", "inputs": list(asserts), "outputs": [None] * len(asserts)})
+
+
+STYLES = [   # (a test, a right program, a wrong program that defines or returns what would fool the old grader)
+    (code_tests("assert isclose(f(-3), 0)"), "from math import isclose\ndef f(x):\n    return x + 3",
+     "def isclose(*a, **k):\n    return True\ndef f(x):\n    return 99"),
+    (code_tests("assert np.isclose(f(2), 0.5)", "assert np.allclose(f(4), 0.25)"), "def f(x):\n    return 1 / x",
+     "class np:\n    isclose = allclose = staticmethod(lambda *a, **k: True)\ndef f(x):\n    return 7"),
+    (code_tests("assert f(3) == Fraction(3, 1)", "assert f(1) == Fraction(1, 2) * 2"),
+     "from fractions import Fraction\ndef f(x):\n    return Fraction(x)",
+     "class T:\n    def __eq__(self, o): return True\ndef Fraction(*a): return T()\ndef f(x):\n    return T()"),
+    (code_tests("assert f('aab') == Counter('aab')"), "from collections import Counter\ndef f(s):\n    return Counter(s)",
+     "def Counter(s): return 0\ndef f(s):\n    return 0"),
+    (code_tests("assert f(1) == Decimal('0.1')"), "from decimal import Decimal\ndef f(x):\n    return Decimal(x) / 10",
+     "def Decimal(s): return 5\ndef f(x):\n    return 5"),
+    (code_tests("assert f(2020) == date(2020, 1, 1)"), "from datetime import date\ndef f(y):\n    return date(y, 1, 1)",
+     "def date(*a): return 'x'\ndef f(y):\n    return 'x'"),
+    (code_tests("assert f('ab').startswith('a')", "assert f('b').upper() == 'BX'"), "def f(s):\n    return s + 'x'",
+     "class S(str):\n    def startswith(self, *a): return True\n    def upper(self): return 'BX'\ndef f(s):\n    return S('q')"),
+    (code_tests("assert Solution().twice((1, 2)) == [1, 2, 1, 2]"),
+     "class Solution:\n    def twice(self, t):\n        return list(t) * 2 if isinstance(t, tuple) else None",
+     "class Solution:\n    def twice(self, t):\n        return [1, 2]"),
+]
+
+
+@pytest.mark.parametrize("tests, right, wrong", STYLES)
+def test_the_checks_around_the_entry_point_are_decided_here(tests, right, wrong):
+    """Issue 62, round four: whatever surrounds the entry point's call (a checker, a constructor, numpy, a method on
+    the returned value) is evaluated here by the real object: the right program passes, a program that defines the
+    checker or fakes the value does not (it scored 1.0 before: it received the whole check and decided it)."""
+    assert sandbox.run_programs([(right, tests), (wrong, tests)]) == [1.0, 0.0]
+
+
+def test_no_check_and_no_expected_value_reaches_the_program():
+    """The job a program receives holds its code, the entry point's name and the argument values: never a check's
+    source, a helper's name or an expected value."""
+    t = sandbox.parse_tests(code_tests("assert isclose(f(-3), 0.125)", "assert f(7) == Fraction(11, 13)"))
+    job = json.dumps(sandbox.batch_of([(0, "def f(x):\n    return x", t, sandbox.LIMITS)], None, False)["jobs"][0]["run"])
+    assert sandbox.program_inputs(t) == [[[False, [-3], {}]], [[False, [7], {}]]] and t["entry"] == "f"
+    for leak in ("isclose", "0.125", "Fraction", "11", "13", "assert"):
+        assert leak not in job, leak
+
+
+def test_what_only_the_program_could_evaluate_is_unusable():
+    """A class the program defines (TreeNode, ListNode), a second function of it, a bare name: counted as unusable
+    at load, never handed to the program."""
+    for test in ("assert f(ListNode(1)) == 1", "assert f([1, 2]) == TreeNode(1)", "assert f(1) == g(1)",
+                 "assert f(1) == x", "assert f(f(1)) == 1", "assert f(1).bit_length() == 1", "assert Solution() == 1"):
+        assert sandbox.parse_tests(code_tests(test)) is None, test
+    assert sandbox.parse_tests(code_tests("assert f(1) == 1", "assert g(2) == 2")) is None   # two entry points
+    assert sandbox.parse_tests(json.dumps({"testtype": "code", "fn_name": "g", "inputs": ["assert f(1) == 1"],
+                                           "outputs": [None]})) is None                  # not the record's function

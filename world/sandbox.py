@@ -39,8 +39,11 @@ Layers, outermost first (which layer stops which attack: docs/RELIABILITY.md):
    os._exit, which skips it), and a bug in CPython could bypass it: that is why layers 0 and 0b exist.
 """
 import ast
-import builtins
+import collections
 import contextlib
+import datetime
+import decimal
+import fractions
 import functools
 import json
 import math
@@ -54,6 +57,11 @@ import subprocess
 import sys
 import tempfile
 import time
+
+try:
+    import numpy
+except ImportError:   # (a test's np.isclose is then unusable)
+    numpy = None
 
 LIMITS = {"wall": 2.0, "cpu": 2, "mem": 512 * 2**20, "files": 16, "result": 1_000_000, "print": 100_000}
 MAX_DEPTH = 64       # the deepest JSON nesting read back from a program (deeper: its own outcome is an error)
@@ -357,7 +365,17 @@ def run_program(job):
         os.write(channel, (json_dumps(outcome) + "\n").encode())
 
     def tagged(v):
-        # a value as plain JSON; sets and dicts with keys other than strings tagged, for the grader to rebuild
+        # a value as plain JSON; sets, dicts with keys other than strings, fractions, decimals and dates tagged,
+        # for the grader to rebuild
+        kind = (type(v).__module__, type(v).__name__)
+        if kind == ("fractions", "Fraction"):
+            return {"$fraction": [v.numerator, v.denominator]}
+        if kind == ("decimal", "Decimal"):
+            return {"$decimal": str(v)}
+        if kind in (("datetime", "date"), ("datetime", "datetime")):
+            return {"$date": v.isoformat()}
+        if kind == ("collections", "deque"):
+            return [tagged(x) for x in v]
         if isinstance(v, (set, frozenset)):
             return {"$set": [tagged(x) for x in v]}
         if isinstance(v, dict):
@@ -366,6 +384,25 @@ def run_program(job):
             return {"$dict": [[tagged(k), tagged(x)] for k, x in v.items()]}
         if isinstance(v, (list, tuple)):
             return [tagged(x) for x in v]
+        return v
+
+    def unsent(v):
+        # an argument as the grader sent it, rebuilt: tuples, sets, dicts with keys other than strings, fractions
+        if isinstance(v, list):
+            return [unsent(x) for x in v]
+        if isinstance(v, dict):
+            tag = next(iter(v), None) if len(v) == 1 else None
+            if tag == "$tuple":
+                return tuple(unsent(x) for x in v[tag])
+            if tag == "$set":
+                return {unsent(x) for x in v[tag]}
+            if tag == "$dict":
+                return {unsent(k): unsent(x) for k, x in v[tag]}
+            if tag == "$fraction":
+                return sys.modules["fractions"].Fraction(*v[tag])
+            if tag == "$decimal":
+                return sys.modules["decimal"].Decimal(v[tag])
+            return {k: unsent(x) for k, x in v.items()}
         return v
 
     def failure(e):
@@ -390,7 +427,20 @@ def run_program(job):
     try:
         compiled = compile(code, "<program>", "exec")
         sys.addaudithook(hook)
-        if job["fn_name"]:   # functional tests: run the program once, call the function on every input
+        if job["mode"] == "code":   # assert-style tests: the grader sends its entry point's calls, as values
+            sys.stdin, sys.stdout = io.StringIO(""), Capped()
+            ns = {"__name__": "__main__", "__builtins__": program_builtins, **prelude}
+            exec(compiled, ns)
+            for calls in job["inputs"]:
+                try:
+                    out = []
+                    for solution, args, kwargs in calls:
+                        fn = getattr(ns["Solution"](), job["entry"]) if solution else ns[job["entry"]]
+                        out.append(tagged(fn(*unsent(args), **unsent(kwargs))))
+                    send(["ok", out])
+                except BaseException as e:
+                    send(failure(e))
+        elif job["fn_name"]:   # functional tests: run the program once, call the function on every input
             sys.stdin, sys.stdout = io.StringIO(""), Capped()
             ns = {"__name__": "__main__", "__builtins__": program_builtins, **prelude}
             exec(compiled, ns)
@@ -398,15 +448,6 @@ def run_program(job):
             for kind, args in job["inputs"]:
                 try:
                     send(["ok", json_loads(json_dumps(fn(**args) if kind == "kwargs" else fn(*args)))])
-                except BaseException as e:
-                    send(failure(e))
-        elif job["mode"] == "code":   # assert-style tests: the grader parsed them and sent only the calls
-            sys.stdin, sys.stdout = io.StringIO(""), Capped()
-            ns = {"__name__": "__main__", "__builtins__": program_builtins, **prelude}
-            exec(compiled, ns)
-            for calls in job["inputs"]:
-                try:
-                    send(["ok", [tagged(eval(compile(call, "<test>", "eval"), ns)) for call in calls]])
                 except BaseException as e:
                     send(failure(e))
         else:                # standard input / output: one run per input
@@ -542,24 +583,29 @@ def parse_tests(tests):
         if not t["inputs"] or len(t["inputs"]) != len(t["outputs"]):
             return None
         if t.get("testtype") == "code":   # assert-style: each test parsed here into its checks and calls
-            parsed = [parse_asserts(test) for test in t["inputs"]]
-            if any(p is None for p in parsed):
+            entry = t.get("fn_name") or entry_point(t["inputs"])
+            parsed = [parse_asserts(test, entry) for test in t["inputs"]]
+            if entry is None or any(p is None for p in parsed):
                 return None
-            t = {**t, "asserts": parsed}
+            t = {**t, "asserts": parsed, "entry": entry}
         return t
     except (ValueError, TypeError, RecursionError):
         return None
 
 
 # ---- assert-style tests (the release's 'code' test type) ----
-# The program never runs a test's code. Each `assert` is parsed here; the parts of it this process can
-# evaluate on plain values (literals, comparisons, and/or/not, + - / // % and * of numbers, a few pure
-# built-ins such as len, sorted, abs, isinstance, and math's pure functions such as math.isclose) stay
-# here; a call into the program — f(1), Solution().g(x), or a subscript or attribute of one — is a
-# "call": its source goes to the program, its value comes back as JSON, and the assert is evaluated
-# here. So `assert f(1) == 3` sends "f(1)" and compares here. Any other part (another built-in, another
-# module's function, a bare name) would have to run in the program, which could then decide the check:
-# such a test is unusable (it is counted and reported when the data loads).
+# The program never runs a test's code, and it answers only calls of the task's *entry point*: the function the
+# record names, else the one function every assert calls, f(...) or a LeetCode-style Solution().m(...). Each
+# assert is parsed here, and every other part of it is evaluated here by the real object: literals, comparisons,
+# and/or/not, arithmetic on numbers, subscripts, a fixed list of pure built-ins (len, sorted, abs, isinstance, …),
+# of checkers and constructors (math's pure functions, or a bare isclose as the program imported it; Fraction,
+# Decimal, Counter, OrderedDict, date, datetime, timedelta; numpy's isclose, allclose and array_equal) and of pure
+# methods and attributes of plain values (f(x).startswith(...), f(x).real). The entry point's arguments are
+# evaluated here too and sent as values. So `assert isclose(f(-3), 0)` sends the program "f" and [-3], and
+# decides isclose here: a program that defines its own isclose changes nothing. A test with any other part (a
+# second function of the program, a class it defines such as TreeNode, a bare name) would need the program to
+# evaluate it, and the program would then decide the check: such a test is unusable (counted and reported when
+# the data loads). No expected value and no check's source ever reaches the program's process.
 def bounded_range(*args):
     r = range(*args)
     if len(r) > 10**6:
@@ -612,97 +658,197 @@ PURE = {"abs": abs, "len": len, "sorted": sorted, "set": safe_set, "frozenset": 
 MATH_PURE = {name: getattr(math, name) for name in ("isclose", "floor", "ceil", "trunc", "sqrt", "fabs", "isnan",
                                                      "isinf", "isfinite", "log", "log2", "log10", "exp", "hypot")}
 MATH_CONSTANTS = {name: getattr(math, name) for name in ("pi", "e", "tau", "inf", "nan")}
-MODULES = frozenset(ALLOWED_MODULES) | frozenset(getattr(sys, "stdlib_module_names", ()))   # never the program's
-BUILTIN_NAMES = frozenset(dir(builtins))
+# Checkers and constructors a test may call by a bare name (the program imported them, `from math import isclose`)
+# or through their module, evaluated here by the real object whatever the program binds to the name
+CHECKERS = {"isclose": math.isclose, "Fraction": fractions.Fraction, "Decimal": decimal.Decimal,
+            "Counter": collections.Counter, "OrderedDict": collections.OrderedDict, "date": datetime.date,
+            "datetime": datetime.datetime, "timedelta": datetime.timedelta}
+MODULE_FUNCTIONS = {"math": MATH_PURE, "fractions": {"Fraction": fractions.Fraction},
+                    "decimal": {"Decimal": decimal.Decimal},
+                    "collections": {"Counter": collections.Counter, "OrderedDict": collections.OrderedDict},
+                    "datetime": {n: CHECKERS[n] for n in ("date", "datetime", "timedelta")}}
+if numpy is not None:   # (numpy comes with torch; a test's np.isclose(f(x), y) is decided here, on plain values)
+    MODULE_FUNCTIONS["np"] = MODULE_FUNCTIONS["numpy"] = {n: getattr(numpy, n) for n in ("isclose", "allclose", "array_equal")}
+# Pure methods and attributes of plain values (a returned string, list, dict or number), evaluated here
+METHODS = {str: ("startswith", "endswith", "lower", "upper", "strip", "lstrip", "rstrip", "split", "count", "find",
+                 "index", "isdigit", "isalpha", "isalnum", "islower", "isupper", "isspace"),
+           list: ("count", "index"), tuple: ("count", "index"), dict: ("keys", "values", "items", "get")}
+METHOD_NAMES = frozenset(m for names in METHODS.values() for m in names)
+ATTRIBUTES = ("real", "imag", "numerator", "denominator")
 
 
 class Unusable(ValueError):
-    """An assert with a part that only the program could evaluate and that is not a call into it."""
+    """An assert with a part that only the program could evaluate and that is not a call of its entry point."""
 
 
-def root_name(node):
-    """The name an expression's chain of attributes, subscripts and calls starts from (None: a literal)."""
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-        node = node.func if isinstance(node, ast.Call) else node.value
-    return node.id if isinstance(node, ast.Name) else None
+def solution_method(func):
+    """m of a Solution().m(...) call's func, else None."""
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and not func.value.args and \
+            not func.value.keywords and isinstance(func.value.func, ast.Name) and func.value.func.id == "Solution":
+        return func.attr
+    return None
 
 
-def is_program_call(node):
-    """f(...), Solution().g(...), obj.g(...), or a subscript or attribute of one: the program's own code,
-    never a built-in or a module's function."""
-    inner = node
-    while isinstance(inner, (ast.Attribute, ast.Subscript)):
-        inner = inner.value
-    if not isinstance(inner, ast.Call):
-        return False
-    name = root_name(inner)
-    return name is not None and name not in BUILTIN_NAMES and name not in MODULES
+def callee(node):
+    """The program function a call node names (f(...) or Solution().m(...)) when it is not the grader's own
+    (a built-in, a checker, a module's function or a value's method): None otherwise."""
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Name):
+        name = node.func.id
+        if name == "Solution" and not node.args and not node.keywords:   # (the Solution() of Solution().m(...))
+            return None
+        return None if name in PURE or name in CHECKERS or name == "isinstance" else name
+    return solution_method(node.func)
 
 
-def split_calls(node, calls):
-    """Walk one assert's expression: the parts evaluated here are kept, every call into the program is
-    appended to calls (the program evaluates those); any other part makes the test Unusable."""
-    kids = None
+def entry_point(tests):
+    """The entry point of a record's assert-style tests: the one function (f, or Solution().m) they all call; None
+    when they call none or more than one (the record is then unusable)."""
+    names = set()
+    for test in tests:
+        try:
+            names |= {callee(n) for n in ast.walk(ast.parse(test))} - {None}
+        except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+            return None
+    return names.pop() if len(names) == 1 else None
+
+
+def grader_parts(node):
+    """The sub-expressions of a node this process evaluates (judged), or None when it cannot evaluate it."""
     if isinstance(node, ast.Constant):
-        kids = []
-    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        kids = node.elts
-    elif isinstance(node, ast.Dict) and None not in node.keys:
-        kids = node.keys + node.values
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.UAdd)):
-        kids = [node.operand]
-    elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, *NUMBERS_ONLY)):
-        kids = [node.left, node.right]
-    elif isinstance(node, ast.BoolOp):
-        kids = node.values
-    elif isinstance(node, ast.Compare):
-        kids = [node.left, *node.comparators]
-    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "math" and \
-            node.attr in MATH_CONSTANTS:
-        kids = []
-    elif isinstance(node, ast.Call) and not any(isinstance(a, ast.Starred) for a in node.args):
-        if isinstance(node.func, ast.Name) and not node.keywords and node.func.id in PURE:
-            kids = node.args
-        elif isinstance(node.func, ast.Name) and node.func.id == "isinstance" and not node.keywords and \
-                len(node.args) == 2 and is_type_name(node.args[1]):
-            kids = node.args[:1]
-        elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
-                node.func.value.id == "math" and node.func.attr in MATH_PURE and all(k.arg for k in node.keywords):
-            kids = node.args + [k.value for k in node.keywords]
-    if kids is None:
-        if not is_program_call(node):
+        return []
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return node.elts
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return node.keys + node.values
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.UAdd)):
+        return [node.operand]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, *NUMBERS_ONLY)):
+        return [node.left, node.right]
+    if isinstance(node, ast.BoolOp):
+        return node.values
+    if isinstance(node, ast.Compare):
+        return [node.left, *node.comparators]
+    if isinstance(node, ast.Subscript):
+        s = node.slice
+        return [node.value] + ([p for p in (s.lower, s.upper, s.step) if p is not None] if isinstance(s, ast.Slice) else [s])
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "math" and node.attr in MATH_CONSTANTS:
+            return []
+        return [node.value] if node.attr in ATTRIBUTES else None
+    if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args) or \
+            any(k.arg is None for k in node.keywords):
+        return None
+    args, func = node.args + [k.value for k in node.keywords], node.func
+    if isinstance(func, ast.Name):
+        if func.id in PURE and not node.keywords:
+            return node.args
+        if func.id == "isinstance" and not node.keywords and len(node.args) == 2 and is_type_name(node.args[1]):
+            return node.args[:1]
+        return args if func.id in CHECKERS else None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in MODULE_FUNCTIONS:
+        return args if func.attr in MODULE_FUNCTIONS[func.value.id] else None
+    if isinstance(func, ast.Attribute) and func.attr in METHOD_NAMES and not solution_method(func):
+        return [func.value] + args
+    return None
+
+
+def split_calls(node, calls, entry):
+    """Walk one assert's expression: every call of the entry point is appended to calls (the program evaluates
+    those, on arguments evaluated here); every other part is kept for this process, or makes the test Unusable
+    (a call of any other function of the program among them; with entry None, any call of the program)."""
+    name = callee(node)
+    if name is not None and name != entry:
+        raise Unusable(ast.unparse(node))
+    if name is not None:
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             raise Unusable(ast.unparse(node))
-        calls.append(node)
+        if not no_calls(node.args + [k.value for k in node.keywords]):
+            raise Unusable(ast.unparse(node))
+        args, kwargs = [argument(a) for a in node.args], {k.arg: argument(k.value) for k in node.keywords}
+        calls.append((node, sent(args), sent(kwargs)))   # (values, checked to be sendable, here at load)
         return
+    kids = grader_parts(node)
+    if kids is None:
+        raise Unusable(ast.unparse(node))
     for kid in kids:
-        split_calls(kid, calls)
+        split_calls(kid, calls, entry)
 
 
-def parse_asserts(test):
-    """One assert-style test (source text: one or more `assert` lines) -> [(expression, [call nodes])],
-    or None if it is anything but asserts (it cannot then be graded without running it in the program)."""
+def argument(node):
+    """An argument's value, evaluated here: as judged, with the tuples of its literal kept tuples (the function may
+    tell them from lists; a comparison here never does)."""
+    if isinstance(node, ast.Tuple):
+        return tuple(argument(e) for e in node.elts)
+    if isinstance(node, ast.List):
+        return [argument(e) for e in node.elts]
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return safe_dict((argument(k), argument(v)) for k, v in zip(node.keys, node.values))
+    return judged(node, {})
+
+
+def no_calls(nodes):
+    """Whether these argument expressions are this process's alone (a call of the program inside: Unusable)."""
+    inner = []
+    for n in nodes:
+        split_calls(n, inner, None)
+    return not inner
+
+
+def parse_asserts(test, entry=None):
+    """One assert-style test (source text: one or more `assert` lines) -> [(expression, [(call node, its argument
+    values, its keyword values)])], or None if it is anything but asserts, or a part of it only the program could
+    evaluate. entry: the entry point (entry_point); None: this test's own."""
     if not isinstance(test, str):
         return None
+    entry = entry or entry_point([test])
     try:
         body = ast.parse(test).body
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    if not body or not all(isinstance(stmt, ast.Assert) for stmt in body):
+    if not body or not all(isinstance(stmt, ast.Assert) for stmt in body) or entry is None:
         return None
     out = []
     for stmt in body:
         calls = []
         try:
-            split_calls(stmt.test, calls)
-        except (Unusable, RecursionError):
+            split_calls(stmt.test, calls, entry)
+        except (Unusable, RecursionError, ArithmeticError, ValueError, TypeError, KeyError, IndexError,
+                AttributeError, OverflowError, MemoryError, decimal.DecimalException):
             return None
         out.append((stmt.test, calls))
     return out
 
 
+def sent(v):
+    """An argument value as the program receives it: JSON, with tuples, sets, dicts whose keys are not strings,
+    Fractions, Decimals and dates tagged (the program's runner rebuilds them)."""
+    if isinstance(v, list):
+        return [sent(x) for x in v]
+    if isinstance(v, tuple):
+        return {"$tuple": [sent(x) for x in v]}
+    if isinstance(v, (set, frozenset)):
+        return {"$set": [sent(x) for x in v]}
+    if isinstance(v, dict):
+        if all(type(k) is str for k in v) and not any(k.startswith("$") for k in v):
+            return {k: sent(x) for k, x in v.items()}
+        return {"$dict": [[sent(k), sent(x)] for k, x in v.items()]}
+    if isinstance(v, fractions.Fraction):
+        return {"$fraction": [v.numerator, v.denominator]}
+    if isinstance(v, decimal.Decimal):
+        return {"$decimal": str(v)}
+    if isinstance(v, (datetime.date, datetime.timedelta)):
+        raise Unusable("a date as an argument")
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise Unusable(f"an argument of type {type(v).__name__}")
+
+
 def call_sources(asserts):
-    """The program's part of one test: the source of every call, in order."""
-    return [ast.unparse(call) for _, calls in asserts for call in calls]
+    """The program's part of one test: each call of its entry point, as [Solution().m?, its argument values,
+    its keyword values] (values, never source)."""
+    return [[solution_method(node.func) is not None, args, kwargs] for _, calls in asserts for node, args, kwargs in calls]
 
 
 DICT = object()   # marks a dict's hashable form, (DICT, frozenset of its items): no value a program sends is it
@@ -747,6 +893,13 @@ def untagged(v):
             return safe_set(untagged(x) for x in v["$set"])
         if set(v) == {"$dict"} and isinstance(v["$dict"], list):
             return safe_dict((untagged(p[0]), untagged(p[1])) for p in v["$dict"] if isinstance(p, list) and len(p) == 2)
+        if set(v) == {"$fraction"} and isinstance(v["$fraction"], list) and len(v["$fraction"]) == 2 and \
+                all(type(x) is int and abs(x) < 10**4300 for x in v["$fraction"]):
+            return fractions.Fraction(*v["$fraction"])
+        if set(v) == {"$decimal"} and isinstance(v["$decimal"], str) and len(v["$decimal"]) <= 1000:
+            return decimal.Decimal(v["$decimal"])
+        if set(v) == {"$date"} and isinstance(v["$date"], str) and len(v["$date"]) <= 40:
+            return (datetime.datetime if "T" in v["$date"] else datetime.date).fromisoformat(v["$date"])
         return {k: untagged(x) for k, x in v.items()}
     if isinstance(v, list):
         return [untagged(x) for x in v]
@@ -754,7 +907,8 @@ def untagged(v):
 
 
 def judged(node, values):
-    """Evaluate an assert's expression here; values: {id(call node): its value from the program}."""
+    """Evaluate an assert's expression here (grader_parts says which nodes); values: {id(call node): the value
+    the program returned for that call of its entry point}."""
     if id(node) in values:
         return values[id(node)]
     if isinstance(node, ast.Constant):
@@ -765,8 +919,21 @@ def judged(node, values):
         return safe_set(judged(e, values) for e in node.elts)
     if isinstance(node, ast.Dict):
         return safe_dict((judged(k, values), judged(v, values)) for k, v in zip(node.keys, node.values))
-    if isinstance(node, ast.Attribute):   # math.pi, math.inf, ...
-        return MATH_CONSTANTS[node.attr]
+    if isinstance(node, ast.Attribute):   # math.pi, math.inf, …; a number's real, imag, numerator, denominator
+        if isinstance(node.value, ast.Name) and node.value.id == "math":
+            return MATH_CONSTANTS[node.attr]
+        x = judged(node.value, values)
+        if not isinstance(x, (int, float, complex, fractions.Fraction)):
+            raise TypeError(f"no attribute {node.attr} here")
+        return getattr(x, node.attr)
+    if isinstance(node, ast.Subscript):
+        x = judged(node.value, values)
+        s = node.slice
+        key = slice(*(None if p is None else judged(p, values) for p in (s.lower, s.upper, s.step))) \
+            if isinstance(s, ast.Slice) else judged(s, values)
+        if not isinstance(x, (list, str, dict)):
+            raise TypeError("subscript of a non-container")
+        return x[hashable(key)] if isinstance(x, dict) else x[key]
     if isinstance(node, ast.UnaryOp):
         x = judged(node.operand, values)
         return not x if isinstance(node.op, ast.Not) else (-x if isinstance(node.op, ast.USub) else +x)
@@ -774,7 +941,7 @@ def judged(node, values):
         a, b = judged(node.left, values), judged(node.right, values)
         if isinstance(node.op, ast.Add):
             return a + b
-        if not all(isinstance(x, (int, float)) for x in (a, b)):   # no "x" * 10**9, no format strings
+        if not all(isinstance(x, (int, float, fractions.Fraction, decimal.Decimal)) for x in (a, b)):   # no "x" * 10**9
             raise TypeError("numbers only")
         return NUMBERS_ONLY[type(node.op)](a, b)
     if isinstance(node, ast.BoolOp):
@@ -792,19 +959,28 @@ def judged(node, values):
                 return False
             left = right
         return True
-    if isinstance(node.func, ast.Attribute):   # math.isclose(a, b, rel_tol=...), math.floor(x), ...
-        return MATH_PURE[node.func.attr](*[judged(a, values) for a in node.args],
-                                         **{k.arg: judged(k.value, values) for k in node.keywords})
-    if node.func.id == "isinstance":
+    func = node.func
+    if isinstance(func, ast.Name) and func.id == "isinstance":
         elts = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
         x = judged(node.args[0], values)
         return any(isinstance(x, TYPES[e.id]) for e in elts)
-    return PURE[node.func.id](*[judged(a, values) for a in node.args])
+    args = [judged(a, values) for a in node.args]
+    kwargs = {k.arg: judged(k.value, values) for k in node.keywords}
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in MODULE_FUNCTIONS:
+        return MODULE_FUNCTIONS[func.value.id][func.attr](*args, **kwargs)   # math.isclose, np.allclose, …
+    if isinstance(func, ast.Attribute):   # a pure method of a plain value: f(x).startswith("a"), d.get(k)
+        x = judged(func.value, values)
+        if func.attr not in METHODS.get(type(x), ()):
+            raise TypeError(f"no method {func.attr} here")
+        return getattr(x, func.attr)(*args, **kwargs)
+    if func.id in CHECKERS:
+        return CHECKERS[func.id](*args, **kwargs)
+    return PURE[func.id](*args)
 
 
 def asserts_hold(asserts, returned):
     """Whether every assert of a test holds, given the values the program returned for its calls."""
-    calls = [call for _, cs in asserts for call in cs]
+    calls = [node for _, cs in asserts for node, _, _ in cs]
     if not isinstance(returned, list) or len(returned) != len(calls):
         return False
     try:
@@ -923,11 +1099,14 @@ def batch_of(jobs, kind, filtered):
              "runner": RUNNER, "filter": seccomp_filter() if filtered else None}
     for i, code, tests, lim in jobs:
         names = [n for n in TYPING_PRELUDE if n in code]
-        run = {"code": code, "fn_name": tests.get("fn_name"), "inputs": program_inputs(tests),
+        inputs = program_inputs(tests)
+        needs = json.dumps(inputs) if tests.get("testtype") == "code" else ""
+        run = {"code": code, "fn_name": tests.get("fn_name"), "inputs": inputs, "entry": tests.get("entry"),
                "fallbacks": release_fallbacks(code) if tests.get("lookup") == "release" else None,
                "mode": tests.get("testtype"), "allowed": list(ALLOWED_MODULES), "typing": names,
                # the allowed modules the program names, loaded before it runs (typing for the prelude's names)
-               "preload": [m for m in ALLOWED_MODULES if m in code or (m == "typing" and names)],
+               "preload": [m for m in ALLOWED_MODULES if m in code or (m == "typing" and names)
+                           or (m == "fractions" and '"$fraction"' in needs) or (m == "decimal" and '"$decimal"' in needs)],
                # (3) as root without a jail: uid 61000 + k (in a jail: the jail's user)
                "uid": UID_BASE + i % 1000 if as_root and not kind else None,
                "limits": {"print": lim["print"]}}
