@@ -756,3 +756,52 @@ def test_what_only_the_program_could_evaluate_is_unusable():
     assert sandbox.parse_tests(code_tests("assert f(1) == 1", "assert g(2) == 2")) is None   # two entry points
     assert sandbox.parse_tests(json.dumps({"testtype": "code", "fn_name": "g", "inputs": ["assert f(1) == 1"],
                                            "outputs": [None]})) is None                  # not the record's function
+
+
+@pytest.mark.parametrize("layer", ["jail", "limits", "dumpable", "no_new_privs", "filter", "interpreter", "user", "hook"])
+def test_a_layer_that_fails_to_install_stops_the_program_and_says_which(layer, monkeypatch, capsys):
+    """Issue 62, fail closed: each layer's set-up made to fail in turn (sandbox.FAIL_LAYER); the program, right as
+    it is, does not run (0), and one warning names the layer. Layer 3's own user is set in the program's process
+    only without a jail (--unsafe-code as root); the filter's layers only where the filter works."""
+    kind = sandbox.jail()
+    if layer == "user":
+        if os.geteuid() != 0:
+            pytest.skip("the program's own user is set here only as root")
+        monkeypatch.setattr(sandbox, "jail", lambda: None)
+        monkeypatch.setattr(sandbox, "ALLOW_UNJAILED", True)
+    elif layer in ("dumpable", "no_new_privs", "filter", "interpreter") and not (kind and sandbox.shares_jail(kind)):
+        pytest.skip("no seccomp filter here")
+    elif layer == "jail" and not kind:
+        pytest.skip("no jail here")
+    right = "f = lambda x: x + 10"
+    assert sandbox.run_programs([(right, TESTS)]) == [1.0]
+    monkeypatch.setattr(sandbox, "FAIL_LAYER", layer)
+    assert sandbox.run_programs([(right, TESTS)]) == [0.0]
+    err = capsys.readouterr().err
+    named = {"jail": "the OS jail", "limits": "the OS limits", "dumpable": "not dumpable",
+             "no_new_privs": "no new privileges", "filter": "the seccomp filter", "interpreter": "the fresh interpreter",
+             "user": "the program's own user", "hook": "the audit hook"}[layer]
+    assert named in err and "did not" in err, err
+
+
+def test_each_jail_is_charged_to_a_memory_cgroup_where_the_machine_gives_one():
+    """Issue 62: everything a jail's processes hold or pin (pipe buffers, page cache) counts against a memory
+    cgroup's limit, which the address-space cap does not see; the cgroup goes with the jail."""
+    probe = sandbox.memory_cgroup(2**30)
+    if probe is None:
+        pytest.skip("no writable memory cgroup here (not root, or no memory controller)")
+    sandbox.remove_cgroup(probe)
+    kind = sandbox.jail()
+    tests = sandbox.parse_tests(TESTS)
+    slow = "import time\ntime.sleep(1.5)\nf = lambda x: x + 10"
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = sandbox.start([(0, slow, tests, sandbox.LIMITS)], tmp, kind, False)
+        try:
+            time.sleep(0.3)
+            group = proc.cgroup
+            assert group and os.path.basename(group) in open(f"/proc/{proc.pid}/cgroup").read()
+            limit_file = "memory.max" if os.path.exists(os.path.join(group, "memory.max")) else "memory.limit_in_bytes"
+            assert int(open(os.path.join(group, limit_file)).read()) <= sandbox.LIMITS["mem"] + 512 * 2**20
+        finally:
+            sandbox.stop(proc)
+    assert not os.path.exists(group)

@@ -70,6 +70,10 @@ PARALLEL = 2         # programs run at once
 JAILS = ("bwrap", "unshare")   # layer 0, in order of preference: the first that works on this machine
 ALLOW_UNJAILED = False         # --unsafe-code: run CODING programs without layer 0 (inner layers only)
 SHARED_JAIL = True   # layer 0b: a batch's programs share one jail, each in a process of its own under a seccomp filter
+# Fail closed: a layer that cannot be installed stops its program before it runs, and says which (exit codes)
+LAYERS = {91: "the OS limits (2)", 92: "not dumpable (0b)", 93: "no new privileges (0b)", 94: "the seccomp filter (0b)",
+          95: "the fresh interpreter (0b)", 96: "the program's own user (3)", 97: "the audit hook (4)"}
+FAIL_LAYER = None   # for tests only: make one layer's set-up fail ("jail", "limits", ..., "hook"; tests/test_sandbox.py)
 # (0b) The system calls a program never needs, refused (EPERM) under the filter: those by which one process
 # reaches another (signals, pidfds, ptrace, another's memory, pages or robust list, its scheduling, priority
 # or limits), new processes and programs, namespaces and mounts, sockets (no AF_VSOCK, no netlink), keyrings,
@@ -211,11 +215,16 @@ def isolate(job, result_fd):
         os.dup2(null, fd)
     os.closerange(4, 1 << 20)
     L = job["limits"]
-    resource.setrlimit(resource.RLIMIT_CPU, (L["cpu"], L["cpu"] + 1))   # SIGXCPU at the limit (a time-out), SIGKILL 1 s on
-    resource.setrlimit(resource.RLIMIT_AS, (L["mem"], L["mem"]))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (L["files"], L["files"]))
+    try:   # (2) the OS limits; if any cannot be set, the program does not run (exit code: LAYERS)
+        if batch.get("fail") == "limits":
+            raise OSError("made to fail")
+        resource.setrlimit(resource.RLIMIT_CPU, (L["cpu"], L["cpu"] + 1))   # SIGXCPU at the limit (a time-out), SIGKILL 1 s on
+        resource.setrlimit(resource.RLIMIT_AS, (L["mem"], L["mem"]))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (L["files"], L["files"]))
+    except BaseException:
+        os._exit(91)
     argv = [batch["python"], "-I", "-S", "-c", batch["runner"]]
     if not batch["filter"]:
         os.execv(argv[0], argv)
@@ -226,10 +235,17 @@ def isolate(job, result_fd):
     buf = ctypes.create_string_buffer(prog)
     fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
     # not dumpable (no ptrace, no /proc of it), no new privileges, the filter: else the program does not run
-    if prctl(4, 0) or prctl(38, 1) or prctl(22, 2, ctypes.addressof(fprog)):   # PR_SET_DUMPABLE, _NO_NEW_PRIVS, _SECCOMP
-        os._exit(99)
+    fail = batch.get("fail")
+    if fail == "dumpable" or prctl(4, 0):        # PR_SET_DUMPABLE
+        os._exit(92)
+    if fail == "no_new_privs" or prctl(38, 1):   # PR_SET_NO_NEW_PRIVS
+        os._exit(93)
+    if fail == "filter" or prctl(22, 2, ctypes.addressof(fprog)):   # PR_SET_SECCOMP, the filter
+        os._exit(94)
+    if fail == "interpreter":
+        path = ctypes.create_string_buffer(b"/nonexistent/python")
     libc.execve(path, args, env)
-    os._exit(99)
+    os._exit(95)                                 # the fresh interpreter did not start
 
 def relay(data):
     while data:
@@ -255,9 +271,12 @@ def ended(r, timed_out):
     status = reaped(pid)
     if status is None:
         stuck.append(pid)
-    # out of CPU seconds (RLIMIT_CPU: SIGXCPU) is out of time too; a child that would not die is reported
+    # out of CPU seconds (RLIMIT_CPU: SIGXCPU) is out of time too; a child that would not die is reported, and so
+    # is a layer that failed to install (its exit code, 91-97: LAYERS)
     timed_out = timed_out or status is None or (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU)
-    relay(b"%d end %d%s\n" % (i, timed_out, b" stuck" if status is None else b""))
+    code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else 0
+    note = b" stuck" if status is None else (b" layer%d" % code if 91 <= code <= 97 else b"")
+    relay(b"%d end %d%s\n" % (i, timed_out, note))
 
 while pending or running:
     while pending and len(running) < batch["parallel"]:
@@ -322,11 +341,16 @@ for name in job["preload"]:   # the allowed modules this program names (the audi
         __import__(name)
     except ImportError:   # (not in this Python: the program's import of it fails, as it should)
         continue
-if job["uid"] is not None:   # (3) a user of its own, allowed one process: this one
-    resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
-    os.setgroups([])
-    os.setgid(job["uid"])
-    os.setuid(job["uid"])
+if job["uid"] is not None:   # (3) a user of its own, allowed one process: this one; else the program does not run
+    try:
+        if job.get("fail") == "user":
+            raise OSError("made to fail")
+        resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
+        os.setgroups([])
+        os.setgid(job["uid"])
+        os.setuid(job["uid"])
+    except BaseException:
+        os._exit(96)
 
 def hook(event, args):
     # (4) Only these events pass. The set is a constant of this code object (replacing __code__ is
@@ -424,9 +448,14 @@ def run_program(job):
             return getattr(ns["Solution"](), name)
         return next(v for v in ns.values() if isinstance(v, types.FunctionType) and v.__code__.co_filename == "<program>")
 
+    try:   # (4) the audit hook; if it cannot be installed, the program does not run
+        if job.get("fail") == "hook":
+            raise RuntimeError("made to fail")
+        sys.addaudithook(hook)
+    except BaseException:
+        os._exit(97)
     try:
         compiled = compile(code, "<program>", "exec")
-        sys.addaudithook(hook)
         if job["mode"] == "code":   # assert-style tests: the grader sends its entry point's calls, as values
             sys.stdin, sys.stdout = io.StringIO(""), Capped()
             ns = {"__name__": "__main__", "__builtins__": program_builtins, **prelude}
@@ -1096,7 +1125,7 @@ def batch_of(jobs, kind, filtered):
     expected value), the limits, the program runner and the seccomp filter's parts."""
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     batch = {"jobs": [], "parallel": PARALLEL, "cwd": "/tmp" if kind else None, "python": interpreter(),
-             "runner": RUNNER, "filter": seccomp_filter() if filtered else None}
+             "runner": RUNNER, "filter": seccomp_filter() if filtered else None, "fail": FAIL_LAYER}
     for i, code, tests, lim in jobs:
         names = [n for n in TYPING_PRELUDE if n in code]
         inputs = program_inputs(tests)
@@ -1109,18 +1138,66 @@ def batch_of(jobs, kind, filtered):
                            or (m == "fractions" and '"$fraction"' in needs) or (m == "decimal" and '"$decimal"' in needs)],
                # (3) as root without a jail: uid 61000 + k (in a jail: the jail's user)
                "uid": UID_BASE + i % 1000 if as_root and not kind else None,
-               "limits": {"print": lim["print"]}}
+               "limits": {"print": lim["print"]}, "fail": FAIL_LAYER}
         batch["jobs"].append({"i": i, "run": run, "wall": lim["wall"], "result": lim["result"],
                               "limits": {k: lim[k] for k in ("cpu", "mem", "files")}})
     return batch
 
 
+# ---- memory the caps count: a cgroup around each jail, where the machine gives one ----
+CGROUPS = []   # the cgroups made here and not yet removed (a jail that would not die keeps its own)
+
+
+def memory_cgroup(limit):
+    """A memory cgroup for one jail (its directory), or None: as root, under this process's own memory cgroup, in
+    cgroup v2 (memory.max) or v1 (memory.limit_in_bytes). It charges everything the jail's processes hold or pin
+    (pipe buffers, page cache, kernel memory), which the address-space cap does not count, and a jail over it is
+    killed inside it, never the trainer. Where there is none (not root, no writable memory controller),
+    docs/RELIABILITY.md says what is left: the address-space cap and the seccomp filter's refusals."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    try:
+        for line in open("/proc/self/cgroup").read().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers == "" and "memory" in open("/sys/fs/cgroup/cgroup.controllers").read().split():
+                where, limit_file = os.path.join("/sys/fs/cgroup", path.lstrip("/")), "memory.max"   # v2
+            elif "memory" in controllers.split(","):
+                where, limit_file = os.path.join("/sys/fs/cgroup/memory", path.lstrip("/")), "memory.limit_in_bytes"
+            else:
+                continue
+            group = tempfile.mkdtemp(prefix="sdpo-jail-", dir=where)
+            with open(os.path.join(group, limit_file), "w") as f:
+                f.write(str(limit))
+            CGROUPS.append(group)
+            return group
+    except OSError:
+        return None
+    return None
+
+
+def remove_cgroup(group):
+    """A jail's cgroup, once its processes are gone (else it stays: a process asleep in the kernel)."""
+    with contextlib.suppress(OSError):
+        os.rmdir(group)
+        CGROUPS.remove(group)
+
+
 def start(jobs, workdir, kind, filtered):
     """Launch one jail (None: --unsafe-code) whose interpreter runs these jobs [(i, code, tests, limits)],
-    each under the seccomp filter when filtered."""
-    proc = subprocess.Popen((jail_argv(kind, workdir) if kind else []) + [interpreter(), "-I", "-S", "-c", HARNESS],
+    each under the seccomp filter when filtered, inside a memory cgroup where the machine gives one."""
+    argv = (jail_argv(kind, workdir) if kind else []) + [interpreter(), "-I", "-S", "-c", HARNESS]
+    if FAIL_LAYER == "jail":   # (tests only) a jail that cannot start
+        argv = [interpreter(), "-c", "import sys; sys.exit(3)"]
+    group = memory_cgroup(min(PARALLEL, len(jobs)) * max(lim["mem"] for *_, lim in jobs) + 256 * 2**20)
+
+    def join_cgroup():   # in the child, before anything of the jail starts: every process it makes is charged
+        if group:
+            with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+    proc = subprocess.Popen(argv,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir,
-                            env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
+                            env={"PATH": "/usr/bin:/bin"}, start_new_session=True, preexec_fn=join_cgroup)
+    proc.cgroup = group
     with contextlib.suppress(OSError):   # it died at once: its programs score 0 below
         proc.stdin.write(json.dumps(batch_of(jobs, kind, filtered)).encode())
         proc.stdin.close()
@@ -1135,6 +1212,8 @@ def stop(proc):
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
     proc.stdout.close()
+    if getattr(proc, "cgroup", None):
+        remove_cgroup(proc.cgroup)
 
 
 def nesting(text):
@@ -1193,6 +1272,9 @@ def unframe(stream, bufs, ends, cap):
         head = stream[:nl].split()
         if len(head) in (3, 4) and head[1] == b"end":
             ends[int(head[0])] = head[2] == b"1"
+            if head[3:] and head[3].startswith(b"layer"):   # a layer failed to install: the program did not run
+                print(f"warning: a CODING program (batch slot {int(head[0])}) did not run: "
+                      f"{LAYERS.get(int(head[3][5:]), 'a layer')} failed to install; it scores 0", file=sys.stderr)
             if head[3:] == [b"stuck"]:   # killed, but asleep where SIGKILL cannot reach it: left to the kernel
                 print(f"warning: a CODING program (batch slot {int(head[0])}) did not die when killed (asleep in the "
                       f"kernel); it scores 0 and its siblings were graded without waiting for it", file=sys.stderr)
@@ -1217,6 +1299,9 @@ def run_jails(groups, tmp, kind, filtered, limits):
         proc, _, _, bufs, ends = running.pop(fd)
         sel.unregister(proc.stdout)
         stop(proc)
+        if not ends and not timed_out and proc.returncode:   # (0) the jail itself did not start: nothing ran in it
+            print(f"warning: the OS jail ({kind or 'none'}) did not start (exit {proc.returncode}): its {len(bufs)} "
+                  f"CODING program(s) did not run and score 0", file=sys.stderr)
         for i, buf in bufs.items():   # a program the jail did not see end (it was stopped) ran out of time with it
             out[i] = (buf, ends.get(i, timed_out))
 
