@@ -25,6 +25,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
+from experiment import archive
 from infra.stats import T975, holm, mean_interval, p_value, spread
 
 
@@ -796,7 +797,9 @@ def experiment_flags(exp):
 
 def read_reference(root):
     """{seed: {experiment: results.json}} of a reference directory (<experiment>-s<seed>/results.json), each
-    seed's bundle with the distances (DISTANCES) beside it. Every results.json is checked (checked_results)."""
+    seed's bundle with the distances (DISTANCES) beside it. Every results.json is checked (checked_results). A
+    committed family is read from its archive (experiment/archive.py), each file against its saved checksum."""
+    root = archive.materialized(root)
     found = {}
     for name in sorted(os.listdir(root)):
         exp, _, seed = name.rpartition("-s")

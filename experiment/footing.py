@@ -17,7 +17,7 @@ import json
 import math
 import os
 
-from experiment import claims
+from experiment import archive, claims
 from infra import stats
 from experiment.claims import diff, find, forget, verdict
 from infra.stats import mean_interval, p_value
@@ -32,6 +32,7 @@ PREFIXES = ("continual", "math", "tooluse")
 def read_bundles(reference_root, arm_root):
     """{seed: {experiment: results.json, "distances": …, "dirs": {experiment: its directory}}} over both
     folders (`<experiment>-s<seed>/results.json`); the arm's `continual-sN` (extra seeds) joins the reference's."""
+    reference_root, arm_root = archive.materialized(reference_root), archive.materialized(arm_root)
     known = set(claims.EXPERIMENTS) | set(claims.EQUAL_RATE)
     found = {}
     for root in (reference_root, arm_root):

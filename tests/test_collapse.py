@@ -10,6 +10,7 @@ import torch
 
 import evaluate
 import sdpo
+from experiment import archive
 from world import tasks
 from infra import flags
 from rollout import chat_messages, encode_chat, response_logits, token_logprobs
@@ -197,7 +198,7 @@ def test_the_probe_and_order_tables_read_what_the_runs_wrote(tmp_path, monkeypat
 
 def test_the_figures_draw_from_the_committed_cells(tmp_path):
     pytest.importorskip("matplotlib")
-    made = collapse.figures(collapse.COMMITTED, str(tmp_path))
+    made = collapse.figures(archive.materialized(collapse.COMMITTED), str(tmp_path))
     assert sorted(os.path.basename(m) for m in made) == ["loop_stages.png", "loop_steps.png"]
     assert all(open(m, "rb").read(4) == b"\x89PNG" for m in made)
     with pytest.raises(SystemExit, match="no finished cell"):

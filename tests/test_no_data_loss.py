@@ -11,6 +11,7 @@ import time
 import pytest
 
 from infra import safety
+from experiment import archive
 from infra.checkpoints import save_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -191,7 +192,7 @@ def test_a_finished_family_says_there_is_nothing_to_do(tmp_path):
 def copy_reference(dst, pairs):
     import shutil
     for src, name in pairs:
-        shutil.copytree(os.path.join(ROOT, "results", "reference", src), dst / name)
+        shutil.copytree(archive.resolve(os.path.join(ROOT, "results", "reference", src)), dst / name)
 
 
 @pytest.mark.parametrize("damage,says", [

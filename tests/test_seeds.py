@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from experiment import claims
+from experiment import archive, claims
 from infra import stats
 import continual
 import evaluate
@@ -232,7 +232,8 @@ def test_grpo_py_takes_several_seeds(tmp_path, capsys):
 
 def test_claims_py_reads_the_committed_reference(capsys):
     """`python experiment/claims.py RUN_DIR`: the claims table of finished runs (a summary directory or seed directories)."""
-    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "continual")
+    root = archive.materialized(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results",
+                                             "continual"))   # (committed: from its archive)
     results = claims.main([root])
     out = capsys.readouterr().out
     assert len(results) == 3 and "| SDPO forgets more: F of the final model on the earlier domains" in out

@@ -42,7 +42,7 @@ import train  # noqa: E402
 import evaluate  # noqa: E402
 from infra import flags  # noqa: E402
 from infra import stats  # noqa: E402
-from experiment import rundir  # noqa: E402
+from experiment import archive, rundir  # noqa: E402
 from infra import plots  # noqa: E402
 from infra import safety  # noqa: E402
 from infra.checkpoints import atomic_json, load_optimizer  # noqa: E402
@@ -243,7 +243,8 @@ def against_a(found, c, f):
 
 
 def write_summary(out):
-    found = cells(out)
+    """summary.json and report.md of the finished cells under out (a committed ablation: read from its archive)."""
+    found = cells(archive.materialized(out))
     summary = {f"{c}/{f}": {**cell_summary(rs), "minus_a": against_a(found, c, f)} for (c, f), rs in found.items()}
     atomic_json(os.path.join(out, "summary.json"), summary)
     lines = ["| configuration | factor | seeds | CODING before | CODING after | after − (a) | mean reward "
@@ -256,7 +257,7 @@ def write_summary(out):
                      f"| {minus} | {pm(s['mean_reward'], 1, 3)} | {pm(s['update_rel_first3'], 1000, 2)} | "
                      f"{pm(s['degenerate_after'])} | {s['skipped_steps']['mean']:.1f} | "
                      f"{'yes' if s['removes_collapse'] else 'no'} |")
-    lines += teacher_tables(out)
+    lines += teacher_tables(archive.materialized(out))
     with open(os.path.join(out, "report.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -355,7 +356,7 @@ def main(argv=None):
         ap.error(f"--seeds: {e}")
     if not args.summary_only and not os.path.isdir(args.runs):
         ap.error(f"--runs {args.runs}: no such directory (make it with the command in this script's docstring)")
-    if not glob.glob(os.path.join(args.out, "*", "*", "seed*", "result.json")) and args.summary_only:
+    if not glob.glob(os.path.join(archive.materialized(args.out), "*", "*", "seed*", "result.json")) and args.summary_only:
         ap.error(f"--out {args.out}: no cell has finished there; nothing to summarise")
     safety.refuse_committed(ap.error, "--out", args.out, args.into_results, "--into-results")
     if not args.summary_only:

@@ -41,7 +41,7 @@ import sdpo  # noqa: E402
 import train  # noqa: E402
 from infra import flags, plots, safety  # noqa: E402
 from infra import stats  # noqa: E402
-from experiment import rundir  # noqa: E402
+from experiment import archive, rundir  # noqa: E402
 from world import tasks  # noqa: E402
 from infra.checkpoints import atomic_json  # noqa: E402
 from infra.distributed import init_distributed  # noqa: E402
@@ -335,7 +335,7 @@ def order_row(path):
 def orders_table(out, seeds=(10, 11, 12)):
     """Table D.5 (exploratory): the reference's order and the two others, over the same seeds."""
     paths = {"math-science-tooluse-coding (the reference)":
-             [os.path.join(REFERENCE, f"continual-s{s}", "results.json") for s in seeds]}
+             [os.path.join(archive.materialized(REFERENCE), f"continual-s{s}", "results.json") for s in seeds]}
     paths.update({o: [os.path.join(out, "order", f"{o}-s{s}", "results.json") for s in seeds] for o in ORDERS})
     lines = ["| order (SDPO_5%, exploratory) | seeds | CODING right after its stage, % [95%] | CODING degenerate then, % | "
              "CODING degenerate after the last stage, % | F on earlier domains, % |", "|---|---|---|---|---|---|"]
@@ -411,9 +411,10 @@ def main(argv=None):
     except ValueError:
         ap.error(f"--seeds: a comma list of integers, got {args.seeds!r}")
     if args.summary:
-        print("\n\n".join(t for t in (summary(args.out), probe_table(args.out), orders_table(args.out, seeds)) if t))
+        cells = archive.materialized(args.out)   # (the committed cells: from their archive)
+        print("\n\n".join(t for t in (summary(cells), probe_table(cells), orders_table(cells, seeds)) if t))
     if args.figures:
-        print("wrote " + ", ".join(figures(args.out, args.figures)))
+        print("wrote " + ", ".join(figures(archive.materialized(args.out), args.figures)))
     if args.summary or args.figures:
         return
     cells = args.cells.split(",")

@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from infra import plots, safety  # noqa: E402
-from experiment import report, rundir  # noqa: E402
+from experiment import archive, report  # noqa: E402
 
 
 def main(argv=None):
@@ -24,12 +24,13 @@ def main(argv=None):
     ap.add_argument("--prefix", default="", help="put before each file name")
     ap.add_argument("--overwrite-committed", action="store_true", help="let --out be a committed folder (docs/img)")
     args = ap.parse_args(argv)
+    args.run_dir = archive.resolve(args.run_dir)   # (a committed run: read from its family's archive)
     path = os.path.join(args.run_dir, "results.json")
     if not os.path.isfile(path):
         ap.error(f"{args.run_dir}: no results.json (give a finished continual.py run directory)")
     safety.refuse_committed(ap.error, "--out", args.out, args.overwrite_committed)
     results = json.load(open(path))
-    names = rundir.paper_names(results)
+    names = report.paper_names(results)
     out = lambda name: os.path.join(args.out, args.prefix + name)   # noqa: E731
     os.makedirs(args.out, exist_ok=True)
     made = [plots.plot_accuracy(results, out("accuracy.png"), labels=names),

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
-from experiment import claims, footing  # noqa: E402
+from experiment import archive, claims, footing  # noqa: E402
 from infra import safety  # noqa: E402
 from world import tasks  # noqa: E402
 from tqdm import tqdm  # noqa: E402
@@ -50,7 +50,8 @@ ROOTS = {"paper": ROOT, "defences": ROOT, "followup": ROOT, "equal": os.path.joi
 
 
 def finished(exp, seed, root=ROOT):
-    return os.path.isfile(os.path.join(root, f"{exp}-s{seed}", "results.json"))
+    """Has the experiment run: its results.json in the family's folder, loose or in its archive?"""
+    return archive.archived(root, os.path.join(f"{exp}-s{seed}", "results.json"))
 
 
 def experiments(family, seed=None):
@@ -148,7 +149,7 @@ def seconds_table(root=ROOT, family="paper"):
     markdown table (an empty string when nothing has finished)."""
     exps = list(experiments(family)) + (list(claims.FOLLOW_UP) if family == "defences" else []) + \
         (["continual"] if family == "equal" else [])
-    secs = {}
+    secs, root = {}, archive.materialized(root)
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
         exp, _, seed = name.rpartition("-s")
         path = os.path.join(root, name, "seconds.txt")
@@ -174,8 +175,8 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True):
     world's adequacy test beside it; written to <root>/report.md."""
     bundles = footing.read_bundles(ROOT, root)
     base = json.load(open(os.path.join(safety.REPO, "results", "base", "tiny.json")))
-    traces = load_optional(os.path.join(root, "adequacy", "traces.json"))
-    null = load_optional(os.path.join(root, "adequacy", "null-iou.json"))
+    traces = load_optional(os.path.join(archive.materialized(root), "adequacy", "traces.json"))
+    null = load_optional(os.path.join(archive.materialized(root), "adequacy", "null-iou.json"))
     table, _ = footing.footing_table(bundles, base, traces, null)
     arm = sorted({s for s, x in bundles.items() if any(e in x for e in claims.EQUAL_RATE)})
     text = (f"arm seeds with a finished experiment: {', '.join(map(str, arm)) or 'none yet'}\n\n" + table +

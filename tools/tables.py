@@ -15,7 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from experiment import claims, tables  # noqa: E402
+from experiment import archive, claims, tables  # noqa: E402
 from infra import safety  # noqa: E402
 
 FAMILIES = {f: os.path.join(safety.REPO, "results", f) for f in ("reference", "equal_rate")}
@@ -23,8 +23,9 @@ KNOWN = {**claims.EXPERIMENTS, **claims.EQUAL_RATE, **{e: "" for e in (*claims.D
 
 
 def family_rows(root):
-    """The rows of every finished run directory `<experiment>-s<seed>` of a family folder, in name order."""
-    rows = []
+    """The rows of every finished run directory `<experiment>-s<seed>` of a family folder, in name order (a
+    committed family: from its archive)."""
+    rows, root = [], archive.materialized(root)
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
         exp, _, seed = name.rpartition("-s")
         path = os.path.join(root, name, "results.json")

@@ -1,0 +1,151 @@
+"""experiment/archive.py — the committed results, one file per family.
+
+Every text file of every run directory of a family (results.json, config.json, progress.json, log.jsonl, report.md,
+seconds.txt, a cell's result.json, …) is one row of results/<family>/runs.parquet: its path inside the family, its
+sha256 and its text (zstd-compressed by parquet). So results/ holds a few dozen files, and the family reads back
+as the directory tree it came from, each file checked against the checksum saved with it:
+
+    python tools/results.py --pack results/reference --into-results   # the directories -> runs.parquet
+    python tools/results.py --unpack results/reference --out runs/ref  # runs.parquet -> the directories
+    import pandas as pd; pd.read_parquet("results/reference/runs.parquet")     # path, sha256, text
+
+The tools that read a family (tools/reference.py --summary, tools/collapse.py --summary, …) call materialized(root):
+the family's directory as it is, or its archive unpacked once into a cache folder. Figures and the per-run tables
+(results.parquet / .csv) are not kept: they are rebuilt from results.json (tools/figures.py, experiment/tables.py).
+"""
+import functools
+import glob
+import hashlib
+import os
+import shutil
+import tempfile
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ARCHIVE = "runs.parquet"
+TEXT = (".json", ".jsonl", ".md", ".txt")            # what a family keeps of each run directory
+SKIP = ("checkpoints", "partial", "responses")     # (never committed: .gitignore)
+CACHE = os.path.join(tempfile.gettempdir(), "sdpo-results")
+
+
+def sha256(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def files_of(directory):
+    """{path inside directory: text} of every text file of its run directories (its subfolders; the family's
+    own files at its top, such as report.md, stay files of their own), checkpoints and saved responses left out."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(directory, "*", "**", "*"), recursive=True)):
+        rel = os.path.relpath(path, directory)
+        if os.path.isfile(path) and rel.endswith(TEXT) and not set(rel.split(os.sep)) & set(SKIP):
+            out[rel] = open(path, encoding="utf-8").read()
+    return out
+
+
+def run_dirs(directory):
+    """The run directories lying loose in a family's folder (runs added since it was packed)."""
+    return sorted(d for d in glob.glob(os.path.join(directory, "*")) if os.path.isdir(d))
+
+
+def pack(directory, out_path=None):
+    """Every text file of the family's run directories into one parquet table (path, sha256, text), written
+    atomically: what its archive already holds, with the loose run directories over it (they are newer).
+    Returns (its path, the number of files)."""
+    out_path = out_path or os.path.join(directory, ARCHIVE)
+    files = {**(read(out_path) if os.path.isfile(out_path) else {}), **files_of(directory)}
+    table = pa.table({"path": list(files), "sha256": [sha256(t) for t in files.values()], "text": list(files.values())})
+    tmp = out_path + ".tmp"
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, out_path)
+    return out_path, len(files)
+
+
+def read(archive):
+    """{path: text} of an archive, each file checked against its saved sha256 (ValueError naming the first that
+    is not what was saved, or the archive itself when it cannot be read)."""
+    try:
+        table = pq.read_table(archive).to_pydict()
+    except Exception as e:   # (a truncated or damaged parquet file)
+        raise ValueError(f"{archive} cannot be read ({str(e).splitlines()[0][:160]})") from None
+    for path, digest, text in zip(table["path"], table["sha256"], table["text"]):
+        if sha256(text) != digest:
+            raise ValueError(f"{archive}: {path} is not what was saved (its sha256 differs): the archive is damaged")
+    return dict(zip(table["path"], table["text"]))
+
+
+def unpack(archive, into):
+    """The archive's files written under `into` (created), each checked first (read); returns `into`."""
+    for path, text in read(archive).items():
+        target = os.path.join(into, path)
+        if os.path.relpath(target, into).startswith(".."):   # (a path that leaves the folder: never written)
+            raise ValueError(f"{archive}: {path} is not inside the archive's folder")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text)
+    return into
+
+
+def materialized(root):
+    """The family at `root` as a directory tree to read: root itself when it has no archive (a folder of your
+    own, or a family not yet packed); else its archive unpacked once into a cache folder named by the archive's
+    own sha256 (so an edited archive is unpacked anew), with the family's own top files, and any run directory
+    lying loose in root (added since the pack) over it in a folder of its own."""
+    archive = os.path.join(root, ARCHIVE)
+    if not os.path.isfile(archive):
+        return root
+    cached = unpacked(root, archive)
+    loose = run_dirs(root)
+    if not loose:
+        return cached
+    merged = tempfile.mkdtemp(prefix="merged-", dir=CACHE)
+    shutil.copytree(cached, merged, dirs_exist_ok=True)
+    for d in loose:
+        shutil.copytree(d, os.path.join(merged, os.path.basename(d)), dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(*SKIP))
+    return merged
+
+
+def unpacked(root, archive):
+    """The archive unpacked into CACHE (once per archive content), with the family's own top files (report.md,
+    distances.json, …) copied from root beside its runs on every call (they may be newer than the archive)."""
+    digest = hashlib.sha256(open(archive, "rb").read()).hexdigest()[:16]
+    into = os.path.join(CACHE, f"{os.path.basename(os.path.abspath(root))}-{digest}")
+    if not os.path.isfile(os.path.join(into, ".complete")):
+        os.makedirs(CACHE, exist_ok=True)
+        tmp = unpack(archive, tempfile.mkdtemp(prefix="unpacking-", dir=CACHE))
+        open(os.path.join(tmp, ".complete"), "w").close()
+        try:
+            os.replace(tmp, into)
+        except OSError:   # (another process finished first: its copy is the same)
+            shutil.rmtree(tmp, ignore_errors=True)
+    for name in os.listdir(root):
+        if os.path.isfile(os.path.join(root, name)) and name != ARCHIVE:
+            shutil.copyfile(os.path.join(root, name), os.path.join(into, name))
+    return into
+
+
+def archived(root, rel):
+    """Whether the family at root holds the file `rel` (a run directory's file), loose or in its archive."""
+    if os.path.isfile(os.path.join(root, rel)):
+        return True
+    archive = os.path.join(root, ARCHIVE)
+    return os.path.isfile(archive) and rel in paths_of(archive, os.path.getmtime(archive))
+
+
+@functools.lru_cache(maxsize=16)
+def paths_of(archive, mtime):
+    """The paths an archive holds (its path column only; cached while the file is unchanged)."""
+    return frozenset(pq.read_table(archive, columns=["path"]).column("path").to_pylist())
+
+
+def resolve(path):
+    """A run directory's path as a folder to read: the path itself when it exists, else the same run inside the
+    family whose archive holds it (results/reference/continual-s10 -> its unpacked copy)."""
+    if os.path.exists(path):
+        return path
+    root, rel = os.path.dirname(os.path.normpath(path)), os.path.basename(os.path.normpath(path))
+    while root and not os.path.isfile(os.path.join(root, ARCHIVE)):
+        root, rel = os.path.dirname(root), os.path.join(os.path.basename(root), rel)
+    return os.path.join(materialized(root), rel) if root else path
