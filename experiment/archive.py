@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 ARCHIVE = "runs.parquet"
-TEXT = (".json", ".jsonl", ".md", ".txt")            # what a family keeps of each run directory
+TEXT = (".json", ".jsonl", ".md", ".txt", ".sha256")   # what a family keeps of each run directory
 SKIP = ("checkpoints", "partial", "responses")     # (never committed: .gitignore)
 CACHE = os.path.join(tempfile.gettempdir(), "sdpo-results")
 

@@ -26,6 +26,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
 from experiment import archive
+from infra.checkpoints import result_changed
 from infra.stats import T975, holm, mean_interval, p_value, spread
 
 
@@ -773,6 +774,8 @@ def checked_results(path, exp, seed, flags):
     continual.py results dict of that seed, trained on the experiment's stages. Else ValueError naming the file."""
     if not os.path.isfile(path):
         raise ValueError(f"{path} is not a file")
+    if result_changed(path):
+        raise ValueError(f"{path} is not what its run wrote (its checksum, {os.path.basename(path)}.sha256, differs)")
     try:
         res = json.load(open(path))
     except (ValueError, UnicodeDecodeError) as e:

@@ -39,7 +39,8 @@ from experiment import claims
 from experiment.report import fmt_row, summarize_seeds, write_report, write_seeds_report
 from infra import flags, safety, trackers
 from infra.checkpoints import (append_jsonl, atomic_json, check_states, damaged_files, load_optimizer, load_teacher,
-                               read_jsonl, save_checkpoint, stage_checkpoint, with_stage_checkpoints, write_atomically)
+                               read_jsonl, save_checkpoint, stage_checkpoint, with_stage_checkpoints, write_atomically,
+                               write_result_checksum)
 from infra.distributed import NonFiniteError, barrier, init_distributed, is_main, shard, under_torchrun
 from infra.flags import per_seed
 from infra.models import load_model, load_policy
@@ -245,6 +246,7 @@ class Seed:
             return None
         results = build_results(self.configs, self.stages, self.benchmarks, self.progress, self.args)
         atomic_json(os.path.join(self.run_dir, "results.json"), results)
+        write_result_checksum(os.path.join(self.run_dir, "results.json"))   # (the summaries check against it)
         print("\n" + write_report(results, self.run_dir))
         self.experiment.results.append(results)
         return results

@@ -142,6 +142,21 @@ def write_checksums(directory):
         json.dump(digests, f, indent=1, sort_keys=True)
 
 
+def write_result_checksum(path):
+    """<path>.sha256 beside a finished result (results.json): the summaries check the file against it."""
+    atomic_text(path + ".sha256", file_digest(path) + "\n")
+
+
+def result_changed(path):
+    """Whether a result is not as it was written (its .sha256 disagrees); None when it has no checksum (written
+    before they were kept, or by hand: nothing to check against)."""
+    try:
+        saved = open(path + ".sha256").read().split()[0]
+    except (OSError, IndexError):
+        return None
+    return file_digest(path) != saved
+
+
 def damaged_files(directory):
     """The files of a saved checkpoint that are not as they were saved: [(file, 'missing' | 'changed')], [] if
     all are; None if it records no checksums (saved before they were recorded: nothing to check against)."""
@@ -198,6 +213,11 @@ def read_jsonl(path):
             except ValueError:
                 bad.append(n)
     return rows, bad
+
+
+def atomic_text(path, text):
+    """A small text file written whole or not at all (a temporary sibling, then a rename)."""
+    write_atomically(path, lambda f: f.write(text))
 
 
 def atomic_json(path, obj):

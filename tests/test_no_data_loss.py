@@ -1,6 +1,7 @@
 """Nothing a user types loses data (issue 63): a command deletes or replaces only a run it made itself, writes into
 committed folders only with the flag that says so, one writer per run directory, SIGTERM and a stop during the
 end-of-stage evaluation keep the work, and the reference runner checks its input and its results."""
+import hashlib
 import json
 import os
 import signal
@@ -189,6 +190,12 @@ def test_a_finished_family_says_there_is_nothing_to_do(tmp_path):
     assert p.returncode == 0 and "nothing to do" in p.stdout
 
 
+def edited_after_its_run(path):
+    """The checksum its run would have written beside it, then one byte more in the file (valid JSON still)."""
+    path.with_name(path.name + ".sha256").write_text(hashlib.sha256(path.read_bytes()).hexdigest() + "\n")
+    path.write_text(path.read_text() + " ")
+
+
 def copy_reference(dst, pairs):
     import shutil
     for src, name in pairs:
@@ -200,6 +207,9 @@ def copy_reference(dst, pairs):
     (lambda d: copy_reference(d, [("continual-s11", "continual-s12")]), "seed 11's results, not seed 12's"),
     (lambda d: ((d / "math-s10").mkdir(), (d / "math-s10" / "results.json").mkdir()), "is not a file"),
     (lambda d: copy_reference(d, [("math-s11", "tooluse-s11")]), "not on tooluse's stages"),
+    # a results.json edited after its run wrote it (still valid JSON, the right seed): its checksum says so
+    (lambda d: edited_after_its_run(d / "continual-s10" / "results.json"),
+     "is not what its run wrote"),
 ])
 def test_the_summary_trusts_no_results_file(tmp_path, damage, says):
     copy_reference(tmp_path, [("continual-s10", "continual-s10")])
