@@ -651,6 +651,25 @@ def test_as_a_normal_user_every_attack_holds():
         assert not os.path.exists(MARK) and nothing_reached_the_listener()
         a, b = two_graders_at_once((kind,), python=python, root=str(tmp_path), user=user)
         assert (a, b) == ("[0.0]", "[1.0]"), kind
+    # round four as that user: the entry point's checks (right 1.0, forger 0.0), and with the audit hook removed the
+    # round-four calls refused and a syncer harmless to its siblings
+    numbers = {**sandbox.SYSCALLS[os.uname().machine][1], **sandbox.SYSCALLS[os.uname().machine][2]}
+    styles = [x for x in STYLES if "np." not in x[0]]   # (that user's interpreter may have no numpy: np tests unusable)
+    pairs = [[right, tests] for tests, right, wrong in styles] + [[wrong, tests] for tests, right, wrong in styles]
+    (tmp_path / "round4.json").write_text(json.dumps([pairs, [[ROUND_FOUR.format(**numbers), TESTS], [SYNCER, TESTS],
+                                                              ["f = lambda x: x + 10", TESTS]]]))
+    script = (f"import json, sys\nsys.path.insert(0, {str(tmp_path)!r})\nimport sandbox\n"
+              f"pairs, calls = json.load(open({str(tmp_path / 'round4.json')!r}))\n"
+              f"checks = sandbox.run_programs([tuple(p) for p in pairs])\n"
+              f"filtered = sandbox.shares_jail(sandbox.jail())\n"
+              f"sandbox.RUNNER = sandbox.RUNNER.replace('sys.addaudithook(hook)', 'pass')\n"
+              f"print(json.dumps([checks, sandbox.run_programs([tuple(p) for p in calls]) if filtered else None]))")
+    out = subprocess.run(["runuser", "-u", user, "--", python, "-c", script], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    checks, calls = json.loads(out.stdout)
+    assert checks == [1.0] * len(styles) + [0.0] * len(styles), checks
+    assert calls in (None, [1.0, 1.0, 1.0]), calls
     shutil.rmtree(tmp_path)
 
 
