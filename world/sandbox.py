@@ -1175,11 +1175,25 @@ def memory_cgroup(limit):
     return None
 
 
-def remove_cgroup(group):
-    """A jail's cgroup, once its processes are gone (else it stays: a process asleep in the kernel)."""
-    with contextlib.suppress(OSError):
-        os.rmdir(group)
-        CGROUPS.remove(group)
+def remove_cgroup(group, wait=2.0):
+    """A jail's cgroup, once its processes are gone. The jail's last processes die a moment after its first is
+    reaped (the kernel tears the PID namespace down), and cgroup v1 refuses the rmdir (EBUSY) until then: so any
+    process still charged to it is killed (it can only be the jail's), and the rmdir is retried for up to `wait`
+    seconds. A process asleep in the kernel past that leaves the group behind, and the grading goes on."""
+    deadline = time.monotonic() + wait
+    while True:
+        with contextlib.suppress(OSError):   # EBUSY while a process is still charged to it
+            os.rmdir(group)
+        if not os.path.exists(group):
+            with contextlib.suppress(ValueError):
+                CGROUPS.remove(group)
+            return
+        if time.monotonic() > deadline:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            for pid in open(os.path.join(group, "cgroup.procs")).read().split():
+                os.kill(int(pid), signal.SIGKILL)
+        time.sleep(0.02)
 
 
 def start(jobs, workdir, kind, filtered):
