@@ -97,15 +97,15 @@ def trace_stats(tok, records, texts):
             "reliability": sum(parsed) / len(parsed) if parsed else None}
 
 
-def measure_traces(seed=0):
+def measure_traces(seed=0, n=TRACE_N, k=TRACE_K):
     """D1–D3's premise on the thinking base: per training domain, its traces' length and reliability."""
     model, tok = load_model("tiny_think")
     out = {}
     for domain in TRACE_DOMAINS:
-        records = tasks.builtin_split(domain, "train", TRACE_N, seed)
+        records = tasks.builtin_split(domain, "train", n, seed)
         torch.manual_seed(seed)
-        _, _, texts, _, _ = acc_at_k(model, tok, records, TRACE_K, TRACE_TOKENS)
-        out[domain] = trace_stats(tok, [r for r in records for _ in range(TRACE_K)], texts)
+        _, _, texts, _, _ = acc_at_k(model, tok, records, k, TRACE_TOKENS)
+        out[domain] = trace_stats(tok, [r for r in records for _ in range(k)], texts)
         print(domain, json.dumps(out[domain]), flush=True)
     return out
 
@@ -163,6 +163,8 @@ def main(argv=None):
     ap.add_argument("--seeds", default="10,11,12", help="null-iou: the seeds whose GRPO final model it reads")
     ap.add_argument("--models", default="tiny", help="math-feedback: comma list of models or checkpoint folders")
     ap.add_argument("--into-results", action="store_true", help="let --out be under results/ (the committed ones)")
+    ap.add_argument("--quick", action="store_true", help="a few prompts and samples: to see that the command runs, "
+                    "never for the declared measurement")
     args = ap.parse_args(argv)
     safety.refuse_committed(ap.error, "--out", args.out, args.into_results, "--into-results")
     try:
@@ -178,7 +180,8 @@ def main(argv=None):
     bad = [m for m in models if m not in ("tiny", "tiny_think") and not os.path.isdir(m)]
     if bad:
         ap.error(f"--models: not a built-in model or a folder: {', '.join(bad)}")
-    result = {"math-feedback": lambda: measure_math_feedback(models), "traces": measure_traces,
+    small = {"n": 2, "k": 1} if args.quick else {}
+    result = {"math-feedback": lambda: measure_math_feedback(models, **small), "traces": lambda: measure_traces(**small),
               "null-iou": lambda: measure_null_iou(args.runs, seeds)}[args.what]()
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"{args.what}.json")

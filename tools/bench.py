@@ -105,7 +105,7 @@ def method_args(extra=()):
     """The default GRPO/SDPO settings, as the training scripts parse them, except one GRPO optimizer step
     per batch (`--mini-batches 1`): the FLOP counts below assume one forward and backward per token
     (the release's four steps per batch add a scoring forward of π_old and split the same tokens)."""
-    ap = flags.parser("both", "", "", [*flags.knob_rows(grpo), *sdpo.KNOBS])
+    ap = flags.parser("both", "", "", [*flags.knob_rows(grpo), *flags.knob_rows(sdpo)])
     args = flags.per_seed(ap.parse_args(["--mini-batches", "1", *extra]))[0]
     args.lr = flags.method_lr(args, "grpo")   # (the timings do not depend on it)
     return args
@@ -415,14 +415,16 @@ def affine_fit(rows):
 
 
 def bench_sweep(model, tok, device, args):
-    records = tasks.builtin_split("math", "train", 8, seed=args.seed)
+    quick = args.quick   # (--quick: two points per axis, a few tokens: to see that it runs)
+    records = tasks.builtin_split("math", "train", 2 if quick else 8, seed=args.seed)
+    length, group = (8, 2) if quick else (48, 8)
     out = {"group_size": [], "length": [], "width": []}
-    for g in (4, 8, 16, 32):
-        out["group_size"].append({"group_size": g, **step_time(model, tok, records, g, 48, device, args.sweep_repeat)})
-    for L in (16, 32, 64, 128):
-        out["length"].append({"length": L, **step_time(model, tok, records, 8, L, device, args.sweep_repeat)})
+    for g in ((2, 4) if quick else (4, 8, 16, 32)):
+        out["group_size"].append({"group_size": g, **step_time(model, tok, records, g, length, device, args.sweep_repeat)})
+    for L in ((4, 8) if quick else (16, 32, 64, 128)):
+        out["length"].append({"length": L, **step_time(model, tok, records, group, L, device, args.sweep_repeat)})
     if args.model == "tiny":   # width: fresh tiny models at half, the same and double width
-        for h in (96, 192, 384):
+        for h in ((96, 192) if quick else (96, 192, 384)):
             m = build_tiny_llama(tok, 0)
             cfg = m.config
             cfg.hidden_size, cfg.intermediate_size = h, int(h * 8 / 3) // 16 * 16
@@ -432,7 +434,7 @@ def bench_sweep(model, tok, device, args):
             m.generation_config.pad_token_id, m.generation_config.eos_token_id = tok.pad_token_id, tok.eos_token_id
             n = sum(p.numel() for p in m.parameters())
             out["width"].append({"width": h, "parameters": n,
-                                 **step_time(m, tok, records, 8, 48, device, args.sweep_repeat)})
+                                 **step_time(m, tok, records, group, length, device, args.sweep_repeat)})
     for key in ("group_size", "length"):
         for row, lin in zip(out[key], linearity(out[key])):
             row["vs_linear"] = lin
@@ -552,15 +554,15 @@ def logit_memory_slope(case, vocab=128_000, lengths=(128, 640)):
     return (peaks[1] - peaks[0]) / ((lengths[1] - lengths[0]) * vocab)
 
 
-def measure_logit_memory():
+def measure_logit_memory(cases=LOGIT_CASES, vocab=128_000):
     """{case: bytes per token × V}, each case in a fresh interpreter (a peak only ever grows)."""
     out = {}
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
-    for case in LOGIT_CASES:
+    for case in cases:
         # (chunks of 64 positions: the chunk's own fp32 temporaries are then the same at both lengths and
         # leave the slope; they are the separate term min(T, ROWS_PER_CHUNK)·V·chunk_bytes of memory_per_rank)
         code = (f"from tools import bench; from infra import speedups; import torch; torch.set_num_threads(1); speedups.ROWS_PER_CHUNK = 64; "
-                f"print(bench.logit_memory_slope({case!r}))")
+                f"print(bench.logit_memory_slope({case!r}, {vocab}))")
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         if res.returncode != 0:
@@ -663,7 +665,12 @@ def main(argv=None):
                     "of each update's logits (LOGIT_BYTES), each case in a fresh process (~90 s), and stop")
     ap.add_argument("--grading", action="store_true", help="time grading 64 CODING programs in each jail, shared "
                     "and one per program (layer 0b), and with none, and stop")
+    ap.add_argument("--quick", action="store_true", help="every mode in its smallest form (one timed run, a few prompts "
+                    "and tokens, one logit case): to see that the command runs, never for a number")
     args = ap.parse_args(argv)
+    if args.quick:   # (flags that shrink the run)
+        vars(args).update(repeat=1, sweep_repeat=1, prompts=4, group_size=2, max_new_tokens=8, eval_prompts=2, eval_k=1,
+                          eval_n=2, eval_max_new_tokens=8, memory_tokens=512)
     for flag, ok, allowed in (("--threads", 0 <= args.threads <= 1024, "in [0, 1024]"),
                               ("--micro-batch", args.micro_batch >= 0, ">= 0"),
                               ("--memory-tokens", args.memory_tokens >= 1, ">= 1"),
@@ -681,7 +688,7 @@ def main(argv=None):
         print("\nPeak per stage at 8k tokens\n\n" + stage_table())
         return None
     if args.logit_memory:
-        measured = measure_logit_memory()
+        measured = measure_logit_memory(["sdpo top-100"] if args.quick else LOGIT_CASES, 16_000 if args.quick else 128_000)
         print("| update | bytes per token × V, measured | LOGIT_BYTES (the formula's) |\n|---|---|---|")
         for case, b in measured.items():
             print(f"| {case} | {b:.1f} | {LOGIT_BYTES[case]:.1f} |")

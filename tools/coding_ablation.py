@@ -215,7 +215,8 @@ def interval(values):
 
 
 def cell_summary(rs):
-    first3 = [sum(r["rows"][i]["update_rel"] for i in range(3)) / 3 for r in rs]
+    # the first three steps' mean relative update (fewer when a short run has fewer)
+    first3 = [sum(x["update_rel"] for x in r["rows"][:3]) / max(1, len(r["rows"][:3])) for r in rs]
     gain = lambda c: None if c.get("with_demo") is None else c["with_demo"] - c["without_demo"]  # noqa: E731
     return {"coding_after": interval([r["coding_after"] for r in rs]),
             "coding_before": interval([r["coding_before"] for r in rs]),

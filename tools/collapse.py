@@ -53,6 +53,8 @@ CODING_STAGE = 3                       # 0-based: the reference's fourth stage
 RUN_NAMES = {"grpo": "grpo", "sdpo_0": "sdpo_a0", "sdpo_5": "sdpo_a0.05"}
 EVAL_N, EVAL_K = 32, 8                 # the reference's CODING test prompts
 PROBE_N, PROBE_K = 64, 8               # the probe along the stages: 64 CODING training prompts × 8 at T = 1
+STEPS = 40                             # a cell's CODING steps (the reference's stage)
+QUICK = []                             # --quick: flags appended to the orders' runs
 CAUSAL = 0.5                           # declared: an intervention removes the collapse when CODING ≥ 50% on every seed
 # cell: (the student's configuration, the teacher, the loss on loop tokens)
 CELLS = {
@@ -353,8 +355,8 @@ def run_order(out, order, seed):
     root, name = os.path.join(out, "order"), f"{order}-s{seed}"
     if os.path.isfile(os.path.join(root, name, "results.json")):
         return
-    cmd = [sys.executable, "continual.py", "--method", "sdpo_5", "--stages", ORDERS[order], "--seed", str(seed),
-           "--runs-dir", root, "--name", name, "--threads", "1"] + \
+    cmd = [sys.executable, os.path.join(safety.REPO, "continual.py"), "--method", "sdpo_5", "--stages", ORDERS[order],
+           "--seed", str(seed), "--runs-dir", os.path.abspath(root), "--name", name, "--threads", "1", *QUICK] + \
         (["--overwrite-committed"] if safety.committed_path(root) else [])   # (main checked --into-results)
     print("$", " ".join(cmd[1:]), flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -399,6 +401,8 @@ def main(argv=None):
     ap.add_argument("--figures", metavar="DIR", help="draw the step-by-step and along-the-stages figures of the "
                     "finished cells and probes into DIR (with --summary: both)")
     ap.add_argument("--overwrite-committed", action="store_true", help="let --figures be a committed folder (docs/img)")
+    ap.add_argument("--quick", action="store_true", help="every cell, probe and order in its smallest form (one step, a "
+                    "few prompts): to see that the command runs, never for a result")
     args = ap.parse_args(argv)
     if args.out is None:   # (reading: the committed cells, from any directory; running: a folder of yours)
         args.out = COMMITTED if (args.summary or args.figures) else os.path.join("runs", "collapse")
@@ -417,6 +421,11 @@ def main(argv=None):
         print("wrote " + ", ".join(figures(archive.materialized(args.out), args.figures)))
     if args.summary or args.figures:
         return
+    global EVAL_N, EVAL_K, PROBE_N, PROBE_K, STEPS
+    if args.quick:
+        EVAL_N, EVAL_K, PROBE_N, PROBE_K, STEPS = 2, 1, 4, 2, 1
+        QUICK[:] = ["--steps", "1", "--prompts-per-step", "4", "--group-size", "2", "--eval-n", "2", "--eval-k", "1",
+                    "--max-new-tokens", "16", "--curve-every", "0", "--kl-samples", "1"]
     cells = args.cells.split(",")
     if not set(cells) <= set(CELLS) or len(set(seeds)) != len(seeds) or min(seeds) < 0:
         ap.error(f"--cells: from {', '.join(CELLS)}; --seeds: distinct and >= 0")
@@ -429,7 +438,7 @@ def main(argv=None):
             probe_stages(args.runs, args.out, seed)
             continue
         for cell in cells:
-            run_cell(args.runs, args.out, cell, seed)
+            run_cell(args.runs, args.out, cell, seed, STEPS)
 
 
 if __name__ == "__main__":

@@ -90,7 +90,12 @@ class ExperimentFailed(Exception):
     pass
 
 
-def run_experiment(exp, seed, threads=1, root=ROOT, family="paper", committed=False):
+# --quick: every experiment in its smallest form (one step, a few prompts), to see that the commands run
+QUICK = ["--steps", "1", "--prompts-per-step", "4", "--group-size", "2", "--eval-n", "2", "--eval-k", "1",
+         "--max-new-tokens", "16", "--curve-every", "0", "--kl-samples", "1"]
+
+
+def run_experiment(exp, seed, threads=1, root=ROOT, family="paper", committed=False, quick=False):
     """One experiment of one seed, unless finished: `continual.py` with its flags; its time in
     <dir>/seconds.txt. Its output goes to <root>/<name>.out, appended to an older one (a rerun keeps the log of
     the run it resumes). A child that fails raises ExperimentFailed with its own last line."""
@@ -99,7 +104,8 @@ def run_experiment(exp, seed, threads=1, root=ROOT, family="paper", committed=Fa
     flags = experiments(family, seed)[exp]
     name = f"{exp}-s{seed}"
     cmd = [sys.executable, os.path.join(safety.REPO, "continual.py"), *flags.split(), "--seed", str(seed), "--runs-dir", root,
-           "--name", name, "--threads", str(threads)] + (["--overwrite-committed"] if committed else [])
+           "--name", name, "--threads", str(threads)] + (["--overwrite-committed"] if committed else []) + \
+        (QUICK if quick else [])
     print("$", " ".join(cmd[1:]), flush=True)
     os.makedirs(root, exist_ok=True)
     t0, out = time.time(), os.path.join(root, f"{name}.out")
@@ -270,6 +276,8 @@ def main(argv=None):
                          "without it, nothing is written there and --summary only prints")
     ap.add_argument("--root", default=None, help="the family's run folder (default: its committed one under results/, "
                                                   "which needs --into-results to be written)")
+    ap.add_argument("--quick", action="store_true", help="every experiment in its smallest form (one step, a few "
+                    "prompts): to see that the commands run, never for a result")
     args = ap.parse_args(argv)
     # every path is the repository's or absolute: the runner works from any directory, and changes none
     root = os.path.abspath(args.root) if args.root else os.path.join(safety.REPO, ROOTS[args.family])
@@ -281,7 +289,7 @@ def main(argv=None):
         ap.error(f"this would write into {os.path.relpath(root)}/, committed results: add --into-results to do that "
                  f"on purpose, or --root DIR for a folder of your own")
     if args.distances:
-        print(json.dumps(distances(root), indent=1))
+        print(json.dumps(distances(root, **({"n": 2, "k": 1} if args.quick else {})), indent=1))
     if args.seeds is not None:
         units = work_units(seeds, args.family, only, root)
         if not units:
@@ -290,7 +298,8 @@ def main(argv=None):
         committed = bool(safety.committed_path(root))
 
         def one(unit):
-            run_experiment(*unit, max(1, 2 // args.jobs), root=root, family=args.family, committed=committed)
+            run_experiment(*unit, max(1, 2 // args.jobs), root=root, family=args.family, committed=committed,
+                           quick=args.quick)
             bar.update(1)
         try:
             with ThreadPoolExecutor(args.jobs) as pool:

@@ -39,6 +39,7 @@ METHODS = {"GRPO": ["grpo.py"], "SDPO_0": ["sdpo.py", "--alpha", "0"]}
 LR_GRID = [1e-4, 2e-4, 4e-4]
 STEPS = 40
 OUT = os.path.join("runs", "world")
+QUICK = []   # --quick: flags appended to every run (one step, few prompts): to see that the commands run
 
 
 def run_dir(method, domain, lr, seed, split):
@@ -52,7 +53,7 @@ def train(job, threads):
     if os.path.exists(os.path.join(out, "summary.json")):
         return
     cmd = [sys.executable, *METHODS[method], "--task", domain, "--steps", str(STEPS), "--lr", str(lr),
-           "--seed", str(seed), "--eval-split", split, "--out", out, "--threads", str(threads)]
+           "--seed", str(seed), "--eval-split", split, "--out", out, "--threads", str(threads), *QUICK]
     print("$", " ".join(cmd[1:]), flush=True)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "stdout.txt"), "w") as f:
@@ -131,13 +132,18 @@ def tool_errors(lrs, n=64, k=8):
               + ", ".join(f"{t} {100 * a:.0f}" for t, a in per_tool.items()) + " |")
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("part", choices=["lr", "w2", "errors"])
     ap.add_argument("--lr-grpo", type=float, default=None, help="W2 at this GRPO lr (default: the grid's choice)")
     ap.add_argument("--lr-sdpo", type=float, default=None, help="W2 at this SDPO_0 lr (default: the grid's choice)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2, one thread each)")
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="every run in its smallest form (one step, two test prompts, "
+                    "one sample): to see that the command runs; its criteria then decide nothing (exit 0)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        QUICK[:] = ["--steps", "1", "--prompts-per-step", "4", "--group-size", "2", "--eval-n", "2", "--eval-k", "1",
+                    "--max-new-tokens", "16"]
     for flag, v in (("--lr-grpo", args.lr_grpo), ("--lr-sdpo", args.lr_sdpo)):
         if v is not None and not (math.isfinite(v) and 1e-12 <= v <= 1):
             ap.error(f"{flag} must be in [1e-12, 1], got {v}")
@@ -151,11 +157,12 @@ def main():
     if args.part == "lr":
         lr_grid(args.jobs)
     elif args.part == "errors":
-        tool_errors({"GRPO": args.lr_grpo or flags.LR["grpo"], "SDPO_0": args.lr_sdpo or flags.LR["sdpo"]})
+        tool_errors({"GRPO": args.lr_grpo or flags.LR["grpo"], "SDPO_0": args.lr_sdpo or flags.LR["sdpo"]},
+                    **({"n": 2, "k": 1} if args.quick else {}))
     else:
         lrs = lr_grid(args.jobs) if args.lr_grpo is None or args.lr_sdpo is None else \
             {"GRPO": args.lr_grpo, "SDPO_0": args.lr_sdpo}
-        sys.exit(0 if w2(lrs, args.jobs) else 1)
+        sys.exit(0 if w2(lrs, args.jobs) or args.quick else 1)
 
 
 if __name__ == "__main__":

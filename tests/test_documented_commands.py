@@ -1,0 +1,94 @@
+"""Every documented command runs (issue 61): each command of README.md, LAB.md, docs/, classroom/SOLUTIONS.md and
+results/README.md, in its smallest form (tests/documented.py says how), in a fresh checkout of the repository (its
+tracked files copied to a folder of their own, so a command that writes results writes there), each document's
+commands in their order (a later one may read what an earlier one made). The notebook's commands are LAB.md's,
+which tests/test_lab.py runs through the notebook itself. A template (a placeholder in it) must name its script's
+flags only."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import documented  # noqa: E402
+
+
+def fresh_checkout(dst):
+    """The repository's tracked files (as they are in the working tree) copied into dst, with their git history
+    absent: what a fresh clone holds. The committed models and results come with them."""
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True).stdout.split("\0")
+    if not any(tracked):
+        pytest.skip("not a git checkout")
+    for rel in filter(None, tracked):
+        src = os.path.join(ROOT, rel)
+        if os.path.isfile(src):
+            os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
+            shutil.copy2(src, os.path.join(dst, rel))
+    return dst
+
+
+def test_every_documented_command_runs(tmp_path):
+    checkout, logs = fresh_checkout(str(tmp_path / "checkout")), tmp_path / "logs"
+    logs.mkdir()
+    by_doc, seen = {}, set()
+    for command, doc in documented.commands():
+        kind, what = documented.how(command)
+        if kind == "run" and json.dumps(what) not in seen:   # (two commands with one smallest form: run once)
+            seen.add(json.dumps(what))
+            by_doc.setdefault(doc, []).append(what)
+    # first what the consumers of finished runs read; then two workers, each a document at a time (its commands in
+    # order), the longest documents first
+    workers = [[], []]
+    for doc, argvs in sorted(by_doc.items(), key=lambda kv: -len(kv[1])):
+        min(workers, key=len).extend(argvs)
+    (tmp_path / "setup.json").write_text(json.dumps(documented.SETUP))
+    (logs / "setup").mkdir()
+    setup = subprocess.run([sys.executable, os.path.join(checkout, "tests", "documented.py"), "--run",
+                            str(tmp_path / "setup.json"), checkout, str(logs / "setup")], cwd=checkout,
+                           capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=1800)
+    made = [json.loads(line) for line in setup.stdout.splitlines() if line.startswith("{")]
+    assert [r["status"] for r in made] == [0] * len(documented.SETUP), (made, setup.stdout[-2000:])
+    procs = []
+    for w, argvs in enumerate(workers):
+        plan = tmp_path / f"plan{w}.json"
+        plan.write_text(json.dumps(argvs))
+        (logs / str(w)).mkdir()
+        procs.append(subprocess.Popen([sys.executable, os.path.join(checkout, "tests", "documented.py"), "--run",
+                                       str(plan), checkout, str(logs / str(w))], cwd=checkout, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}))
+    failed, ran = [], 0
+    for w, p in enumerate(procs):
+        out, _ = p.communicate(timeout=3600)
+        for k, line in enumerate(row for row in out.splitlines() if row.startswith("{")):
+            r = json.loads(line)
+            ran += 1
+            if r["status"] != 0:
+                log = (logs / str(w) / f"{k}.log").read_text(errors="replace").strip().splitlines()
+                failed.append(f"{' '.join(r['argv'])} -> {r['status']}: {(log or ['(no output)'])[-1][:300]}")
+    assert ran == sum(len(a) for a in workers), f"a worker stopped early after {ran} commands"
+    assert not failed, "\n".join(failed)
+
+
+def test_every_template_names_its_script_s_flags_only():
+    """A documented command with a placeholder: its script exists and knows every flag the command gives."""
+    helps = {}
+    for command, doc in documented.commands():
+        kind, script = documented.how(command)
+        if kind != "template" or not script:
+            continue
+        assert os.path.isfile(os.path.join(ROOT, script)), (doc, command)
+        if script not in helps:
+            out = subprocess.run([sys.executable, os.path.join(ROOT, script), "--help-all"], capture_output=True,
+                                 text=True, timeout=120)
+            if out.returncode != 0:   # (a script without --help-all)
+                out = subprocess.run([sys.executable, os.path.join(ROOT, script), "--help"], capture_output=True,
+                                     text=True, timeout=120)
+            helps[script] = out.stdout
+        flags = re.findall(r"(?<![\w-])(--[a-z][\w-]*)", command.split(script, 1)[1])   # (the script's own)
+        unknown = [f for f in flags if f not in helps[script]]
+        assert not unknown, (doc, command, unknown)
