@@ -54,9 +54,9 @@ SETTINGS = ("alpha", "refresh_every", "gamma", "cot", "mask_ratio", "feedback")
 # on where the script leaves `include_environment_feedback` at its default True (actor.yaml:121): CODING
 # (experiments/rich_feedback/run_sdpo.sh) and MATH (no script: the yaml's default); off for SciKnowEval
 # and ToolAlpaca (experiments/generalization/run_sdpo_all.sh:125: include_environment_feedback=False).
-# One deviation, on the built-in world only (docs/PROTOCOL.md, deviation 16): its CODING records say
-# "feedback_usable": False, because its tiny model, shown a grader's report, writes a correct program on 0%
-# of CODING prompts (docs/RESULTS.md, "The CODING collapse"): "release" leaves feedback off for them.
+# One deviation, on the built-in world only (docs/PROTOCOL.md, deviation 16): its CODING and MATH records say
+# "feedback_usable": False, because its tiny model, shown a grader's report, answers 0% of the prompts that get
+# one (docs/RESULTS.md, "The feedback check"): "release" leaves feedback off for them.
 RELEASE_FEEDBACK_OFF = ("mcq", "tooluse")
 
 

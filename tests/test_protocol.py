@@ -273,10 +273,12 @@ def test_feedback_notes_from_grading_and_the_release_table_per_kind():
     assert m_on.tolist() == [1, 0, 1, 1] and m_off.tolist() == [0, 0, 0, 0]
     assert [sdpo.feedback_on("release", {"kind": k}) for k in ("code", "math", "mcq", "tooluse")] == \
         [True, True, False, False]
-    # the built-in world's CODING records: the one deviation (docs/PROTOCOL.md), and --feedback on overrides it
-    world_code = tasks.builtin_split("coding", "train", 1)[0]
-    assert not sdpo.feedback_on("release", world_code) and sdpo.feedback_on("on", world_code)
-    assert all(sdpo.feedback_on("release", r) for r in tasks.builtin_split("math", "train", 3))
+    # the built-in world's CODING and MATH records: the one deviation (docs/PROTOCOL.md), and --feedback on
+    # overrides it; the world's other domains follow the release's table
+    for domain in ("coding", "math"):
+        for r in tasks.builtin_split(domain, "train", 3):
+            assert not sdpo.feedback_on("release", r) and sdpo.feedback_on("on", r) and not sdpo.feedback_on("off", r)
+    assert not any(sdpo.feedback_on("release", r) for d in ("science", "tooluse") for r in tasks.builtin_split(d, "train", 3))
 
 
 def test_the_step_logs_who_was_distilled_by_what(tiny):

@@ -78,7 +78,8 @@ def gen_math(rng, noisy=False):
         thought = f"div {a * f} {f}"
     shown = _wrong_place(rng, ans) if noisy else ans
     return {"prompt": f"{q} {MATH_INSTRUCTION}", "answer": str(ans), "system": None, "kind": "math",
-            "solution": f"{work}={shown}\n\\boxed{{{shown}}}", "thought": thought}
+            "solution": f"{work}={shown}\n\\boxed{{{shown}}}", "thought": thought,
+            "feedback_usable": False}   # this world's model cannot act on a grader's report (sdpo.feedback_on)
 
 
 def gen_math_hard(rng, noisy=False):
