@@ -371,6 +371,22 @@ def footing_table(bundles, base, traces, null):
     return "\n".join(lines), {"reference": ref_rows, "family": new, "adequacy": ok}
 
 
+def footing_figure_rows(rows):
+    """The claims that compare the methods at a shared rate, as plots.plot_footing takes them, from footing_table's
+    rows: each with its per-method, 1e-4 and 4e-4 cells (a row read once is drawn in each column it stands for)."""
+    out = []
+    for cid in SHARED_IDS:
+        per = rows["reference"].get(cid) or rows["family"].get(("per-method", cid))
+        if per is None:
+            continue
+        cells = {"per-method": per}
+        for rate in ("1e-4", "4e-4"):
+            cells[rate] = per if cid in SAME_AS_PER_METHOD[rate] else rows["family"].get((rate, cid))
+        out.append({"id": cid, "unit": per["unit"], "sign": per["sign"], "rows": cells,
+                    "testable": rows["adequacy"].get(cid, (True, ""))[0]})
+    return out
+
+
 def collapse_js_table(bundles):
     rows = collapse_js(bundles)
     lines = ["| seed | collapse stage | JS per distilled token, steps that distil | the stage before | steps that "

@@ -6,6 +6,7 @@
     curves.png     reward, JS, student entropy and teacher entropy per step          (§3.1)
                    (▼ marks the steps after which a StableSDPO teacher was refreshed, T2)
     differences.png  with several seeds: each run minus the first, per step, and its 95% band
+    footing.png    the claims at the per-method rates and at each shared rate (tools/reference.py --family equal)
 
 With several seeds the lines are the mean and the band (or whisker) is the same 95% t-interval over
 the seeds as the tables give (stats.mean_interval). Legends use the paper's names of the
@@ -408,3 +409,51 @@ def plot_loop_stages(probes, path, stages=None, labels=None):
     ax.set_title(f"The loop probe: 64 CODING prompts × 8 at T = 1 ({seeds})", fontsize=9)
     ax.legend(fontsize=8)
     return save(fig, path)
+
+
+VERDICT_COLORS = {"shown": "#2ca02c", "opposite": "#d62728", "not separable": "#7f7f7f", "not testable": "#c7c7c7"}
+
+
+def plot_footing(claims, path, columns=("per-method", "1e-4", "4e-4")):
+    """Each claim's paired difference at each rate, turned so that the paper's side is to the right: one panel per
+    claim, one row per rate, the mean with its 95% interval, coloured by the Holm-corrected verdict (grey: not
+    separable; pale: the world cannot test the claim).
+
+    claims: [{"id", "unit", "sign" (+1/−1: the paper's side), "rows": {column: {effect, low, high, corrected,
+    scale} or None}, "testable": bool}]."""
+    if pyplot() is None or not claims:
+        return None
+    cols = 4
+    rows_n = (len(claims) + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(3.0 * cols, 1.55 * rows_n + 0.6), squeeze=False)
+    for ax, c in zip(axes.flat, claims):
+        for y, column in enumerate(columns):
+            r = c["rows"].get(column)
+            if r is None or r.get("effect") is None:
+                ax.text(0, y, "—", ha="center", va="center", fontsize=8, color="#7f7f7f")
+                continue
+            turn = c["sign"] * r["scale"]   # the paper's side to the right, in the claim's printed unit
+            m, lo, hi = (turn * v if v is not None else None for v in (r["effect"], r["low"], r["high"]))
+            verdict = r["corrected"] if c["testable"] else "not testable"
+            color = VERDICT_COLORS.get(verdict, "#7f7f7f")
+            if lo is not None:
+                ax.plot(sorted((lo, hi)), [y, y], color=color, lw=2.5)
+            ax.plot([m], [y], "o", color=color, ms=5)
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(range(len(columns)), columns, fontsize=7)
+        ax.set_ylim(len(columns) - 0.5, -0.5)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.locator_params(axis="x", nbins=4)
+        ax.set_title(f"{c['id']} ({c['unit']})" + ("" if c["testable"] else ": not testable here"), fontsize=8)
+    for ax in list(axes.flat)[len(claims):]:
+        ax.axis("off")
+    handles = [plt.Line2D([], [], color=col, lw=2.5, label=v) for v, col in VERDICT_COLORS.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle("Each claim's paired difference over seeds, turned so that the paper's side is to the right; rows: "
+                 "each method at its own rate, both at 1e-4, both at 4e-4 (95% interval, coloured by Holm's verdict)",
+                 fontsize=8)
+    fig.tight_layout(rect=(0, 0.05, 1, 0.96))
+    fig.savefig(path + ".tmp.png", dpi=90)
+    os.replace(path + ".tmp.png", path)
+    plt.close(fig)
+    return path

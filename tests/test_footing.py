@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from experiment import claims, footing
+from infra import plots
 from tools import adequacy
 
 B8 = ["math", "science", "tooluse", "coding", "math_hard", "science_boxed", "tool_unseen", "logic"]
@@ -218,6 +219,25 @@ def test_read_bundles_merges_the_reference_and_the_arm(tmp_path, bundle):
     assert sorted(found) == [10, 30]
     assert set(found[10]) == {"continual", "lr1e-4-continual", "dirs", "distances"}
     assert set(found[30]) == {"continual", "lr4e-4-continual", "dirs", "distances"}
+
+
+def test_the_figure_rows_take_each_rate_and_the_rows_read_once(tmp_path):
+    """footing_figure_rows: a claim's per-method, 1e-4 and 4e-4 cells; a row read once (C5a at 1e-4: GRPO alone at
+    its own rate) stands in its own column; a claim the world cannot test is drawn as such; the figure is written."""
+    def row(cid, effect, footing_="per-method"):
+        return {"id": cid, "footing": footing_, "unit": "points", "scale": 100, "sign": +1, "effect": effect,
+                "low": effect - 0.01, "high": effect + 0.01, "verdict": "shown", "corrected": "shown"}
+    rows = {"reference": {"C2": row("C2", 0.4), "C5a": row("C5a", 0.16)},
+            "family": {("1e-4", "C2"): row("C2", 0.0, "1e-4"), ("4e-4", "C2"): row("C2", -0.05, "4e-4"),
+                       ("4e-4", "C5a"): row("C5a", -0.24, "4e-4"), ("per-method", "P2"): row("P2", -0.05)},
+            "adequacy": {"P2": (False, "the null IoU is 0.95")}}
+    out = {c["id"]: c for c in footing.footing_figure_rows(rows)}
+    assert list(out) == ["C2", "C5a", "P2"]
+    assert [out["C2"]["rows"][k]["effect"] for k in ("per-method", "1e-4", "4e-4")] == [0.4, 0.0, -0.05]
+    assert out["C5a"]["rows"]["1e-4"] is rows["reference"]["C5a"] and out["C5a"]["rows"]["4e-4"]["effect"] == -0.24
+    assert out["P2"]["testable"] is False and out["P2"]["rows"]["1e-4"] is None and out["C2"]["testable"]
+    path = plots.plot_footing(list(out.values()), str(tmp_path / "f.png"))
+    assert path is None or os.path.getsize(path) > 1000   # (None only without matplotlib)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
 from experiment import archive, claims, footing  # noqa: E402
-from infra import safety  # noqa: E402
+from infra import plots, safety  # noqa: E402
 from world import tasks  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 from infra.models import load_model  # noqa: E402
@@ -176,14 +176,17 @@ def load_optional(path):
     return json.load(open(path)) if os.path.isfile(path) else None
 
 
-def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True):
+def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, figures=None):
     """The equal-rate arm (issue 59): every claim at the per-method rates and at each shared rate, with the
-    world's adequacy test beside it; written to <root>/report.md."""
+    world's adequacy test beside it; written to <root>/report.md, and drawn to <figures>/equal_footing.png."""
     bundles = footing.read_bundles(ROOT, root)
     base = json.load(open(os.path.join(safety.REPO, "results", "base", "tiny.json")))
     traces = load_optional(os.path.join(archive.materialized(root), "adequacy", "traces.json"))
     null = load_optional(os.path.join(archive.materialized(root), "adequacy", "null-iou.json"))
-    table, _ = footing.footing_table(bundles, base, traces, null)
+    table, rows = footing.footing_table(bundles, base, traces, null)
+    if figures:
+        os.makedirs(figures, exist_ok=True)
+        print("wrote", plots.plot_footing(footing.footing_figure_rows(rows), os.path.join(figures, "equal_footing.png")))
     arm = sorted({s for s, x in bundles.items() if any(e in x for e in claims.EQUAL_RATE)})
     text = (f"arm seeds with a finished experiment: {', '.join(map(str, arm)) or 'none yet'}\n\n" + table +
             "\n\n" + footing.FOOTING_NOTE + "\n\nC8b's report: SDPO_5%'s JS in its collapse stage, over the steps "
@@ -201,13 +204,13 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True):
                 "--summary`)\n\n" + text + "\n")
 
 
-def summary(root=ROOT, family="paper", write=True):
+def summary(root=ROOT, family="paper", write=True, figures=None):
     """The family's declared claims over every seed with a finished experiment (and, for the defences, the
     table of what each costs, and the follow-up's when it has run); written to <root>/report*.md when `write`.
     Every results.json is checked against its directory first: a damaged or mismatched one stops it (ValueError)
     before anything is written."""
     if family == "equal":
-        return equal_summary(root, write)
+        return equal_summary(root, write, figures)
     family = "defences" if family == "followup" else family   # the follow-up's table is the defences' report's
     bundles = claims.read_reference(root)
     if family == "paper":
@@ -276,6 +279,9 @@ def main(argv=None):
                          "without it, nothing is written there and --summary only prints")
     ap.add_argument("--root", default=None, help="the family's run folder (default: its committed one under results/, "
                                                   "which needs --into-results to be written)")
+    ap.add_argument("--figures", metavar="DIR", help="with --family equal --summary: draw the claims at each rate to "
+                    "DIR/equal_footing.png")
+    ap.add_argument("--overwrite-committed", action="store_true", help="let --figures be a committed folder (docs/img)")
     ap.add_argument("--quick", action="store_true", help="every experiment in its smallest form (one step, a few "
                     "prompts): to see that the commands run, never for a result")
     args = ap.parse_args(argv)
@@ -284,6 +290,10 @@ def main(argv=None):
     if not (args.seeds is not None or args.summary or args.distances):
         ap.error("nothing to do: give --seeds to run, --summary for the table, or --distances")
     seeds, only = checked_seeds_and_only(ap, args)
+    if args.figures and not (args.summary and args.family == "equal"):
+        ap.error("--figures draws the equal-rate arm's summary: give it with --family equal --summary")
+    if args.figures:
+        safety.refuse_committed(ap.error, "--figures", args.figures, args.overwrite_committed)
     writes = (args.seeds is not None or args.distances) and safety.committed_path(root)
     if writes and not args.into_results:
         ap.error(f"this would write into {os.path.relpath(root)}/, committed results: add --into-results to do that "
@@ -316,7 +326,8 @@ def main(argv=None):
         bar.close()
     if args.summary:
         try:
-            summary(root, family=args.family, write=args.into_results or not safety.committed_path(root))
+            summary(root, family=args.family, write=args.into_results or not safety.committed_path(root),
+                    figures=args.figures)
         except ValueError as e:
             print(f"error: {e}; the report was left as it was", file=sys.stderr)
             sys.exit(2)
