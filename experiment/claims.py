@@ -163,7 +163,7 @@ METRICS = {   # name: (how to compute it, its unit, how to print it: scale)
 }
 # The relative metrics (A2–A3: % of the base's accuracy) that decide a claim, and their companion in
 # absolute accuracy points, printed next to them: in the committed reference, +10.1 of relative F was
-# +1.9 points of accuracy (docs/RESULTS.md).
+# +1.9 points of accuracy (docs/HISTORY.md).
 POINTS = {"gain": "gain_points", "forget_earlier": "forget_earlier_points", "forget_ood": "forget_ood_points"}
 
 # (claim as the paper states it, metric, A, B, +1 if the paper has A above B, −1 if below)
@@ -584,7 +584,7 @@ DECLARED = [
 # Each defence is SDPO_5%'s continual run with one lever of another implementation added; the control is
 # SDPO_5% itself, on the same seeds (same prompts, same test prompts): d = defence − control per seed.
 # The two coefficients, fixed before any run of the family by a rule that looks only at the undefended
-# SDPO_5% headline run (seed 0, stage 1; docs/RESULTS.md, "What keeps SDPO from forgetting: declared"):
+# SDPO_5% headline run (seed 0, stage 1; docs/HISTORY.md, "What keeps SDPO from forgetting: declared"):
 #   anchor λ = ‖∇L‖ at the stage's first step / ‖θ_1 − θ_0‖ = 0.0775 / 3.04  -> 0.026 (two figures)
 #   base_kl β = GJSD per token at the first step / k3 per token of θ_1 vs θ_0 = 0.0317 / 0.174 -> 0.18
 DEFENCE_COEF = {"anchor": 0.026, "base_kl": 0.18}
@@ -601,7 +601,7 @@ DEFENCE_CONTROL_FLAGS = "--method sdpo_5"
 
 
 # A follow-up, declared after the family's table showed replay *raising* SDPO_5%'s forgetting and before its own
-# runs (docs/RESULTS.md, "Why replay does not defend SDPO_5%"): the same replay under the base teacher θ_0
+# runs (docs/HISTORY.md, "Why replay does not defend SDPO_5%"): the same replay under the base teacher θ_0
 # (T5), against the base teacher alone. If replay's harm comes from the self-teacher (the replayed prompts
 # distilled toward the stage's drifted starting student), it goes away under a teacher that never drifts.
 FOLLOW_UP = {"def-base-replay": ("replay 20% with the base teacher θ_0 (R1 with T5)", "--teacher base --replay 0.2")}

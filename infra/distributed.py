@@ -39,7 +39,7 @@ def setup_torch(device="auto", threads=0):
     threads 0 (the default): OMP_NUM_THREADS when it is set (outside torchrun, which sets it itself),
     else every core this process may use, divided among the torchrun ranks of the machine: the fastest
     choice on an otherwise idle machine. On cores that something else is using, torch's threads wait for
-    each other at every operation and a step can take 10-20× longer (docs/RESULTS.md): pass --threads 1
+    each other at every operation and a step can take 10-20× longer (docs/HISTORY.md): pass --threads 1
     (or set OMP_NUM_THREADS=1) there, or run one job at a time.
     """
     global _THREADS_SET

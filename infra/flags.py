@@ -214,7 +214,7 @@ def add_drift(ap, switch=True):
     g.add_argument("--embed-model", default=None, help="HF encoder for response drift (default: the base model)")
     g.add_argument("--embed-samples", type=int, default=1, help="response drift (A7) compares the first N of each "
                    "prompt's --eval-k responses (0 = all k: about 5x the time; the mean moved by up to 0.002 here, "
-                   "docs/RESULTS.md)")
+                   "docs/HISTORY.md)")
 
 
 def add_scale(ap):

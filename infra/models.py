@@ -98,7 +98,7 @@ def load_policy(name="tiny", device="cpu", dtype=None, grad_checkpointing=False,
 
 def attention_of(config):
     """Character-sized models (hidden size ≤ 256: the built-in tiny models and every checkpoint trained from
-    them) use plain ("eager") attention, the faster one there (docs/RESULTS.md, "What a step costs"); real
+    them) use plain ("eager") attention, the faster one there (docs/HISTORY.md, "What a step costs"); real
     models keep transformers' default. Decided from the config, not the name, so that a reloaded stage
     checkpoint computes exactly as the model that was saved."""
     return {"attn_implementation": "eager"} if getattr(config, "hidden_size", 1 << 30) <= 256 else {}

@@ -47,7 +47,7 @@ def test_sampling_in_chunks_gives_the_same_greedy_tokens(tiny):
 def test_one_evaluation_of_every_benchmark_equals_one_call_per_benchmark_when_greedy(tiny, monkeypatch):
     """The old path sampled each benchmark in its own call, reseeding before each; the new one samples all
     of them together under one seed. Greedy, the two must agree exactly; sampling, they draw different
-    random numbers (the same distribution: docs/RESULTS.md, "Seeds are cheap")."""
+    random numbers (the same distribution: docs/HISTORY.md, "Seeds are cheap")."""
     model, tok = tiny
     names = ["math", "science", "tooluse", "logic"]
     greedy = functools.partial(evaluate.acc_at_k, temperature=0.0)
