@@ -41,6 +41,7 @@ Layers, outermost first (which layer stops which attack: docs/RELIABILITY.md):
 import ast
 import collections
 import contextlib
+import ctypes
 import datetime
 import decimal
 import fractions
@@ -49,6 +50,7 @@ import json
 import math
 import operator
 import os
+import pwd
 import re
 import selectors
 import shutil
@@ -56,6 +58,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 try:
@@ -67,7 +70,7 @@ LIMITS = {"wall": 2.0, "cpu": 2, "mem": 512 * 2**20, "files": 16, "result": 1_00
 MAX_DEPTH = 64       # the deepest JSON nesting read back from a program (deeper: its own outcome is an error)
 UID_BASE = 61000     # layer 3: the uid inside the jail; with --unsafe-code as root, program k runs as UID_BASE + k
 PARALLEL = 2         # programs run at once
-JAILS = ("bwrap", "unshare")   # layer 0, in order of preference: the first that works on this machine
+JAILS = ("subuid", "bwrap", "unshare")   # layer 0, in order of preference: the first that works on this machine
 ALLOW_UNJAILED = False         # --unsafe-code: run CODING programs without layer 0 (inner layers only)
 SHARED_JAIL = True   # layer 0b: a batch's programs share one jail, each in a process of its own under a seccomp filter
 # Fail closed: a layer that cannot be installed stops its program before it runs, and says which (exit codes)
@@ -565,6 +568,10 @@ def jail_argv(kind, root_dir):
             argv += ["--symlink", target, link]
         # nothing writable: /dev holds /dev/null alone, /tmp is a directory of the read-only root
         return argv + ["--dev-bind", "/dev/null", "/dev/null", "--dir", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--"]
+    if kind == "subuid":   # already in a user namespace of its own (spawn): its root is this user, 61000 a subordinate uid
+        return ["unshare", "--mount", "--propagation", "private", "--net", "--pid", "--fork", "--kill-child",
+                "--ipc", "--uts", "/bin/sh", "-c", JAIL_SH, "jail", root_dir, str(UID_BASE),
+                *dirs, *[f"{link}={target}" for link, target in links], "--"]
     if kind == "unshare":
         user = [] if as_root else ["--user", "--map-root-user"]
         return ["unshare", *user, "--mount", "--propagation", "private", "--net", "--pid", "--fork", "--kill-child",
@@ -573,24 +580,95 @@ def jail_argv(kind, root_dir):
     raise ValueError(f"unknown jail '{kind}'")
 
 
+def subordinate_ids():
+    """(first subordinate uid, first subordinate gid) of this user from /etc/subuid and /etc/subgid, where
+    newuidmap and newgidmap are installed and the user is not root; else None (the jail then runs as this user)."""
+    if os.geteuid() == 0 or not (shutil.which("newuidmap") and shutil.which("newgidmap")):
+        return None
+    me = {pwd.getpwuid(os.getuid()).pw_name, str(os.getuid())}
+    found = []
+    for path in ("/etc/subuid", "/etc/subgid"):
+        with contextlib.suppress(OSError, ValueError):
+            for line in open(path):
+                name, first, count = line.strip().split(":")
+                if name in me and int(count) >= 1:
+                    found.append(int(first))
+                    break
+    return tuple(found) if len(found) == 2 else None
+
+
+def spawn_jail(kind, argv, **popen_args):
+    """subprocess.Popen of a jail's command line. The kind "subuid" first enters a user namespace of its own in the
+    child, before it runs anything: its root is this user (to build the jail: mounts, chroot), and the jail's user
+    61000 is this user's first subordinate uid, a uid that owns nothing. The maps are written from here by the
+    setuid helpers newuidmap and newgidmap, while the child waits; if they fail, the child never runs the command."""
+    if kind != "subuid":
+        return subprocess.Popen(argv, **popen_args)
+    ids, before = subordinate_ids(), popen_args.pop("preexec_fn", None)
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+
+    def enter_namespace():   # in the child (one thread): a new user namespace, then wait for its maps
+        os.close(ready_r)
+        os.close(go_w)
+        if before:
+            before()
+        if ids is None or ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:   # CLONE_NEWUSER
+            os._exit(125)
+        os.write(ready_w, str(os.getpid()).encode())
+        os.close(ready_w)
+        if os.read(go_r, 1) != b"1":
+            os._exit(125)
+
+    def write_maps():   # here, while the child waits
+        ok = False
+        with contextlib.suppress(OSError, ValueError, subprocess.SubprocessError):
+            pid = os.read(ready_r, 32).decode()
+            if pid:
+                uid, gid = str(os.getuid()), str(os.getgid())
+                ok = all(subprocess.run(cmd, capture_output=True, timeout=10).returncode == 0 for cmd in (
+                    ["newuidmap", pid, "0", uid, "1", str(UID_BASE), str(ids[0]), "1"],
+                    ["newgidmap", pid, "0", gid, "1", str(UID_BASE), str(ids[1]), "1"]))
+        with contextlib.suppress(OSError):
+            os.write(go_w, b"1" if ok else b"0")
+    mapper = threading.Thread(target=write_maps, daemon=True)
+    mapper.start()
+    try:
+        proc = subprocess.Popen(argv, preexec_fn=enter_namespace, pass_fds=(), **popen_args)
+    finally:
+        os.close(ready_w)
+        os.close(go_r)
+        mapper.join(timeout=15)
+        os.close(ready_r)
+        os.close(go_w)
+    return proc
+
+
 @functools.lru_cache(maxsize=None)
 def first_working_jail(kinds):
     """The first kind of jail that runs a program here (tried once per process), or None."""
     for kind in kinds:
-        if not shutil.which(kind):
+        if not shutil.which("unshare" if kind == "subuid" else kind) or (kind == "subuid" and not subordinate_ids()):
             continue
         with tempfile.TemporaryDirectory(prefix="jail-probe-") as d:
             with contextlib.suppress(OSError, subprocess.SubprocessError):
-                out = subprocess.run(jail_argv(kind, d) + [interpreter(), "-I", "-S", "-c", "print(6 * 7)"],
-                                     capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
-                if out.stdout.strip() == "42":
+                probe = spawn_jail(kind, jail_argv(kind, d) + [interpreter(), "-I", "-S", "-c", "print(6 * 7)"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                   env={"PATH": "/usr/bin:/bin"})
+                try:
+                    out, _ = probe.communicate(timeout=30)
+                finally:
+                    probe.kill()
+                    probe.wait()
+                if out.strip() == "42":
                     return kind
     return None
 
 
 def jail():
-    """This machine's jail for CODING programs: 'bwrap', 'unshare' or None (JAILS in order; as root,
-    unshare first: its jail's user is uid 61000 outside too)."""
+    """This machine's jail for CODING programs: 'subuid', 'bwrap', 'unshare' or None (JAILS in order; as root,
+    unshare first: its jail's user is uid 61000 outside too; as a normal user with subordinate uids and
+    newuidmap, subuid: its jail's user is the first subordinate uid outside, which owns nothing)."""
     kinds = JAILS
     if os.geteuid() == 0 and "unshare" in kinds:
         kinds = ("unshare",) + tuple(k for k in kinds if k != "unshare")
@@ -1208,9 +1286,9 @@ def start(jobs, workdir, kind, filtered):
         if group:
             with open(os.path.join(group, "cgroup.procs"), "w") as f:
                 f.write(str(os.getpid()))
-    proc = subprocess.Popen(argv,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir,
-                            env={"PATH": "/usr/bin:/bin"}, start_new_session=True, preexec_fn=join_cgroup)
+    proc = spawn_jail(kind, argv,
+                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=workdir,
+                      env={"PATH": "/usr/bin:/bin"}, start_new_session=True, preexec_fn=join_cgroup)
     proc.cgroup = group
     with contextlib.suppress(OSError):   # it died at once: its programs score 0 below
         proc.stdin.write(json.dumps(batch_of(jobs, kind, filtered)).encode())
