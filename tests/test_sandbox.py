@@ -388,10 +388,13 @@ def test_judging_is_linear_on_the_worst_inputs_the_caps_allow():
     }
     for name, (worst, usual) in cases.items():
         times = []
-        for case in (worst, usual):
-            t = time.perf_counter()
-            assert case() in (0, False), name
-            times.append(time.perf_counter() - t)
+        for case in (worst, usual):   # the fastest of 3 (a loaded machine's pauses only ever add time)
+            best = float("inf")
+            for _ in range(3):
+                t = time.perf_counter()
+                assert case() in (0, False), name
+                best = min(best, time.perf_counter() - t)
+            times.append(best)
         assert times[0] < 4 * times[1] + 0.1, (name, times)   # (quadratic: 790 KB cost 20 s, 100× the ordinary)
     many = list(range(0, 200_000 * P, P))[:200_000]   # (distinct items with distinct hashes are not refused)
     assert sandbox.safe_set(list(range(100_000))) == frozenset(range(100_000))
