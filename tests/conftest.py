@@ -9,6 +9,12 @@ sys.path.insert(0, ROOT)
 import sdpo  # noqa: E402
 
 
+def pytest_addoption(parser):
+    parser.addoption("--documented", action="store_true",
+                     help="also run every documented command in its smallest form (tests/test_documented_commands.py; "
+                          "minutes: CI runs it as a step of its own)")
+
+
 def pytest_configure(config):
     """Under pytest-xdist (the README runs `-n 2`) each worker computes with one torch thread, and so does every
     process a test starts (OMP_NUM_THREADS=1, which infra.setup_torch honours; torchrun's ranks divide the

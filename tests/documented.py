@@ -13,7 +13,9 @@ import shlex
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCS = ["README.md", "LAB.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))),
+# docs/HISTORY.md is left out: it is the diary, and its commands record what was run then, with that day's flags
+DOCS = ["README.md", "LAB.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))
+                                      if not p.endswith("HISTORY.md")),
         "classroom/SOLUTIONS.md", "results/README.md"]
 TEMPLATE = re.compile(r"RUN_DIR|CKPT|\bDIR\b|\bN\b|\bS,|S,…|…|\.\.\.|\$[A-Z_]|Qwen/|allenai/|data/\w+/")
 SUITE = ("-m pytest",)   # the suite's own commands: not run from inside it
@@ -43,11 +45,17 @@ REPLACED = {   # a command whose smallest form is another of its own forms
     "torchrun --standalone --nproc_per_node 2 continual.py --method sdpo --alpha 0.05":
         "torchrun --standalone --nproc_per_node 2 continual.py --method sdpo --alpha 0.05 --device cpu",
     "bash tools/gpu_check.sh": "DEVICE=cpu NGPU=2 STEPS=0 bash tools/gpu_check.sh",
+    "python classroom/lab.py 7 12 --check": "python classroom/lab.py 9 --check",
+    # (a run of the committed base written to a folder of the reader's own: the committed one stays as it is)
+    "python evaluate.py --model tiny --benchmarks all --k 8 --n 64 --out results/base/tiny.json --overwrite-committed":
+        "python evaluate.py --model tiny --benchmarks all --k 8 --n 64 --out runs/base/tiny.json",
 }
+TORCHRUN = ["--mini-batches", "2"]   # (GRPO's 4 mini-batches need 4 prompts on each of the 2 ranks; RUN gives 2)
 
 
 # What the consumers of a finished run read, made first in their smallest form (under the names they read)
 SETUP = [["python", "tools/reference.py", "--family", "regen", "--seeds", "0,10", "--quick"],
+         ["python", "tools/world.py", "w2", "--quick"],
          ["python", "continual.py", "--method", "grpo,sdpo", "--seed", "0", "--name", "grpo+sdpo_a0.05-s0", *RUN,
           "--curve-every", "0", "--kl-samples", "1"]]
 
@@ -106,7 +114,10 @@ def how(command):
         return "template", script_of(command)
     command = REPLACED.get(command, command)
     script = script_of(command)
-    return "run", fewer_seeds(shlex.split(command)) + SMALLEST.get(script, []) if script else shlex.split(command)
+    if not script:
+        return "run", shlex.split(command)
+    extra = TORCHRUN if command.startswith("torchrun") and script == "grpo.py" else []
+    return "run", fewer_seeds(shlex.split(command)) + SMALLEST.get(script, []) + extra
 
 
 def run(argv, log):
@@ -136,7 +147,8 @@ def run(argv, log):
             finally:
                 sys.argv = saved
         env = {**os.environ, **dict(w.split("=", 1) for w in env_words)}
-        return subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=900).returncode
+        return subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                              timeout=900).returncode
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--run"]:   # (the test's worker: a JSON list of argvs, in order)

@@ -171,6 +171,8 @@ def main(argv=None):
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         ap.error(f"--seeds: a comma list of integers, got {args.seeds!r}")
+    if args.quick:
+        seeds = seeds[:1]
     if args.what == "null-iou":
         missing = [s for s in seeds if not os.path.isdir(os.path.join(args.runs, f"continual-s{s}", "checkpoints", "grpo"))]
         if missing:

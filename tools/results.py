@@ -96,6 +96,9 @@ def main(argv=None):
             sys.exit(f"error: {e}")
         print(f"unpacked {args.unpack} into {args.out}")
     elif args.pack:
+        if os.path.isfile(os.path.join(args.pack, archive.ARCHIVE)) and not archive.run_dirs(args.pack):
+            print(f"nothing to pack: {args.pack} holds no run directories outside its {archive.ARCHIVE}")
+            return
         if not os.path.isdir(args.pack) or not archive.run_dirs(args.pack):
             ap.error(f"--pack {args.pack}: no run directories there to pack")
         safety.refuse_committed(ap.error, "--pack", os.path.join(args.pack, archive.ARCHIVE), args.into_results,
