@@ -338,7 +338,7 @@ def plot_collapse(found, path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", required=True, help="the regenerated first three stages (see the docstring)")
+    ap.add_argument("--runs", help="the regenerated first three stages (see the docstring); not needed by --summary-only")
     ap.add_argument("--out", default=os.path.join(safety.REPO, "results", "coding_ablation"))
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--configs", default="sdpo_0,sdpo_5")
@@ -355,6 +355,8 @@ def main(argv=None):
         seeds = flags.seed_list(args.seeds)
     except (ValueError, argparse.ArgumentTypeError) as e:
         ap.error(f"--seeds: {e}")
+    if not args.summary_only and not args.runs:
+        ap.error("--runs is needed to run the cells (the regenerated first three stages; see the docstring)")
     if not args.summary_only and not os.path.isdir(args.runs):
         ap.error(f"--runs {args.runs}: no such directory (make it with the command in this script's docstring)")
     if not glob.glob(os.path.join(archive.materialized(args.out), "*", "*", "seed*", "result.json")) and args.summary_only:
