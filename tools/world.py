@@ -16,6 +16,7 @@ W2, fixed before any run: at the chosen learning rates, both methods raise every
 points (mean over 3 seeds), and the 95% t-interval of the gain lies above 0.
 """
 import argparse
+import glob
 import json
 import math
 import os
@@ -46,8 +47,15 @@ def run_dir(method, domain, lr, seed, split):
     return os.path.join(OUT, f"{split}-{method}-lr{lr:g}-{domain}-s{seed}")
 
 
+def w2_rate(method, default):
+    """The rate W2 ran the method at (its TOOLUSE model of seed 0 under OUT, when there is exactly one), else default."""
+    found = [d for d in glob.glob(os.path.join(OUT, f"test-{method}-lr*-tooluse-s0")) if os.path.isdir(os.path.join(d, "model"))]
+    return float(os.path.basename(found[0]).split("-lr")[1].split("-")[0]) if len(found) == 1 else default
+
+
 def train(job, threads):
-    """Train one method on one domain unless its summary is there; its output goes to <run>/stdout.txt."""
+    """Train one method on one domain unless its summary is there; its output goes to <run>.out beside the run
+    (not inside it: the trainer makes its run directory itself, and refuses one it did not make)."""
     method, domain, lr, seed, split = job
     out = run_dir(*job)
     if os.path.exists(os.path.join(out, "summary.json")):
@@ -55,9 +63,11 @@ def train(job, threads):
     cmd = [sys.executable, *METHODS[method], "--task", domain, "--steps", str(STEPS), "--lr", str(lr),
            "--seed", str(seed), "--eval-split", split, "--out", out, "--threads", str(threads), *QUICK]
     print("$", " ".join(cmd[1:]), flush=True)
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "stdout.txt"), "w") as f:
-        subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.STDOUT)
+    os.makedirs(OUT, exist_ok=True)
+    with open(out + ".out", "w") as f:
+        status = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
+    if status:
+        sys.exit(f"error: {' '.join(cmd[1:3])} on {domain} stopped (exit {status}); its output is in {out}.out")
 
 
 def run_all(jobs, n_jobs):
@@ -150,15 +160,15 @@ def main(argv=None):
     if not 1 <= args.jobs <= 16:
         ap.error(f"--jobs must be in [1, 16], got {args.jobs}")
     if args.part == "errors":
-        lrs = {"GRPO": args.lr_grpo or flags.LR["grpo"], "SDPO_0": args.lr_sdpo or flags.LR["sdpo"]}
+        lrs = {"GRPO": args.lr_grpo or w2_rate("GRPO", flags.LR["grpo"]),
+               "SDPO_0": args.lr_sdpo or w2_rate("SDPO_0", flags.LR["sdpo"])}
         missing = [m for m in METHODS if not os.path.isdir(os.path.join(run_dir(m, "tooluse", lrs[m], 0, "test"), "model"))]
         if missing:
             ap.error(f"no W2 model of {', '.join(missing)} on TOOLUSE under {OUT}/: run `python tools/world.py w2` first")
     if args.part == "lr":
         lr_grid(args.jobs)
     elif args.part == "errors":
-        tool_errors({"GRPO": args.lr_grpo or flags.LR["grpo"], "SDPO_0": args.lr_sdpo or flags.LR["sdpo"]},
-                    **({"n": 2, "k": 1} if args.quick else {}))
+        tool_errors(lrs, **({"n": 2, "k": 1} if args.quick else {}))
     else:
         lrs = lr_grid(args.jobs) if args.lr_grpo is None or args.lr_sdpo is None else \
             {"GRPO": args.lr_grpo, "SDPO_0": args.lr_sdpo}
