@@ -46,9 +46,6 @@ REPLACED = {   # a command whose smallest form is another of its own forms
         "torchrun --standalone --nproc_per_node 2 continual.py --method sdpo --alpha 0.05 --device cpu",
     "bash tools/gpu_check.sh": "DEVICE=cpu NGPU=2 STEPS=0 bash tools/gpu_check.sh",
     "python classroom/lab.py 7 12 --check": "python classroom/lab.py 9 --check",
-    # (a run of the committed base written to a folder of the reader's own: the committed one stays as it is)
-    "python evaluate.py --model tiny --benchmarks all --k 8 --n 64 --out results/base/tiny.json --overwrite-committed":
-        "python evaluate.py --model tiny --benchmarks all --k 8 --n 64 --out runs/base/tiny.json",
 }
 TORCHRUN = ["--mini-batches", "2"]   # (GRPO's 4 mini-batches need 4 prompts on each of the 2 ranks; RUN gives 2)
 
@@ -116,6 +113,13 @@ def how(command):
     script = script_of(command)
     if not script:
         return "run", shlex.split(command)
+    words = shlex.split(command)
+    if "--overwrite-committed" in words and "--out" in words and words[words.index("--out") + 1].startswith("results/"):
+        # (a committed file rewritten on purpose: written under runs/ here, so later commands read the committed one)
+        k = words.index("--out") + 1
+        words[k] = "runs/" + words[k]
+        words.remove("--overwrite-committed")
+        command = shlex.join(words)
     extra = TORCHRUN if command.startswith("torchrun") and script == "grpo.py" else []
     return "run", fewer_seeds(shlex.split(command)) + SMALLEST.get(script, []) + extra
 
