@@ -308,8 +308,11 @@ def acc_at_k(model, tok, records, k=8, max_new_tokens=64, temperature=EVAL_TEMPE
     texts = [None] * len(records) if prompts is None else prompts
     mine = my_share(len(records))  # data parallel: each rank samples its share, the results are gathered
     prompt_ids = [encode_chat(tok, chat_messages(records[i], texts[i])) for i in mine]
-    ids = sample(model, tok, prompt_ids, k, max_new_tokens, temperature, top_p, batch_size,
-                 progress=progress) if prompt_ids else []
+    if prompt_ids:
+        ids = sample(model, tok, prompt_ids, k, max_new_tokens, temperature, top_p, batch_size, progress=progress)
+    else:   # (torchrun, fewer prompts than ranks) this rank still joins the gather of the weights the others wait in
+        with gathered(model):
+            ids = []
     responses = decode(tok, ids) if ids else []
     scores = graders.grade_many([records[i] for i in mine for _ in range(k)], responses)
     hit_limit = [len(i) >= max_new_tokens for i in ids]

@@ -32,7 +32,7 @@ SMALLEST = {   # script: flags appended to each of its commands
     "classroom/lab.py": [],
     "tools/reference.py": ["--quick"], "tools/collapse.py": ["--quick"], "tools/world.py": ["--quick"],
     "tools/adequacy.py": ["--quick"], "tools/bench.py": ["--quick"],
-    "tools/coding_ablation.py": ["--steps", "1", "--factors", "a", "--grpo-factors", "a"],
+    "tools/coding_ablation.py": ["--steps", "1", "--factors", "a", "--grpo-factors", "a", "--seeds", "0"],
     "tools/tiny.py": ["--steps", "2", "--out", "runs/tiny-smallest"],
     "tools/figures.py": [], "tools/tables.py": [], "tools/results.py": [], "experiment/claims.py": [],
     "tests/test_layout.py": [],
@@ -44,7 +44,8 @@ REPLACED = {   # a command whose smallest form is another of its own forms
     "torchrun --nproc_per_node 2 grpo.py --task math": "torchrun --nproc_per_node 2 grpo.py --task math --device cpu",
     "torchrun --standalone --nproc_per_node 2 continual.py --method sdpo --alpha 0.05":
         "torchrun --standalone --nproc_per_node 2 continual.py --method sdpo --alpha 0.05 --device cpu",
-    "bash tools/gpu_check.sh": "DEVICE=cpu NGPU=2 STEPS=0 bash tools/gpu_check.sh",
+    # (on CPU, its memory step on the small real-vocabulary shape tests/test_fsdp.py uses: the 0.6B one needs ~22 GB)
+    "bash tools/gpu_check.sh": "DEVICE=cpu NGPU=2 STEPS=0 MODEL=tiny MEM_SHAPE=cpu MEM_TOKENS=192 MEM_S=2 bash tools/gpu_check.sh",
     "python classroom/lab.py 7 12 --check": "python classroom/lab.py 9 --check",
 }
 TORCHRUN = ["--mini-batches", "2"]   # (GRPO's 4 mini-batches need 4 prompts on each of the 2 ranks; RUN gives 2)
@@ -143,6 +144,8 @@ def run(argv, log):
                     runpy.run_path(argv[1], run_name="__main__")
                 return 0
             except SystemExit as e:
+                if isinstance(e.code, str):   # (what the interpreter would have printed)
+                    print(e.code, file=sys.stderr)
                 return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             except BaseException as e:   # a traceback is a failure, said in the log
                 import traceback
