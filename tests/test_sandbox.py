@@ -660,7 +660,8 @@ def test_as_a_normal_user_every_attack_holds():
         a, b = two_graders_at_once((kind,), python=python, root=str(tmp_path), user=user)
         assert (a, b) == ("[0.0]", "[1.0]"), kind
     assert ran, "no jail worked as that user"
-    if shutil.which("newuidmap") and any(l.startswith(user + ":") for l in open("/etc/subuid")):
+    if shutil.which("newuidmap") and os.path.exists("/etc/subuid") and \
+            any(l.startswith(user + ":") for l in open("/etc/subuid")):
         assert ran[0] == "subuid", ran   # (the whole table ran in the subuid jail)
     # round four as that user: the entry point's checks (right 1.0, forger 0.0), and with the audit hook removed the
     # round-four calls refused and a syncer harmless to its siblings
