@@ -12,7 +12,7 @@ import sdpo  # noqa: E402
 def pytest_addoption(parser):
     parser.addoption("--documented", action="store_true",
                      help="also run every documented command in its smallest form (tests/test_documented_commands.py; "
-                          "about 17 minutes on 2 cores)")
+                          "about 13 minutes on 2 cores)")
 
 
 def pytest_configure(config):

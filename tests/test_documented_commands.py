@@ -34,7 +34,7 @@ def fresh_checkout(dst):
 
 def test_every_documented_command_runs(tmp_path, request):
     if not request.config.getoption("--documented"):
-        pytest.skip("every documented command takes minutes (17 on 2 cores): python -m pytest -q "
+        pytest.skip("every documented command takes minutes (13 on 2 cores): python -m pytest -q "
                     "tests/test_documented_commands.py --documented")
     checkout, logs = fresh_checkout(str(tmp_path / "checkout")), tmp_path / "logs"
     logs.mkdir()
