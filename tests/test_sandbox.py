@@ -625,6 +625,14 @@ def normal_user_python():
     return None
 
 
+def run_as(user, python, script, cwd):
+    """python -c script as that user, in cwd; it must exit 0. Returns the finished process."""
+    out = subprocess.run(["runuser", "-u", user, "--", python, "-c", script], capture_output=True, text=True,
+                         cwd=cwd, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
 def test_as_a_normal_user_every_attack_holds():
     """The whole attack table again, as a normal user (user namespaces instead of root's uid switch)."""
     found = normal_user_python()
@@ -647,9 +655,7 @@ def test_as_a_normal_user_every_attack_holds():
                   f"if sandbox.jail() != {kind!r}:\n    print('no such jail for this user'); sys.exit(0)\n"
                   f"programs = json.load(open({str(tmp_path / 'programs.json')!r}))\n"
                   f"print(json.dumps(sandbox.run_programs([(p, {TESTS!r}) for p in programs])))")
-        out = subprocess.run(["runuser", "-u", user, "--", python, "-c", script], capture_output=True, text=True,
-                             cwd=tmp_path, timeout=600)
-        assert out.returncode == 0, out.stderr[-2000:]
+        out = run_as(user, python, script, tmp_path)
         if out.stdout.startswith("no such jail"):   # (as that user: subuid needs uidmap, bwrap may be absent)
             continue
         ran.append(kind)
@@ -676,9 +682,7 @@ def test_as_a_normal_user_every_attack_holds():
               f"filtered = sandbox.shares_jail(sandbox.jail())\n"
               f"sandbox.RUNNER = sandbox.RUNNER.replace('sys.addaudithook(hook)', 'pass')\n"
               f"print(json.dumps([checks, sandbox.run_programs([tuple(p) for p in calls]) if filtered else None]))")
-    out = subprocess.run(["runuser", "-u", user, "--", python, "-c", script], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = run_as(user, python, script, tmp_path)
     checks, calls = json.loads(out.stdout)
     assert checks == [1.0] * len(styles) + [0.0] * len(styles), checks
     assert calls in (None, [1.0, 1.0, 1.0]), calls

@@ -87,7 +87,7 @@ def last_line(path):
 
 
 class ExperimentFailed(Exception):
-    pass
+    """An experiment's run exited non-zero; its message is the last line of the run's log."""
 
 
 # --quick: every experiment in its smallest form (one step, a few prompts), to see that the commands run
