@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from experiment import archive
 from infra.checkpoints import result_changed
-from infra.stats import T975, holm, mean_interval, p_value, spread
+from infra.stats import holm, mean_interval, p_value, spread, t_quantile
 
 
 # ----------------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def seeds_for_half_width(diffs, target):
         return None
     s = spread(diffs)
     for n in range(2, 201):
-        t = T975[n - 2] if n - 1 <= len(T975) else 1.96
+        t = t_quantile(n - 1)
         if t * s / n ** 0.5 <= target:
             return n
     return 201

@@ -333,8 +333,9 @@ def collapse_js(bundles):
 # ----------------------------------------------------------------------------------------------
 # The table: each claim at the per-method rates | at 1e-4 shared | at 4e-4 shared, with the adequacy column
 # ----------------------------------------------------------------------------------------------
-def cell(row, testable):
-    """'effect [low, high] (n) raw / Holm', or 'not testable' in place of the verdicts."""
+def cell(row, testable, footing_ok=True):
+    """'effect [low, high] (n) raw / Holm', or 'not testable' (the world) / 'not testable at this footing' (the
+    footing: a method does not learn, or the metric sits at its floor) in place of the verdicts."""
     if row is None:
         return "—"
     if row["effect"] is None:
@@ -342,7 +343,8 @@ def cell(row, testable):
     s = row["scale"]
     here = claims.fmt(row["effect"], s) + ("" if row["low"] is None else
                                            f" [{claims.fmt(row['low'], s)}, {claims.fmt(row['high'], s)}]")
-    says = f"{row['verdict']} / {row['corrected']}" if testable else "**not testable**"
+    says = (f"{row['verdict']} / {row['corrected']}" if testable and footing_ok else
+            "**not testable**" if not testable else "*not testable at this footing*")
     return f"{here} ({row['n']}) {says}"
 
 
@@ -352,6 +354,7 @@ def footing_table(bundles, base, traces, null):
     ref_rows = {r["id"]: {**r, "footing": "per-method"} for r in claims.measure_declared(list(reference.values()))}
     new = {(r["footing"], r["id"]): r for r in measure_family(bundles)}
     ok = adequacy(bundles, base, traces, null)
+    at_footing = {(f, c): footing_adequacy(bundles, c, f) for f in RATES for c in SHARED_IDS}
     ids = [c[0] for c in claims.DECLARED] + [c for c in NEW_AT_PER_METHOD if c not in ref_rows]
     lines = ["| id | unit | can this world decide it? | per-method rates (GRPO 1e-4, SDPO 4e-4) | both at 1e-4 | "
              "both at 4e-4 |", "|---|---|---|---|---|---|"]
@@ -365,10 +368,26 @@ def footing_table(bundles, base, traces, null):
             elif cid in SAME_AS_PER_METHOD[rate]:
                 shared.append("= per-method")
             else:
-                shared.append(cell(new.get((rate, cid)), testable))
+                shared.append(cell(new.get((rate, cid)), testable, at_footing[(rate, cid)][0]))
         lines.append(f"| {cid} | {claim_defs()[cid][4]} | {'yes' if testable else '**no**'}: {why} | "
-                     f"{cell(per, testable)} | {shared[0]} | {shared[1]} |")
-    return "\n".join(lines), {"reference": ref_rows, "family": new, "adequacy": ok}
+                     f"{cell(per, testable, at_footing.get(('per-method', cid), (True,))[0])} | {shared[0]} | "
+                     f"{shared[1]} |")
+    lines += ["", "Not testable at a footing (declared with the correction of issue 71: each method the claim compares "
+              "learns every stage its premise reads, own-domain gain > 0 on ≥ 80% of seeds, and an F claim's metric is "
+              "not 0 on every run):", ""]
+    lines += [f"- {c} at {f}: {why}" for (f, c), (good, why) in at_footing.items()
+              if not good and not (f != "per-method" and c in SAME_AS_PER_METHOD[f])]
+    return "\n".join(lines), {"reference": ref_rows, "family": new, "adequacy": ok, "footing": at_footing}
+
+
+FIGURE_TITLES = {"C1": "SDPO_0 learns its domain faster", "C2": "SDPO_5% forgets earlier domains more",
+                 "C3": "SDPO_0 forgets earlier domains more", "C4": "SDPO_5% forgets OOD more",
+                 "C4b": "SDPO_0 forgets OOD more", "C5a": "GRPO ends above the base (mean)",
+                 "C5b": "GRPO ends above the base everywhere", "C5c": "GRPO above the base per category",
+                 "C8a": "SDPO_5% more degenerate answers", "G1": "GRPO generalises better from one domain",
+                 "G2": "forgetting peaks at middle distance", "P1": "SDPO's larger spectral shift",
+                 "P2": "GRPO keeps its principal mask", "P3": "SDPO moves response similarity",
+                 "P4": "… with a heavier lower tail", "P5": "SDPO's larger KL to the base"}
 
 
 def footing_figure_rows(rows):
@@ -379,10 +398,13 @@ def footing_figure_rows(rows):
         per = rows["reference"].get(cid) or rows["family"].get(("per-method", cid))
         if per is None:
             continue
-        cells = {"per-method": per}
+        ok = lambda f: rows.get("footing", {}).get((f, cid), (True,))[0]   # noqa: E731
+        cells = {"per-method": {**per, "footing_ok": ok("per-method")}}
         for rate in ("1e-4", "4e-4"):
-            cells[rate] = per if cid in SAME_AS_PER_METHOD[rate] else rows["family"].get((rate, cid))
-        out.append({"id": cid, "unit": per["unit"], "sign": per["sign"], "rows": cells,
+            r = rows["family"].get((rate, cid))
+            cells[rate] = cells["per-method"] if cid in SAME_AS_PER_METHOD[rate] else \
+                (None if r is None else {**r, "footing_ok": ok(rate)})
+        out.append({"id": cid, "title": FIGURE_TITLES.get(cid, cid), "unit": per["unit"], "sign": per["sign"], "rows": cells,
                     "testable": rows["adequacy"].get(cid, (True, ""))[0]})
     return out
 
@@ -403,3 +425,177 @@ FOOTING_NOTE = ("Each cell: the mean paired difference d [95% interval] (seeds) 
                 "continual claims at a shared rate on seeds 10–41, the rest on 10–29). \"= per-method\": the row "
                 "reads one method at its own rate, so it equals the per-method cell. A claim whose adequacy test "
                 "fails is **not testable** on this world: its effect is shown, its verdicts are not.")
+
+
+# ----------------------------------------------------------------------------------------------
+# What a shared rate holds equal, and whether a footing can test a claim (issue 71, declared with the correction)
+# ----------------------------------------------------------------------------------------------
+CONTINUAL_EXPERIMENTS = ("continual", "lr1e-4-continual", "lr4e-4-continual")
+ROLES = ("GRPO", "SDPO_0", "SDPO_5%")
+
+
+def continual_runs(bundles):
+    """Every continual run of the bundles: [(seed, role, lr, its results.json, run name, its directory)]."""
+    out = []
+    for seed, x in bundles.items():
+        for exp in CONTINUAL_EXPERIMENTS:
+            res = x.get(exp)
+            for name, run in (res or {"runs": {}})["runs"].items():
+                role = claims.reference_role(run)
+                if role in ROLES:
+                    out.append((seed, role, run["settings"]["lr"], res, name, x["dirs"][exp]))
+    return out
+
+
+def median(values):
+    v = sorted(values)
+    return None if not v else (v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2)
+
+
+def update_sizes(bundles):
+    """{(role, lr): {"rel": [per stage: median over seeds of the stage's median ‖Δθ‖/‖θ‖ per batch],
+    "max": the first batch's largest coordinate move |Δθ_i| (median over seeds; a fresh AdamW's first step moves
+    each coordinate by about lr per optimizer step), "seeds": n}} from each run's log.jsonl (update_rel, update_max;
+    GRPO's four optimizer steps of a batch are one row)."""
+    per = {}
+    for seed, role, lr, res, name, directory in continual_runs(bundles):
+        rows = log_rows(directory, name)
+        stages = [[r["update_rel"] for r in rows if r.get("stage") == k and "update_rel" in r]
+                  for k in range(1, len(res["stages"]) + 1)]
+        first = next((r["update_max"] for r in rows if r.get("stage") == 1 and "update_max" in r), None)
+        cell = per.setdefault((role, lr), {"rel": [[] for _ in stages], "max": [], "seeds": 0})
+        for k, values in enumerate(stages):
+            if values:
+                cell["rel"][k].append(median(values))
+        if first is not None:
+            cell["max"].append(first)
+        cell["seeds"] += 1
+    return {key: {"rel": [median(v) for v in c["rel"]], "max": median(c["max"]), "seeds": c["seeds"]}
+            for key, c in per.items()}
+
+
+def update_size_table(bundles):
+    """The markdown table of what one learning rate gives each method: the per-batch update, per stage."""
+    sizes = update_sizes(bundles)
+    grpo = {lr: sizes[("GRPO", lr)]["rel"] for (role, lr) in sizes if role == "GRPO"}
+    lines = ["| configuration | lr | ‖Δθ‖/‖θ‖ per batch, stages 1 / 2 / 3 / 4 (×1e-3) | ÷ GRPO's at the same lr | "
+             "÷ GRPO's at 1e-4 | first batch's largest coordinate move | seeds |", "|---|---|---|---|---|---|---|"]
+    for role in ROLES:
+        for lr in sorted(lr for (r, lr) in sizes if r == role):
+            c = sizes[(role, lr)]
+            ratio = lambda ref: " / ".join("—" if a is None or b is None else f"{a / b:.2f}" for a, b in zip(c["rel"], ref))
+            lines.append(f"| {role} | {lr:.0e} | {' / '.join('—' if v is None else f'{1e3 * v:.2f}' for v in c['rel'])} | "
+                         f"{ratio(grpo[lr]) if lr in grpo else '—'} | {ratio(grpo[1e-4]) if 1e-4 in grpo else '—'} | "
+                         f"{c['max']:.1e} | {c['seeds']} |")
+    return "\n".join(lines)
+
+
+# Which runs and stages a claim's premise reads (declared with the correction, before the frontier): the methods
+# it compares, the experiment(s), and the stages each method must have learned for the comparison to mean what it
+# says. Forgetting of the earlier domains needs those domains learned (stages 1..K−1); every claim on the final
+# model reads the same stages; C1 reads the stages it measures; C8a is about failure, so it needs no learning.
+READS = {"C1": (("SDPO_0", "GRPO"), ("continual",), (1, 2)),
+         "C2": (("SDPO_5%", "GRPO"), ("continual",), (1, 2, 3)), "C3": (("SDPO_0", "GRPO"), ("continual",), (1, 2, 3)),
+         "C4": (("SDPO_5%", "GRPO"), ("continual",), (1, 2, 3)), "C4b": (("SDPO_0", "GRPO"), ("continual",), (1, 2, 3)),
+         **{c: (("GRPO",), ("continual",), (1, 2, 3)) for c in ("C5a", "C5b", "C5c")},
+         "C8a": (("SDPO_5%", "GRPO"), ("continual",), ()),
+         **{c: (("SDPO_5%", "GRPO"), ("continual",), (1, 2, 3)) for c in ("P1", "P2", "P3", "P4", "P5")},
+         "G1": (("GRPO", "SDPO_0"), ("math", "tooluse"), (1,)), "G2": (("SDPO_0",), ("math", "tooluse"), (1,))}
+LEARNS_ON = 0.8      # a method learns a stage: its own domain's accuracy rises over the stage on ≥ 80% of seeds
+
+
+def stage_gain(res, role, k):
+    """Own-domain gain of stage k in points: Acc(d_k) right after stage k − right before it (None: no such run)."""
+    run = find(res, role)
+    if run is None:
+        return None
+    i = res["benchmarks"].index(res["stages"][k - 1])
+    return run["acc"][k][i] - run["acc"][k - 1][i]
+
+
+def learning_shares(bundles, cid, footing):
+    """{(role, experiment, stage): (seeds whose gain > 0, seeds)} of the runs a claim reads at a footing."""
+    roles, exps, stages = READS[cid]
+    out = {}
+    for seed, x in bundles.items():
+        if seed not in seeds_of(cid, footing):
+            continue
+        view = at_rate(x, RATES[footing])
+        for role in roles:
+            for exp in exps:
+                for k in stages:
+                    g = stage_gain(view.get(exp), role, k)
+                    if g is not None:
+                        up, n = out.get((role, exp, k), (0, 0))
+                        out[(role, exp, k)] = (up + (g > 0), n + 1)
+    return out
+
+
+def at_floor(bundles, cid, footing):
+    """For a claim in F % (floored at 0): (every run it reads has F = 0, the runs). Else (False, 0)."""
+    if claim_defs()[cid][4] != "F %":
+        return False, 0
+    roles, _, _ = READS[cid]
+    which = "earlier" if cid in ("C2", "C3") else "ood"
+    values = [forget(at_rate(x, RATES[footing]).get("continual"), r, which)
+              for s, x in bundles.items() if s in seeds_of(cid, footing) for r in roles]
+    values = [v for v in values if v is not None]
+    return bool(values) and all(v == 0 for v in values), len(values)
+
+
+def footing_adequacy(bundles, cid, footing):
+    """(testable at this footing?, the measured reason): every method the claim compares learns every stage it
+    reads (gain > 0 on ≥ 80% of seeds), and an F claim's metric is not at its floor (0) on every run."""
+    if cid not in READS:
+        return True, ""
+    failed = [f"{role} {'' if exp == 'continual' else exp + ' '}stage {k} on {up}/{n} seeds"
+              for (role, exp, k), (up, n) in sorted(learning_shares(bundles, cid, footing).items()) if up < LEARNS_ON * n]
+    floor, n = at_floor(bundles, cid, footing)
+    reasons = ([f"does not learn: {', '.join(failed)}"] if failed else []) + \
+              ([f"F = 0 on all {n} runs (the metric at its floor)"] if floor else [])
+    return not reasons, "; ".join(reasons)
+
+
+def learning_table(bundles):
+    """Each method × footing: the share of seeds whose own-domain accuracy rose over each stage, and the mean gain."""
+    lines = ["| configuration | lr | stage 1 MATH | stage 2 SCIENCE | stage 3 TOOLUSE | stage 4 CODING | seeds |",
+             "|---|---|---|---|---|---|---|"]
+    cells = {}
+    for seed, role, lr, res, name, directory in continual_runs(bundles):
+        for k in range(1, len(res["stages"]) + 1):
+            cells.setdefault((role, lr), {}).setdefault(k, []).append(stage_gain(res, role, k))
+    for (role, lr) in sorted(cells, key=lambda c: (ROLES.index(c[0]), c[1])):
+        per = cells[(role, lr)]
+        row = [f"{sum(g > 0 for g in per[k])}/{len(per[k])}, {100 * sum(per[k]) / len(per[k]):+.1f}" for k in sorted(per)]
+        lines.append(f"| {role} | {lr:.0e} | " + " | ".join(row) + f" | {len(per[1])} |")
+    return "\n".join(lines)
+
+
+def peak_forgetting(bundles, footing):
+    """{role: {seed: forgetting from the peak (points), mean over the earlier domains}} at a footing (the
+    continual-learning field's measure, unfloored: what a domain lost since its best, claims.forgetting_from_peak)."""
+    out = {}
+    for seed, x in bundles.items():
+        if seed not in seeds_of("C2", footing):
+            continue
+        res = at_rate(x, RATES[footing]).get("continual")
+        for role in ROLES:
+            run = find(res, role)
+            if run is not None:
+                out.setdefault(role, {})[seed] = claims.forgetting_from_peak(run, res["stages"], res["benchmarks"])
+    return out
+
+
+def peak_forgetting_table(bundles):
+    """Forgetting from the peak, beside the paper's F: each method's level and SDPO − GRPO per footing (undeclared)."""
+    lines = ["| footing | GRPO | SDPO_0 | SDPO_5% | SDPO_0 − GRPO | SDPO_5% − GRPO |", "|---|---|---|---|---|---|"]
+    for footing in RATES:
+        per = peak_forgetting(bundles, footing)
+        level = lambda r: claims.interval_cell([v for v in per.get(r, {}).values()], 100, signed=False)
+        paired = []
+        for r in ("SDPO_0", "SDPO_5%"):
+            both = set(per.get(r, {})) & set(per.get("GRPO", {}))
+            d = [per[r][s] - per["GRPO"][s] for s in sorted(both)]
+            paired.append(claims.interval_cell(d, 100) + f" ({len(d)})" if d else "—")
+        lines.append(f"| {footing} | {level('GRPO')} | {level('SDPO_0')} | {level('SDPO_5%')} | {paired[0]} | {paired[1]} |")
+    return "\n".join(lines)

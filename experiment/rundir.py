@@ -456,15 +456,15 @@ def fingerprint_of(args, stages, benchmarks, configs=()):
     fingerprint = {k: v for k, v in vars(args).items()
                    if k not in ("overwrite", "overwrite_committed", "config", "name", "runs_dir", "threads", "plain",
                                 "report_to")}
-    fingerprint.update(program=PROGRAM, stages=stages, benchmarks=benchmarks,
+    fingerprint.update(program=PROGRAM, stages=stages, benchmarks=benchmarks, code=safety.code_version(),
                        runs={name: {"method": method, **settings} for method, settings, name in configs})
     return json.loads(json.dumps(fingerprint))
 
 
 def same_run(old, fingerprint):
     """Whether a run directory's config.json is this command's ("runs" is derived from the flags, and
-    older run directories have none)."""
-    drop = lambda d: {k: v for k, v in d.items() if k not in ("runs", "program")}   # noqa: E731
+    older run directories have none; "code", the commit that wrote it, may differ: a rerun resumes)."""
+    drop = lambda d: {k: v for k, v in d.items() if k not in ("runs", "program", "code")}   # noqa: E731
     return drop(old) == drop(fingerprint)
 
 

@@ -299,7 +299,7 @@ def parser(script, description, usage, knobs=(), show_all=True):
 # ----------------------------------------------------------------------------------------------
 # The scripts' entry points: parse, check, fill in the model's defaults
 # ----------------------------------------------------------------------------------------------
-CONFIG_IGNORED = ("runs", "program", "config")   # what a run's config.json records beyond its flags (derived from them)
+CONFIG_IGNORED = ("runs", "program", "config", "code")   # what a run's config.json records beyond its flags (derived from them)
 
 
 def config_settings(ap, path):

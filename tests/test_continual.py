@@ -166,6 +166,10 @@ def test_config_json_records_each_runs_own_settings():
     # an older run directory's config.json (no "runs") is still this command's run
     assert rundir.same_run({k: v for k, v in fp.items() if k != "runs"}, fp)
     assert not rundir.same_run({**fp, "steps": 41}, fp)
+    # the code that made the run is recorded (a commit, +changes when the tree differs from it), and a rerun by
+    # other code still resumes the run; --config skips it like the other derived fields
+    assert fp["code"] == "unknown" or len(fp["code"].split("+")[0]) == 40
+    assert rundir.same_run({**fp, "code": "0" * 40}, fp) and "code" in flags.CONFIG_IGNORED
 
 
 def test_each_method_trains_at_its_own_learning_rate_unless_lr_is_given():

@@ -230,11 +230,14 @@ def test_the_figure_rows_take_each_rate_and_the_rows_read_once(tmp_path):
     rows = {"reference": {"C2": row("C2", 0.4), "C5a": row("C5a", 0.16)},
             "family": {("1e-4", "C2"): row("C2", 0.0, "1e-4"), ("4e-4", "C2"): row("C2", -0.05, "4e-4"),
                        ("4e-4", "C5a"): row("C5a", -0.24, "4e-4"), ("per-method", "P2"): row("P2", -0.05)},
-            "adequacy": {"P2": (False, "the null IoU is 0.95")}}
+            "adequacy": {"P2": (False, "the null IoU is 0.95")},
+            "footing": {("4e-4", "C2"): (False, "GRPO does not learn stage 1")}}
     out = {c["id"]: c for c in footing.footing_figure_rows(rows)}
     assert list(out) == ["C2", "C5a", "P2"]
     assert [out["C2"]["rows"][k]["effect"] for k in ("per-method", "1e-4", "4e-4")] == [0.4, 0.0, -0.05]
-    assert out["C5a"]["rows"]["1e-4"] is rows["reference"]["C5a"] and out["C5a"]["rows"]["4e-4"]["effect"] == -0.24
+    assert out["C5a"]["rows"]["1e-4"]["effect"] == 0.16 and out["C5a"]["rows"]["4e-4"]["effect"] == -0.24
+    # a footing where a method does not learn is drawn as not testable there, and only there
+    assert [out["C2"]["rows"][k]["footing_ok"] for k in ("per-method", "1e-4", "4e-4")] == [True, True, False]
     assert out["P2"]["testable"] is False and out["P2"]["rows"]["1e-4"] is None and out["C2"]["testable"]
     path = plots.plot_footing(list(out.values()), str(tmp_path / "f.png"))
     assert path is None or os.path.getsize(path) > 1000   # (None only without matplotlib)
@@ -285,3 +288,48 @@ def test_the_null_update_has_the_trained_models_norm_per_matrix():
         assert torch.linalg.matrix_norm(null[k] - base[k]).item() == pytest.approx(
             torch.linalg.matrix_norm(trained[k] - base[k]).item(), rel=1e-5)
         assert not torch.allclose(null[k], trained[k])
+
+
+# ----------------------------------------------------------------------------------------------
+# The per-footing adequacy rule (issue 71): both methods learn the stages a claim reads, F not at its floor
+# ----------------------------------------------------------------------------------------------
+def learner(method, lr, gains, f_earlier, alpha=0.05):
+    """A 4-stage run whose own domain rises by `gains[k]` over stage k (each domain starts at 0.5)."""
+    acc = [[0.5] * 8]
+    for k, g in enumerate(gains):
+        row = list(acc[-1])
+        row[k] = 0.5 + g
+        acc.append(row)
+    return run(method, lr, acc, (f_earlier, 0.1), drift(0.01, 0.9, 0.9, 0.8, 2.0), alpha)
+
+
+def seeds_bundle(grpo_gains, sdpo_gains, f=(0.1, 0.2), n=10):
+    """{seed: bundle} whose GRPO (1e-4) and SDPO_5% (4e-4) learn each stage as the per-seed gains say."""
+    return {10 + s: {"continual": results({"grpo": learner("grpo", 1e-4, grpo_gains(s), f[0]),
+                                           "sdpo_a0.05": learner("sdpo", 4e-4, sdpo_gains(s), f[1])}), "dirs": {}}
+            for s in range(n)}
+
+
+def test_the_footing_rule_passes_when_both_learn_every_stage_the_claim_reads():
+    b = seeds_bundle(lambda s: [0.2, 0.2, 0.1, 0.3], lambda s: [0.1, 0.2, 0.1, -0.2])   # SDPO fails stage 4 only
+    assert footing.footing_adequacy(b, "C2", "per-method") == (True, "")   # C2 reads stages 1–3
+    assert footing.footing_adequacy(b, "C8a", "per-method") == (True, "")
+
+
+def test_the_footing_rule_fails_a_method_that_learns_a_stage_on_fewer_than_80_percent_of_seeds():
+    # SDPO_5%'s stage 3 gain is ≤ 0 on 3 seeds of 10 (70% learn): C2 reads it, C1 (stages 1–2) does not
+    b = seeds_bundle(lambda s: [0.2, 0.2, 0.1, 0.3], lambda s: [0.1, 0.2, -0.1 if s < 3 else 0.1, 0.1])
+    ok, why = footing.footing_adequacy(b, "C2", "per-method")
+    assert not ok and "SDPO_5% stage 3 on 7/10 seeds" in why
+    # exactly 80% learning passes
+    b = seeds_bundle(lambda s: [0.2, 0.2, 0.1, 0.3], lambda s: [0.1, 0.2, 0.0 if s < 2 else 0.1, 0.1])
+    assert footing.footing_adequacy(b, "C2", "per-method")[0]
+
+
+def test_the_footing_rule_fails_an_f_claim_whose_metric_is_0_on_every_run():
+    b = seeds_bundle(lambda s: [0.2, 0.2, 0.1, 0.3], lambda s: [0.1, 0.2, 0.1, 0.1], f=(0.0, 0.0))
+    ok, why = footing.footing_adequacy(b, "C2", "per-method")
+    assert not ok and "F = 0 on all 20 runs" in why
+    # one run off the floor is enough for the metric to carry information
+    b[10]["continual"]["runs"]["grpo"]["avg_forget_earlier"] = 0.05
+    assert footing.footing_adequacy(b, "C2", "per-method")[0]

@@ -25,15 +25,23 @@ def t_cdf(t, df, steps=20000):
     return 0.5 + total
 
 
-@pytest.mark.parametrize("df", [1, 2, 3, 5, 10, 30])
+@pytest.mark.parametrize("df", [1, 2, 3, 5, 10, 30, 31, 199])
 def test_t_quantiles_against_the_density(df):
-    assert t_cdf(stats.T975[df - 1], df) == pytest.approx(0.975, abs=2e-4)
+    assert t_cdf(stats.t_quantile(df), df) == pytest.approx(0.975, abs=2e-4)
+
+
+def test_t_quantile_is_exact_beyond_thirty_seeds():
+    # n = 32 and n = 200 seeds: the exact t is wider than the normal 1.96 that a 30-row table fell back on
+    assert stats.t_quantile(31) == pytest.approx(2.0395, abs=1e-4) and stats.t_quantile(199) == pytest.approx(1.9720, abs=1e-4)
+    _, low, high = stats.mean_interval([float(i % 5) for i in range(32)])
+    s = stats.spread([float(i % 5) for i in range(32)])
+    assert (high - low) / 2 == pytest.approx(2.0395 * s / math.sqrt(32), rel=1e-4)
 
 
 def test_mean_interval_by_hand_and_by_simulation():
     mean, low, high = stats.mean_interval([1.0, 2.0, 6.0])
     s = math.sqrt(((1 - 3) ** 2 + (2 - 3) ** 2 + (6 - 3) ** 2) / 2)
-    assert mean == 3.0 and high - mean == pytest.approx(4.303 * s / math.sqrt(3)) and mean - low == pytest.approx(high - mean)
+    assert mean == 3.0 and high - mean == pytest.approx(4.303 * s / math.sqrt(3), rel=1e-4) and mean - low == pytest.approx(high - mean)
     assert stats.mean_interval([0.4]) == (0.4, None, None)
     assert stats.mean_interval([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
     # coverage: the interval of 3 normal draws holds the true mean about 95% of the time

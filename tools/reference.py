@@ -188,7 +188,14 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, fi
         os.makedirs(figures, exist_ok=True)
         print("wrote", plots.plot_footing(footing.footing_figure_rows(rows), os.path.join(figures, "equal_footing.png")))
     arm = sorted({s for s, x in bundles.items() if any(e in x for e in claims.EQUAL_RATE)})
-    text = (f"arm seeds with a finished experiment: {', '.join(map(str, arm)) or 'none yet'}\n\n" + table +
+    text = (f"arm seeds with a finished experiment: {', '.join(map(str, arm)) or 'none yet'}\n\n"
+            "What one learning rate gives each method (each run's log.jsonl; GRPO takes 4 optimizer steps per batch, "
+            "SDPO 1, so at a shared rate GRPO's update is about 3× SDPO's; the per-method rates match the step):\n\n"
+            + footing.update_size_table(bundles) + "\n\nDoes each method learn each stage? Seeds whose own domain "
+            "rose over the stage / seeds, and the mean gain in points:\n\n" + footing.learning_table(bundles) +
+            "\n\nForgetting from the peak (points, unfloored; the best accuracy an earlier domain had after its own "
+            "stage − its final one, mean over the earlier domains), beside the paper's F; not declared:\n\n"
+            + footing.peak_forgetting_table(bundles) + "\n\n" + table +
             "\n\n" + footing.FOOTING_NOTE + "\n\nC8b's report: SDPO_5%'s JS in its collapse stage, over the steps "
             "that distil anything (reference seeds)\n\n" + footing.collapse_js_table(
                 {s: x for s, x in bundles.items() if s in claims.REFERENCE_SEEDS}))
