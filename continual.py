@@ -128,7 +128,7 @@ def end_stage(seed, run, stage):
     acc = evaluate.evaluate(run.model, run.tok, seed.benchmarks, degenerate=deg, responses=resp, **eval_settings(args))
     # (A4–A8) drift of θ_k vs θ_0 and vs θ_{k−1} (drift.stage_drift)
     stage_drift = drift.measure_drift(seed.meter, run.model, seed.base_model, stage.prev_state, resp, seed.run_dir,
-                                      run.name, stage.k, run.tok, args)
+                                      run.name, stage.k, run.tok, args, stage.domain)
     run.complete(stage, acc, deg, stage_drift)
 
 

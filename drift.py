@@ -302,10 +302,53 @@ def kl_to_base_per_benchmark(model, base, tok, kl_records, samples, max_new_toke
 
 
 # ----------------------------------------------------------------------------------------------
+# The forward KL on the new task (RL's Razor's law: forgetting tracks E_{x~D_k}[KL(π_0 ‖ π_θ)])
+# ----------------------------------------------------------------------------------------------
+@torch.no_grad()
+def forward_kl_terms(model, base, prompts, responses, pad_id, batch_size=SAMPLE_BATCH):
+    """(B4, forward) For each response y ~ π_0 of its prompt: Σ_t KL(π_0(·|h_t) ‖ π_θ(·|h_t)) over its tokens
+    (EOS included), h_t = prompt + y_<t. Its mean over y ~ π_0 is the sequence KL(π_0 ‖ π_θ) of the
+    length-limited policies (the chain rule: each position's next token is drawn from π_0(·|h_t)), with less
+    variance than Σ_t [log π_0(y_t) − log π_θ(y_t)], since each position's whole distribution is summed.
+    One teacher-forced pass of each model per chunk of `batch_size` sequences."""
+    terms = []
+    for s in range(0, len(prompts), batch_size):
+        p, r = prompts[s:s + batch_size], responses[s:s + batch_size]
+        lg0, mask, _ = response_logits(base, p, r, pad_id)                  # [b, T, V], [b, T]
+        lg, _, _ = response_logits(model, p, r, pad_id)                     # [b, T, V]
+        logp0, logp = torch.log_softmax(lg0.float(), -1), torch.log_softmax(lg.float(), -1)   # [b, T, V]
+        # KL(π_0 ‖ π_θ) at each position: Σ_v π_0(v|h_t) [log π_0(v|h_t) − log π_θ(v|h_t)]       [b, T]
+        per_token = (logp0.exp() * (logp0 - logp)).sum(-1)
+        terms += (per_token * mask).sum(-1).tolist()
+    return terms
+
+
+def base_samples(base, tok, records, samples, max_new_tokens, seed, batch_size, cache):
+    """(prompts, y ~ π_0): `samples` responses of the base per record at temperature 1, drawn once (seeded, the
+    training RNG untouched) and kept in `cache` for every later checkpoint scored on the same records."""
+    key = (tuple(r["prompt"] for r in records), samples, max_new_tokens, seed)
+    if key not in cache:
+        prompts = [encode_chat(tok, chat_messages(r)) for r in records]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            responses = sample(base, tok, prompts, samples, max_new_tokens, temperature=1.0, top_p=1.0,
+                               batch_size=batch_size)
+        cache[key] = ([p for p in prompts for _ in range(samples)], responses)
+    return cache[key]
+
+
+def forward_kl_new_task(model, base, tok, records, samples, max_new_tokens, seed, batch_size, cache):
+    """E_{x~D_k}[KL(π_0 ‖ π_θ)] on the new task's (the stage's own domain's) test prompts: {'kl', 'stderr', 'n'},
+    nats per response; the base's samples are drawn once and cached, each checkpoint scored by a forward pass."""
+    prompts, responses = base_samples(base, tok, records, samples, max_new_tokens, seed, batch_size, cache)
+    return kl_stats(forward_kl_terms(model, base, prompts, responses, tok.pad_token_id, batch_size))
+
+
+# ----------------------------------------------------------------------------------------------
 # One stage, as continual.py and the CLI use it
 # ----------------------------------------------------------------------------------------------
 def stage_drift(model, base, prev_state, responses, base_responses, prev_responses, embedder, embed_tok,
-                tok, kl_records, args, embed_cache=None, weights=None):
+                tok, kl_records, args, embed_cache=None, weights=None, domain=None, base_cache=None):
     """Every drift figure of one trained model θ_k.
 
     base: θ_0 (a model); prev_state: θ_{k−1}'s 2-D matrices (None for k = 1: then "vs previous" = vs base).
@@ -314,6 +357,8 @@ def stage_drift(model, base, prev_state, responses, base_responses, prev_respons
     kl_records: {benchmark: records} for kl_to_base.
     weights: optional (θ_k's matrices, θ_0's matrices), whole and fp32, for models whose own parameters
     are sharded (torchrun); by default they are read from `model` and `base`.
+    domain: the stage's own domain; when it is one of kl_records' benchmarks, the forward KL on it is measured too
+    (forward_kl_new_task; base_cache keeps the base's samples across stages).
     """
     device = next(model.parameters()).device
     now, zero = weights if weights is not None and weights[0] is not None else (model, base)
@@ -334,6 +379,10 @@ def stage_drift(model, base, prev_state, responses, base_responses, prev_respons
     out["kl_to_base"] = kl_to_base_per_benchmark(model, base, tok, kl_records, args.kl_samples, args.max_new_tokens,
                                                  args.eval_seed, args.sample_batch)
     out["kl_to_base_mean"] = sum(v["kl"] for v in out["kl_to_base"].values()) / max(1, len(out["kl_to_base"]))
+    if domain in kl_records:
+        out["forward_kl_new"] = forward_kl_new_task(model, base, tok, kl_records[domain], args.kl_samples,
+                                                    args.max_new_tokens, args.eval_seed, args.sample_batch,
+                                                    {} if base_cache is None else base_cache)
     out["collapse"] = collapse(texts, [h for b in names for h in responses[b]["hit_limit"]])
     return out
 
@@ -394,6 +443,7 @@ def drift_meter(args, base_model, tok, benchmarks, run_dir, device):
                                for b in benchmarks}
         meter["base_resp"] = load_responses(run_dir, "base")
         meter["cache"] = {}   # response embeddings, kept across stages (the base's are reused every stage)
+        meter["base_samples"] = {}   # the base's samples on each stage's domain, for the forward KL
     return meter
 
 
@@ -405,8 +455,9 @@ def weights_before_stage(meter, model, done, args, resume):
     return matrices(full_state_dict(model))
 
 
-def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name, k, tok, args):
-    """Save stage k's evaluation responses, then (A4–A8) its drift vs θ_0 and vs θ_{k−1} (None with --no-drift)."""
+def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name, k, tok, args, domain=None):
+    """Save stage k's evaluation responses, then (A4–A8) its drift vs θ_0 and vs θ_{k−1}, and the forward KL on
+    the stage's own domain (None with --no-drift)."""
     if is_main():
         save_responses(run_dir, f"{run_name}-stage{k + 1}", resp)
     measured = None
@@ -417,11 +468,14 @@ def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name,
             prev_resp = load_responses(run_dir, f"{run_name}-stage{k}") if k > 0 else None
             measured = stage_drift(model, base_model, prev_state, resp, meter["base_resp"], prev_resp,
                                    meter["embedder"], meter["embed_tok"], tok, meter["kl_records"], args,
-                                   meter["cache"], weights=(weights, meter["base_state"]))
+                                   meter["cache"], weights=(weights, meter["base_state"]), domain=domain,
+                                   base_cache=meter["base_samples"])
+            forward = measured.get("forward_kl_new")
             print(f"{run_name} stage {k + 1} drift: NSS vs base "
                   f"{measured['params_vs_base']['all']['nss_mean']:.4f}, response cos vs base "
                   f"{measured['responses_vs_base']['mean']:.3f}, KL to base "
-                  f"{measured['kl_to_base_mean']:.2f} nats ({time.time() - t1:.0f}s)")
+                  f"{measured['kl_to_base_mean']:.2f} nats" + ("" if forward is None else
+                  f", forward KL on {domain} {forward['kl']:.3f}") + f" ({time.time() - t1:.0f}s)")
     return measured
 
 
@@ -459,7 +513,7 @@ def main(argv=None):
     kl_records = {b: evaluate.benchmark_records(b, config["eval_n"], args.eval_seed, tok, config.get("max_prompt_len", 0))
                   for b in benchmarks}
     base_resp = load_responses(args.run_dir, "base")
-    out, embed_cache = {}, {}
+    out, embed_cache, base_cache = {}, {}, {}
     for run_name, run in progress.items():
         if run_name == "base":
             continue
@@ -468,7 +522,7 @@ def main(argv=None):
             model, _ = load_model(st["checkpoint"], device, config.get("dtype"))
             resp = load_responses(args.run_dir, f"{run_name}-stage{k + 1}")
             rows.append(stage_drift(model, base, prev_state, resp, base_resp, prev_resp, embedder, etok, tok,
-                                    kl_records, args, embed_cache))
+                                    kl_records, args, embed_cache, domain=config["stages"][k], base_cache=base_cache))
             prev_state, prev_resp = matrices(model), resp
             print(f"{run_name} stage {k + 1}: NSS {rows[-1]['params_vs_base']['all']['nss_mean']:.4f}, "
                   f"KL to base {rows[-1]['kl_to_base_mean']:.2f}", file=sys.stderr)

@@ -223,3 +223,65 @@ def test_response_drift_cache_gives_the_same_numbers(tiny):
     first = drift.response_drift(model, tok, a, b, cache)
     assert len(cache) == 2
     assert drift.response_drift(model, tok, a, b, cache) == first == drift.response_drift(model, tok, a, b)
+
+
+# ---- the forward KL on the new task (RL's Razor's law) against exact enumeration --------------------------
+def small_lm(seed, vocab=5):
+    """A random 1-layer Llama over 5 tokens (4 = EOS): small enough to list every response of up to 3 tokens."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32,
+                      eos_token_id=vocab - 1, pad_token_id=vocab - 1)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def every_response(vocab, eos, length):
+    """Every response a length-limited sampler can produce: it stops at EOS or after `length` tokens."""
+    out, frontier = [], [[]]
+    for _ in range(length):
+        grown = []
+        for y in frontier:
+            for v in range(vocab):
+                (out if v == eos else grown).append(y + [v])
+        frontier = grown
+    return out + frontier
+
+
+def sequence_logprob(model, prompt, y):
+    """log π(y | prompt) by one forward of the unpadded sequence (no packing, no masks)."""
+    logp = torch.log_softmax(model(torch.tensor([prompt + y])).logits[0].double(), -1)   # [P+T, V]
+    return sum(float(logp[len(prompt) - 1 + t, v]) for t, v in enumerate(y))
+
+
+def test_forward_kl_terms_average_to_the_exact_sequence_kl_by_enumeration():
+    """Σ_y π_0(y|x) · term(y) over every response y equals KL(π_0 ‖ π_θ) = Σ_y π_0(y) log π_0(y)/π_θ(y), exactly:
+    the per-position KL summed along y ~ π_0 is the sequence KL (chain rule), for each prompt."""
+    base, moved = small_lm(0), small_lm(1)
+    with torch.no_grad():
+        for prompt in ([1, 2], [3, 0, 1]):
+            ys = every_response(5, 4, 3)                      # 4 + 4·… : 84 responses of 1–3 tokens
+            lp0 = [sequence_logprob(base, prompt, y) for y in ys]
+            lp = [sequence_logprob(moved, prompt, y) for y in ys]
+            assert sum(math.exp(a) for a in lp0) == pytest.approx(1.0, abs=1e-6)   # the list is complete
+            exact = sum(math.exp(a) * (a - b) for a, b in zip(lp0, lp))
+            terms = drift.forward_kl_terms(moved, base, [prompt] * len(ys), ys, pad_id=4, batch_size=16)
+            estimate = sum(math.exp(a) * t for a, t in zip(lp0, terms))
+            assert exact > 0.01 and estimate == pytest.approx(exact, rel=1e-4)
+            # the same model: every term is 0
+            assert max(abs(t) for t in drift.forward_kl_terms(base, base, [prompt] * 8, ys[:8], 4)) < 1e-6
+
+
+def test_forward_kl_new_task_samples_the_base_once(tiny):
+    model, tok = tiny
+    recs = evaluate.benchmark_records("math", 3, 0)
+    cache = {}
+    same = drift.forward_kl_new_task(model, model, tok, recs, 2, 16, 0, 8, cache)
+    assert same["n"] == 6 and abs(same["kl"]) < 1e-6 and len(cache) == 1
+    moved = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in moved.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    first = cache[next(iter(cache))]
+    d = drift.forward_kl_new_task(moved, model, tok, recs, 2, 16, 0, 8, cache)
+    assert d["kl"] > 0 and cache[next(iter(cache))] is first and len(cache) == 1   # the base was not resampled
