@@ -359,6 +359,26 @@ EXTRA_SEEDS = range(30, 42)        # the continual claims only (C2's relative F 
                                    # continual experiment runs on them too, into the arm's directory
 
 
+# Forgetting at matched gain (issue 71; declared in docs/RESULTS.md, "Forgetting at matched gain", before its first
+# run): each method at five learning rates. The committed cells at 1e-4 and 4e-4 (seeds 10–41) are the frontier's
+# points there; the new rates run on seeds 10–19. The committed runs kept no checkpoints, so the forward KL of the
+# law needs the four committed cells rerun on seeds 10–19 (`kl-…`, used by the KL law only).
+FRONTIER_RATES = {"GRPO": (2.5e-5, 5e-5, 1e-4, 2e-4, 4e-4), "SDPO": (5e-5, 1e-4, 2e-4, 4e-4, 8e-4)}
+FRONTIER_SEEDS = range(10, 20)
+FRONTIER = {
+    "fr-grpo-2.5e-5": "--method grpo --lr 2.5e-5",
+    "fr-grpo-5e-5": "--method grpo --lr 5e-5",
+    "fr-grpo-2e-4": "--method grpo --lr 2e-4",
+    "fr-sdpo-5e-5": "--method sdpo_0,sdpo_5 --lr 5e-5",
+    "fr-sdpo-2e-4": "--method sdpo_0,sdpo_5 --lr 2e-4",
+    "fr-sdpo-8e-4": "--method sdpo_0,sdpo_5 --lr 8e-4",
+    "kl-grpo-1e-4": "--method grpo --lr 1e-4",
+    "kl-grpo-4e-4": "--method grpo --lr 4e-4",
+    "kl-sdpo-1e-4": "--method sdpo_0,sdpo_5 --lr 1e-4",
+    "kl-sdpo-4e-4": "--method sdpo_0,sdpo_5 --lr 4e-4",
+}
+
+
 def equal_rate_experiments(seed):
     """{experiment: flags} of the equal-rate arm for one seed: all six on a reference seed; on an extra seed the
     two continual ones and the reference's own continual experiment (the cells they pair with)."""
@@ -795,6 +815,8 @@ def experiment_flags(exp):
         return EXPERIMENTS[exp]
     if exp in EQUAL_RATE:
         return EQUAL_RATE[exp]
+    if exp in FRONTIER:
+        return FRONTIER[exp]
     return defence_flags(exp)
 
 

@@ -460,3 +460,45 @@ def plot_footing(claims, path, columns=("per-method", "1e-4", "4e-4")):
     os.replace(path + ".tmp.png", path)
     plt.close(fig)
     return path
+
+
+FRONTIER_COLORS = {"GRPO": "#1f77b4", "SDPO_0": "#ff7f0e", "SDPO_5%": "#d62728"}
+
+
+def plot_frontier(cells, path):
+    """Forgetting against new-task gain, one panel per stage: each method's learning rates as points (mean over
+    seeds, 95% t-intervals both ways), joined in the order of the rate and labelled with it; stage 1 has no earlier
+    domain, so its panel shows the OOD drop. cells: {(role, lr): {seed: experiment.frontier.run_points}}."""
+    if pyplot() is None or not cells:
+        return None
+    fig, axes = plt.subplots(1, 4, figsize=(15, 4.0))
+    for k, ax in enumerate(axes, start=1):
+        measure = "ood" if k == 1 else "peak"
+        for role, color in FRONTIER_COLORS.items():
+            pts = []
+            for (r, lr) in sorted(c for c in cells if c[0] == role):
+                per = [p for p in cells[(r, lr)].values() if p[measure][k - 1] is not None]
+                if len(per) < 2:
+                    continue
+                g, glo, ghi = mean_interval([p["gain"][k - 1] for p in per])
+                y, ylo, yhi = mean_interval([p[measure][k - 1] for p in per])
+                ax.errorbar([g], [y], xerr=[[g - glo], [ghi - g]], yerr=[[y - ylo], [yhi - y]], color=color,
+                            fmt="o", ms=4, lw=1, capsize=2)
+                ax.annotate(f"{lr:.1e}".replace("e-0", "e-"), (g, y), textcoords="offset points", xytext=(4, 3),
+                            fontsize=6, color=color)
+                pts.append((g, y))
+            if pts:
+                ax.plot(*zip(*pts), color=color, lw=1.2, label=role)
+        ax.set_title(f"stage {k}" + (": OOD drop" if k == 1 else ": earlier domains, from the peak"), fontsize=9)
+        ax.set_xlabel(f"gain on stage {k}'s own domain (points)", fontsize=8)
+        ax.set_ylabel("forgetting (points)" if k > 1 else "OOD drop from the base (points)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Forgetting against new-task gain along each method's learning rates (labels: the rate; lower right "
+                 "is better); compare methods at the same gain, not the same rate", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(path + ".tmp.png", dpi=90)
+    os.replace(path + ".tmp.png", path)
+    plt.close(fig)
+    return path

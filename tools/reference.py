@@ -11,6 +11,8 @@
     python tools/reference.py --family followup --seeds 100,101,102 --jobs 2 --root runs/defences
     python tools/reference.py --family equal --seeds 10,11 --jobs 2 --into-results   # the equal-rate arm (issue 59)
     python tools/reference.py --family regen --seeds 10 --jobs 2        # the reference's continual, checkpoints kept
+    python tools/reference.py --family frontier --seeds 10,11 --jobs 2 --into-results   # the rate frontier (issue 71)
+    python tools/reference.py --family frontier --summary --figures docs/img --overwrite-committed
 
 Nothing is written under results/ without --into-results (the committed reference lives there); --root DIR runs a
 family into a folder of your own, and --summary --root DIR reads it. From any directory.
@@ -35,18 +37,20 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
-from experiment import archive, claims, footing  # noqa: E402
+from experiment import archive, claims, footing, frontier  # noqa: E402
 from infra import plots, safety  # noqa: E402
 from world import tasks  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 from infra.models import load_model  # noqa: E402
+from infra.checkpoints import write_atomically  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "reference")
 # Where each family's run directories go. The equal-rate arm (issue 59) pairs by seed with the reference's;
 # "regen" reruns the reference's continual experiment with its checkpoints kept (the collapse's interventions,
 # issue 60, start from them; its results.json must equal the committed one byte for byte).
 ROOTS = {"paper": ROOT, "defences": ROOT, "followup": ROOT, "equal": os.path.join("results", "equal_rate"),
-         "regen": os.path.join("runs", "regen")}   # (relative ones: under the repository)
+         "regen": os.path.join("runs", "regen"), "frontier": os.path.join("results", "frontier")}
+# (relative ones: under the repository)
 
 
 def finished(exp, seed, root=ROOT):
@@ -64,6 +68,8 @@ def experiments(family, seed=None):
         return claims.EQUAL_RATE if seed is None else claims.equal_rate_experiments(seed)
     if family == "regen":
         return {"continual": claims.EXPERIMENTS["continual"]}
+    if family == "frontier":
+        return claims.FRONTIER
     return {exp: claims.defence_flags(exp) for exp in (claims.DEFENCES if family == "defences" else claims.FOLLOW_UP)}
 
 
@@ -211,6 +217,29 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, fi
                 "--summary`)\n\n" + text + "\n")
 
 
+def frontier_summary(root=os.path.join(safety.REPO, ROOTS["frontier"]), write=True, figures=None):
+    """Forgetting at matched gain (issue 71): the frontier's cells (the committed ones at 1e-4 and 4e-4 with the
+    new rates), the matched-gain family with Holm, the KL law; written to <root>/report.md, drawn to
+    <figures>/frontier.png."""
+    runs = frontier.read_runs([ROOT, os.path.join(safety.REPO, ROOTS["equal"]), root])
+    text, rows = frontier.summary_text(runs)
+    new = sorted({s for s, r, lr, exp, p in runs if exp in claims.FRONTIER})
+    text = f"frontier seeds with a finished experiment: {', '.join(map(str, new)) or 'none yet'}\n\n" + text
+    times = seconds_table(root, "frontier")
+    if times:
+        text += "\n\nWall time per experiment (each directory's seconds.txt; two at a time on 2 cores):\n\n" + times
+    if figures:
+        os.makedirs(figures, exist_ok=True)
+        print("wrote", plots.plot_frontier(frontier.frontier_cells(runs), os.path.join(figures, "frontier.png")))
+    print(text)
+    if not write:
+        print(f"\n(printed only: add --into-results to write {os.path.relpath(root)}/report.md)")
+        return
+    os.makedirs(root, exist_ok=True)
+    write_atomically(os.path.join(root, "report.md"), lambda f: f.write(
+        "# Forgetting at matched gain (`python tools/reference.py --family frontier --summary`)\n\n" + text + "\n"))
+
+
 def summary(root=ROOT, family="paper", write=True, figures=None):
     """The family's declared claims over every seed with a finished experiment (and, for the defences, the
     table of what each costs, and the follow-up's when it has run); written to <root>/report*.md when `write`.
@@ -218,6 +247,8 @@ def summary(root=ROOT, family="paper", write=True, figures=None):
     before anything is written."""
     if family == "equal":
         return equal_summary(root, write, figures)
+    if family == "frontier":
+        return frontier_summary(root, write, figures)
     family = "defences" if family == "followup" else family   # the follow-up's table is the defences' report's
     bundles = claims.read_reference(root)
     if family == "paper":
@@ -276,11 +307,12 @@ def main(argv=None):
     ap.add_argument("--distances", action="store_true", help="compute the benchmarks' distances (before any seed)")
     ap.add_argument("--summary", action="store_true", help="the declared claims over the finished seeds")
     ap.add_argument("--only", default=None, help="comma list of experiments to run (default: all of the family's)")
-    ap.add_argument("--family", default="paper", choices=["paper", "defences", "followup", "equal", "regen"],
+    ap.add_argument("--family", default="paper", choices=["paper", "defences", "followup", "equal", "regen", "frontier"],
                     help="the paper's claims (issue 46, seeds 10-29), the defences (issue 47, seeds 100-102), or the "
                          "defences' follow-up (replay under the base teacher, the same seeds; its table is in the "
-                         "defences' summary), the equal-rate arm (issue 59, into results/equal_rate/), or a rerun of the "
-                         "reference's continual experiment with its checkpoints (runs/regen/)")
+                         "defences' summary), the equal-rate arm (issue 59, into results/equal_rate/), a rerun of the "
+                         "reference's continual experiment with its checkpoints (runs/regen/), or the learning-rate "
+                         "frontier (issue 71, seeds 10-19, into results/frontier/)")
     ap.add_argument("--into-results", action="store_true",
                     help="write into the committed folder results/ (the family's runs, its report.md, the distances): "
                          "without it, nothing is written there and --summary only prints")
@@ -297,8 +329,9 @@ def main(argv=None):
     if not (args.seeds is not None or args.summary or args.distances):
         ap.error("nothing to do: give --seeds to run, --summary for the table, or --distances")
     seeds, only = checked_seeds_and_only(ap, args)
-    if args.figures and not (args.summary and args.family == "equal"):
-        ap.error("--figures draws the equal-rate arm's summary: give it with --family equal --summary")
+    if args.figures and not (args.summary and args.family in ("equal", "frontier")):
+        ap.error("--figures draws the equal-rate arm's or the frontier's summary: give it with --family equal (or "
+                 "frontier) --summary")
     if args.figures:
         safety.refuse_committed(ap.error, "--figures", args.figures, args.overwrite_committed)
     writes = (args.seeds is not None or args.distances) and safety.committed_path(root)

@@ -1,0 +1,87 @@
+"""experiment/frontier.py: the matched-gain rule and the KL law on hand-made frontiers whose answer is known."""
+import random
+
+import pytest
+
+from experiment import frontier
+
+
+def points(gain, y, fkl=None, stage=2):
+    """One run's points with `gain` and forgetting `y` at `stage` (the other stages empty)."""
+    p = {key: [None] * 4 for key in ("gain", "peak", "F", "ood", "fkl")}
+    p["gain"][stage - 1], p["peak"][stage - 1], p["fkl"][stage - 1] = gain, y, fkl
+    return p
+
+
+def cells_from(curves, seeds=10, noise=1.0, seed=0):
+    """{(role, lr): {seed: points}}: each method's (lr, mean gain, mean forgetting) with Gaussian noise per seed."""
+    rng = random.Random(seed)
+    return {(role, lr): {s: points(g + rng.gauss(0, noise), y + rng.gauss(0, noise)) for s in range(seeds)}
+            for role, curve in curves.items() for lr, g, y in curve}
+
+
+GRPO = [(1e-5, 10, 1), (2e-5, 20, 2), (4e-5, 30, 3), (8e-5, 15, 20)]      # the last rate learns less: dominated
+
+
+def test_the_frontier_stops_at_the_largest_gain_and_interpolates_linearly():
+    means = frontier.cell_means(cells_from({"GRPO": GRPO}, noise=0.0), "GRPO", "peak", 2)
+    front = frontier.frontier(means)
+    assert front == [(10, 1), (20, 2), (30, 3)]
+    assert frontier.interpolate(front, 25) == pytest.approx(2.5) and frontier.interpolate(front, 35) is None
+    assert frontier.common_gain(front, [(20, 5), (40, 9)]) == pytest.approx(25)   # overlap [20, 30]
+    assert frontier.common_gain(front, [(31, 5), (40, 9)]) is None
+
+
+def test_sdpo_forgetting_more_at_matched_gain_is_shown():
+    cells = cells_from({"GRPO": GRPO, "SDPO_0": [(1e-5, 12, 6), (2e-5, 22, 8), (4e-5, 28, 10)]})
+    r = frontier.matched_difference(cells, "SDPO_0", "GRPO", "peak", 2, draws=400)
+    assert r["g"] == pytest.approx(20, abs=2) and r["verdict"] == "shown" and r["low"] > 3 and r["p"] < 0.01
+
+
+def test_the_same_curve_is_not_separable():
+    cells = cells_from({"GRPO": GRPO, "SDPO_0": [(1e-5, 12, 1.2), (2e-5, 22, 2.2), (4e-5, 28, 2.8)]}, noise=2.0)
+    r = frontier.matched_difference(cells, "SDPO_0", "GRPO", "peak", 2, draws=400)
+    assert r["verdict"] == "not separable" and r["low"] < 0 < r["high"]
+
+
+def test_gains_that_do_not_overlap_are_not_comparable():
+    cells = cells_from({"GRPO": GRPO, "SDPO_0": [(1e-5, 40, 6), (2e-5, 50, 8)]}, noise=0.5)
+    r = frontier.matched_difference(cells, "SDPO_0", "GRPO", "peak", 2, draws=100)
+    assert r["verdict"] == "not comparable" and r["d"] is None
+
+
+def test_the_family_takes_holm_over_every_row():
+    cells = cells_from({"GRPO": GRPO, "SDPO_0": [(1e-5, 12, 6), (2e-5, 22, 8), (4e-5, 28, 10)],
+                        "SDPO_5%": [(1e-5, 40, 6), (2e-5, 50, 8)]})
+    rows = frontier.family(cells, draws=100)
+    assert len(rows) == 2 * (3 + 3 + 4)   # pairs × (peak, F at stages 2–4; OOD at 1–4)
+    peak2 = {r["pair"][0]: r for r in rows if r["measure"] == "peak" and r["stage"] == 2}
+    assert peak2["SDPO_0"]["corrected"] == "shown" and peak2["SDPO_5%"]["corrected"] == "not comparable"
+    assert all(r["corrected"] == "not comparable" for r in rows if r["measure"] != "peak" or r["stage"] != 2)
+
+
+def test_the_kl_law_finds_the_line_and_sdpos_offset_from_grpos():
+    rng = random.Random(1)
+    cells = {("GRPO", 1e-4): {s: points(10, 2 + 3 * x, fkl=x) for s, x in enumerate([0.1 * i for i in range(10)])},
+             ("SDPO_0", 1e-4): {s: points(10, 2 + 3 * x, fkl=x) for s, x in enumerate([0.5 + 0.1 * i for i in range(10)])},
+             ("SDPO_5%", 1e-4): {s: points(10, 6 + 3 * x + rng.gauss(0, 0.1), fkl=x)
+                                 for s, x in enumerate([0.5 + 0.1 * i for i in range(10)])}}
+    law = frontier.kl_law(cells, "peak", 2, draws=300)
+    assert law["b"] > 0 and law["n"] == 30
+    assert law["offsets"]["SDPO_0"]["verdict"] == "on GRPO's line" and abs(law["offsets"]["SDPO_0"]["d"]) < 1e-9
+    assert law["offsets"]["SDPO_5%"]["verdict"] == "above GRPO's line"
+    assert law["offsets"]["SDPO_5%"]["d"] == pytest.approx(4, abs=0.1)
+    # every run on one line: R² = 1
+    line = {("GRPO", 1e-4): {s: points(10, 1 + 2 * s, fkl=float(s)) for s in range(5)}}
+    assert frontier.kl_law(line, "peak", 2)["r2"] == pytest.approx(1.0)
+
+
+def test_run_points_by_hand():
+    res = {"benchmarks": ["math", "science", "math_hard"], "stages": ["math", "science"]}
+    run = {"acc": [[0.5, 0.4, 0.6], [0.9, 0.4, 0.5], [0.7, 0.8, 0.4]],
+           "drift": [{"forward_kl_new": {"kl": 0.3}}, {"forward_kl_new": {"kl": 0.7}}]}
+    p = frontier.run_points(res, run)
+    assert p["gain"] == pytest.approx([40, 40])
+    assert p["peak"][0] is None and p["peak"][1] == pytest.approx(20)      # math: peak 90 → 70
+    assert p["F"][1] == pytest.approx(0.0)                                 # math 70 is above its base 50
+    assert p["ood"] == pytest.approx([10, 20]) and p["fkl"] == [0.3, 0.7]
