@@ -212,7 +212,8 @@ def code_feedback(program, fmt, tests, outcomes):
             return f"Runtime Error\n{out[1]}\n\nLast Executed Input\n{shown(inputs[k])}"
         if out[0] == "timeout":
             return f"Time Limit Exceeded\n\nLast Executed Input\n{shown(inputs[k])}"
-    wrong = [k for k, out in enumerate(outcomes) if not passed_test(out, tests, k)]
+    passed = getattr(outcomes, "passed", None)   # (judged once by the sandbox, under its deadline)
+    wrong = [k for k, out in enumerate(outcomes) if not (passed[k] if passed else passed_test(out, tests, k))]
     wrong = sorted(wrong, key=lambda k: len(str(inputs[k])) + len(str(outcomes[k][1:])))[:2]
     return "\n\n".join(f"Test Case {k + 1}: Wrong Answer\n\nInput\n{shown(inputs[k])}\n\nOutput\n"
                        f"{str(outcomes[k][1]).strip()[:250]}\n\nExpected\n{str(expected[k]).strip()[:250]}"

@@ -66,7 +66,8 @@ try:
 except ImportError:   # (a test's np.isclose is then unusable)
     numpy = None
 
-LIMITS = {"wall": 2.0, "cpu": 2, "mem": 512 * 2**20, "files": 16, "result": 1_000_000, "print": 100_000}
+LIMITS = {"wall": 2.0, "cpu": 2, "mem": 512 * 2**20, "files": 16, "result": 1_000_000, "print": 100_000,
+          "signals": 8}
 MAX_DEPTH = 64       # the deepest JSON nesting read back from a program (deeper: its own outcome is an error)
 UID_BASE = 61000     # layer 3: the uid inside the jail; with --unsafe-code as root, program k runs as UID_BASE + k
 PARALLEL = 2         # programs run at once
@@ -226,6 +227,9 @@ def isolate(job, result_fd):
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (L["files"], L["files"]))
+        # queued signals (a POSIX timer holds one each) count against the grading user's own limit up the chain of
+        # user namespaces: a program keeps to a few
+        resource.setrlimit(resource.RLIMIT_SIGPENDING, (L["signals"], L["signals"]))
     except BaseException:
         os._exit(91)
     argv = [batch["python"], "-I", "-S", "-c", batch["runner"]]
@@ -519,12 +523,13 @@ mount -t tmpfs -o size=1m,mode=755 jail "$root"
 while [ "$1" != -- ]; do
   case $1 in
     *=*) ln -s "${1#*=}" "$root${1%%=*}" ;;
+    !*) mount -t tmpfs -o ro,size=4k,mode=555 mask "$root${1#!}" ;;
     *) mkdir -p "$root$1"; mount --bind "$1" "$root$1"; mount -o remount,bind,ro "$root$1" ;;
   esac
   shift
 done
 shift
-mkdir "$root/dev" "$root/tmp"; touch "$root/dev/null"; mount --bind /dev/null "$root/dev/null"
+mkdir -p "$root/dev" "$root/tmp"; touch "$root/dev/null"; mount --bind /dev/null "$root/dev/null"
 mount -o remount,bind,ro "$root"
 if [ "$uid" = - ]; then who=""; else who="--reuid=$uid --regid=$uid --clear-groups"; fi
 chroot "$root" /usr/bin/setpriv $who --inh-caps=-all --bounding-set=-all --no-new-privs -- /usr/bin/env -i "$@"
@@ -535,9 +540,23 @@ def interpreter():
     return os.path.realpath(sys.executable)
 
 
+# Parts of /usr a program never needs and a machine may keep a checkout or task data in (Docker's WORKDIR
+# /usr/src/app, /usr/local, /usr/share): each is hidden under an empty read-only mount, unless the interpreter's
+# own tree lies inside it (a Python in /usr/local: then /usr/local stays, and the others are still hidden).
+MASKED = ("/usr/src", "/usr/local", "/usr/share")
+
+
+def masked_dirs():
+    """The MASKED directories this machine has that hold no part of the interpreter's tree."""
+    mine = (os.path.realpath(sys.base_prefix), os.path.dirname(os.path.dirname(interpreter())))
+    return [m for m in MASKED if os.path.isdir(m) and not os.path.islink(m)
+            and not any(d == m or d.startswith(m + "/") for d in mine)]
+
+
 def system_view():
     """What a jail shows, read-only: [directories], [(link, target)] — /usr, the interpreter's own tree
-    (its standard library) and the top-level /bin, /lib, ... (links into /usr on a merged-/usr system)."""
+    (its standard library) and the top-level /bin, /lib, ... (links into /usr on a merged-/usr system).
+    masked_dirs() are then hidden under empty mounts."""
     dirs, links = ["/usr"], []
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):
@@ -566,17 +585,19 @@ def jail_argv(kind, root_dir):
             argv += ["--ro-bind", d, d]
         for link, target in links:
             argv += ["--symlink", target, link]
+        for m in masked_dirs():
+            argv += ["--tmpfs", m, "--remount-ro", m]
         # nothing writable: /dev holds /dev/null alone, /tmp is a directory of the read-only root
         return argv + ["--dev-bind", "/dev/null", "/dev/null", "--dir", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--"]
     if kind == "subuid":   # already in a user namespace of its own (spawn): its root is this user, 61000 a subordinate uid
         return ["unshare", "--mount", "--propagation", "private", "--net", "--pid", "--fork", "--kill-child",
                 "--ipc", "--uts", "/bin/sh", "-c", JAIL_SH, "jail", root_dir, str(UID_BASE),
-                *dirs, *[f"{link}={target}" for link, target in links], "--"]
+                *dirs, *[f"{link}={target}" for link, target in links], *[f"!{m}" for m in masked_dirs()], "--"]
     if kind == "unshare":
         user = [] if as_root else ["--user", "--map-root-user"]
         return ["unshare", *user, "--mount", "--propagation", "private", "--net", "--pid", "--fork", "--kill-child",
                 "--ipc", "--uts", "/bin/sh", "-c", JAIL_SH, "jail", root_dir, str(UID_BASE) if as_root else "-",
-                *dirs, *[f"{link}={target}" for link, target in links], "--"]
+                *dirs, *[f"{link}={target}" for link, target in links], *[f"!{m}" for m in masked_dirs()], "--"]
     raise ValueError(f"unknown jail '{kind}'")
 
 
@@ -650,18 +671,24 @@ def first_working_jail(kinds):
     for kind in kinds:
         if not shutil.which("unshare" if kind == "subuid" else kind) or (kind == "subuid" and not subordinate_ids()):
             continue
+        why = "it did not answer"
         with tempfile.TemporaryDirectory(prefix="jail-probe-") as d:
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
+            try:
                 probe = spawn_jail(kind, jail_argv(kind, d) + [interpreter(), "-I", "-S", "-c", "print(6 * 7)"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    env={"PATH": "/usr/bin:/bin"})
                 try:
-                    out, _ = probe.communicate(timeout=30)
+                    out, err = probe.communicate(timeout=30)
                 finally:
                     probe.kill()
                     probe.wait()
                 if out.strip() == "42":
                     return kind
+                why = (err.strip().splitlines() or [f"exit {probe.returncode}"])[-1][:200]
+            except (OSError, subprocess.SubprocessError) as e:
+                why = str(e)[:200]
+        if kind != kinds[-1]:   # a preferred kind, available here, that failed: say so once, with its reason
+            print(f"warning: the {kind} jail failed its probe here ({why}); trying the next kind", file=sys.stderr)
     return None
 
 
@@ -740,6 +767,55 @@ def safe_set(items=()):
     return frozenset(collision_checked([hashable(x) for x in items]))
 
 
+# Numbers a check may build, bounded like Python's own int-from-text limit (sys.int_max_str_digits = 4300): a
+# Decimal or a Fraction whose exponent is larger would make int(), round(), math.floor() or Fraction() compute a
+# number of millions of digits here (Decimal("1e999999999"): hours and gigabytes).
+MAX_DIGITS = 4300
+MAX_INT = 10 ** MAX_DIGITS   # (computed once: 42,000 sent Fractions once cost 2 s computing it afresh)
+DECIMAL_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
+def bounded_decimal(d):
+    """d, unless it is finite with an exponent beyond ±MAX_DIGITS (ValueError: the check fails)."""
+    if d.is_finite() and abs(d.adjusted()) > MAX_DIGITS:
+        raise ValueError("a Decimal too large to judge")
+    return d
+
+
+def safe_decimal(*args, **kwargs):
+    return bounded_decimal(decimal.Decimal(*args, **kwargs))
+
+
+def safe_fraction(*args, **kwargs):
+    """Fraction(...), refusing a text or a number whose exponent or digits exceed MAX_DIGITS."""
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, str):
+            m = DECIMAL_TEXT.fullmatch(a)
+            if len(a) > MAX_DIGITS or (m and m.group(2) and abs(int(m.group(2)[1:])) > MAX_DIGITS):
+                raise ValueError("a Fraction's text too large to judge")
+        if isinstance(a, decimal.Decimal):
+            bounded_decimal(a)
+    return fractions.Fraction(*args, **kwargs)
+
+
+def safe_counter(*args, **kwargs):
+    """Counter(...), its items collision-checked first as a set's are (Counter is a dict)."""
+    if args and not isinstance(args[0], (str, bytes)):
+        items = list(args[0].keys() if isinstance(args[0], dict) else args[0])
+        collision_checked(items)
+        args = (args[0] if isinstance(args[0], dict) else items,) + args[1:]
+    return collections.Counter(*args, **kwargs)
+
+
+def safe_ordered_dict(*args, **kwargs):
+    """OrderedDict(...), its keys collision-checked first."""
+    if args:
+        pairs = list(args[0].items() if isinstance(args[0], dict) else args[0])
+        collision_checked([p[0] for p in pairs])
+        args = (pairs,) + args[1:]
+    return collections.OrderedDict(*args, **kwargs)
+
+
 TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict, "tuple": (list, tuple),
          "set": (set, frozenset)}
 COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
@@ -767,12 +843,12 @@ MATH_PURE = {name: getattr(math, name) for name in ("isclose", "floor", "ceil", 
 MATH_CONSTANTS = {name: getattr(math, name) for name in ("pi", "e", "tau", "inf", "nan")}
 # Checkers and constructors a test may call by a bare name (the program imported them, `from math import isclose`)
 # or through their module, evaluated here by the real object whatever the program binds to the name
-CHECKERS = {"isclose": math.isclose, "Fraction": fractions.Fraction, "Decimal": decimal.Decimal,
-            "Counter": collections.Counter, "OrderedDict": collections.OrderedDict, "date": datetime.date,
+CHECKERS = {"isclose": math.isclose, "Fraction": safe_fraction, "Decimal": safe_decimal,
+            "Counter": safe_counter, "OrderedDict": safe_ordered_dict, "date": datetime.date,
             "datetime": datetime.datetime, "timedelta": datetime.timedelta}
-MODULE_FUNCTIONS = {"math": MATH_PURE, "fractions": {"Fraction": fractions.Fraction},
-                    "decimal": {"Decimal": decimal.Decimal},
-                    "collections": {"Counter": collections.Counter, "OrderedDict": collections.OrderedDict},
+MODULE_FUNCTIONS = {"math": MATH_PURE, "fractions": {"Fraction": safe_fraction},
+                    "decimal": {"Decimal": safe_decimal},
+                    "collections": {"Counter": safe_counter, "OrderedDict": safe_ordered_dict},
                     "datetime": {n: CHECKERS[n] for n in ("date", "datetime", "timedelta")}}
 if numpy is not None:   # (numpy comes with torch; a test's np.isclose(f(x), y) is decided here, on plain values)
     MODULE_FUNCTIONS["np"] = MODULE_FUNCTIONS["numpy"] = {n: getattr(numpy, n) for n in ("isclose", "allclose", "array_equal")}
@@ -1001,10 +1077,10 @@ def untagged(v):
         if set(v) == {"$dict"} and isinstance(v["$dict"], list):
             return safe_dict((untagged(p[0]), untagged(p[1])) for p in v["$dict"] if isinstance(p, list) and len(p) == 2)
         if set(v) == {"$fraction"} and isinstance(v["$fraction"], list) and len(v["$fraction"]) == 2 and \
-                all(type(x) is int and abs(x) < 10**4300 for x in v["$fraction"]):
+                all(type(x) is int and abs(x) < MAX_INT for x in v["$fraction"]):
             return fractions.Fraction(*v["$fraction"])
         if set(v) == {"$decimal"} and isinstance(v["$decimal"], str) and len(v["$decimal"]) <= 1000:
-            return decimal.Decimal(v["$decimal"])
+            return safe_decimal(v["$decimal"])
         if set(v) == {"$date"} and isinstance(v["$date"], str) and len(v["$date"]) <= 40:
             return (datetime.datetime if "T" in v["$date"] else datetime.date).fromisoformat(v["$date"])
         return {k: untagged(x) for k, x in v.items()}
@@ -1013,9 +1089,15 @@ def untagged(v):
     return v
 
 
+JUDGE_SECONDS = 2.0            # judging one program's outcomes, all its tests together (a clock in the judge)
+JUDGE_DEADLINE = [math.inf]    # the monotonic time judging the current program must end by (judged_outcomes)
+
+
 def judged(node, values):
     """Evaluate an assert's expression here (grader_parts says which nodes); values: {id(call node): the value
-    the program returned for that call of its entry point}."""
+    the program returned for that call of its entry point}. Past the judging deadline: TimeoutError."""
+    if time.monotonic() > JUDGE_DEADLINE[0]:
+        raise TimeoutError("judging this program took too long")
     if id(node) in values:
         return values[id(node)]
     if isinstance(node, ast.Constant):
@@ -1161,11 +1243,35 @@ def passed_test(outcome, tests, k):
     return isinstance(outcome[1], str) and same_output(outcome[1], expected)
 
 
+class Outcomes(list):
+    """A program's outcomes (one entry per test, as outcomes_of reads them) with `passed`: each test's verdict,
+    judged once (the grade and the feedback both read it)."""
+    passed = ()
+
+
+def judged_outcomes(outcomes, tests, seconds=None):
+    """Outcomes with each test judged once, all of them within `seconds` (JUDGE_SECONDS): a test judged past the
+    deadline, or not reached by then, fails; the program scores 0 and its siblings keep their grades."""
+    JUDGE_DEADLINE[0] = time.monotonic() + (JUDGE_SECONDS if seconds is None else seconds)
+    try:
+        passed = []
+        for k, out in enumerate(outcomes):
+            try:
+                passed.append(time.monotonic() <= JUDGE_DEADLINE[0] and passed_test(out, tests, k))
+            except Exception:   # (a check that raised, TimeoutError included: the test fails)
+                passed.append(False)
+    finally:
+        JUDGE_DEADLINE[0] = math.inf
+    out = Outcomes(outcomes)
+    out.passed = passed
+    return out
+
+
 def passes(outputs, tests):
     """Whether a program's claimed outputs (a list of ["ok", value] / ["error", why]) pass every test."""
     if not isinstance(outputs, list) or len(outputs) != len(tests["outputs"]):
         return False
-    return all(passed_test(out, tests, k) for k, out in enumerate(outputs))
+    return all(judged_outcomes(outputs, tests).passed)
 
 
 def limits_for(tests, limits):
@@ -1218,7 +1324,7 @@ def batch_of(jobs, kind, filtered):
                "uid": UID_BASE + i % 1000 if as_root and not kind else None,
                "limits": {"print": lim["print"]}, "fail": FAIL_LAYER}
         batch["jobs"].append({"i": i, "run": run, "wall": lim["wall"], "result": lim["result"],
-                              "limits": {k: lim[k] for k in ("cpu", "mem", "files")}})
+                              "limits": {k: lim[k] for k in ("cpu", "mem", "files", "signals")}})
     return batch
 
 
@@ -1346,8 +1452,8 @@ def graded(buf, tests, timed_out, limits):
     if len(buf) > limits["result"]:   # over the cap: nothing it claimed is read
         return 0.0, [["error", "output over the size limit"]] + [["not run"]] * (n - 1)
     try:
-        outcomes = outcomes_of(buf, n, timed_out)
-        return (1.0 if passes(outcomes, tests) else 0.0), outcomes
+        outcomes = judged_outcomes(outcomes_of(buf, n, timed_out), tests)
+        return (1.0 if len(outcomes) == n and all(outcomes.passed) else 0.0), outcomes
     except Exception:   # whatever it sent, it can only ever zero itself
         return 0.0, [["error", "unreadable output"]] + [["not run"]] * (n - 1)
 

@@ -1,0 +1,82 @@
+"""Judging is bounded like the program (round five): a program's returned values cannot make the grader's own checks
+run for seconds. Each attack on c4c75d6 took 6–10 s in the grader (or hours); here each scores 0 quickly, and the
+honest uses of the same checkers still pass."""
+import json
+import time
+
+import pytest
+
+from world import graders, sandbox
+
+
+def rec(assert_line):
+    return {"kind": "code", "answer": "", "tests": json.dumps({"testtype": "code", "inputs": [assert_line],
+                                                               "outputs": [None]})}
+
+
+def fenced(code):
+    return f"```python\n{code}\n```"
+
+
+COLLIDING = "import sys\nP = sys.hash_info.modulus\ndef f(x):\n    return [k * P for k in range(1, 20000)]"
+ATTACKS = [
+    ("Counter of colliding integers", "assert Counter(f(1)) == Counter('4')", COLLIDING),
+    ("OrderedDict of colliding keys", "assert OrderedDict(f(1)) == OrderedDict()",
+     "import sys\nP = sys.hash_info.modulus\ndef f(x):\n    return [[k * P, 1] for k in range(1, 20000)]"),
+    ("int() of a huge Decimal", "assert int(f(1)) == 3",
+     "from decimal import Decimal\ndef f(x):\n    return Decimal('1e400000')"),
+    ("round() of a huge Decimal", "assert round(f(1)) == 3",
+     "from decimal import Decimal\ndef f(x):\n    return Decimal('1e999999999')"),
+    ("math.floor of a huge Decimal", "assert math.floor(f(1)) == 3",
+     "from decimal import Decimal\ndef f(x):\n    return Decimal('1e400000')"),
+    ("Fraction of a huge exponent's text", "assert Fraction(f(1)) == 3",
+     "def f(x):\n    return '1e10000000'"),
+]
+
+
+@pytest.mark.parametrize("name,test,program", ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_a_judging_attack_scores_0_quickly(name, test, program):
+    t0 = time.monotonic()
+    score, note = graders.check(rec(test), fenced(program))
+    took = time.monotonic() - t0
+    assert score == 0.0 and took < 5.0, (name, took)   # (the jail's start included; 6–10 s of judging before)
+
+
+def test_many_sent_fractions_are_cheap_to_read():
+    """42,000 sent Fractions once cost 2 s (10**4300 computed afresh for each): the limit is a constant now."""
+    values = [{"$fraction": [1, 1]}] * 42000
+    t0 = time.monotonic()
+    sandbox.untagged(values)
+    assert time.monotonic() - t0 < 0.5
+
+
+def test_the_judging_deadline_fails_the_tests_it_does_not_reach():
+    tests = {"testtype": "code", "asserts": [sandbox.parse_asserts("assert f(1) == 1")] * 3, "outputs": [None] * 3}
+    out = sandbox.judged_outcomes([["ok", [1]]] * 3, tests)
+    assert out.passed == [True, True, True] and out == [["ok", [1]]] * 3
+    assert sandbox.judged_outcomes([["ok", [1]]] * 3, tests, seconds=-1).passed == [False, False, False]
+
+
+HONEST = [
+    ("assert Counter(f('aab')) == Counter({'a': 2, 'b': 1})", "def f(s):\n    return list(s)"),
+    ("assert OrderedDict(f(2)) == OrderedDict([(0, 0), (1, 1)])", "def f(n):\n    return [[i, i] for i in range(n)]"),
+    ("assert int(f(1)) == 3", "from decimal import Decimal\ndef f(x):\n    return Decimal('3.2')"),
+    ("assert round(f(1)) == 3", "from decimal import Decimal\ndef f(x):\n    return Decimal('2.7')"),
+    ("assert Fraction(f(1)) == Fraction(1, 3)", "def f(x):\n    return '1/3'"),
+    ("assert Fraction(f(1)) == 1000", "def f(x):\n    return '1e3'"),
+    ("assert Decimal(f(1)) == Decimal('1e100')", "def f(x):\n    return '1e100'"),
+]
+
+
+@pytest.mark.parametrize("test,program", HONEST)
+def test_honest_uses_of_the_same_checkers_still_pass(test, program):
+    assert graders.grade(rec(test), fenced(program)) == 1.0
+
+
+def test_the_feedback_reads_the_judged_verdicts_and_does_not_judge_again(monkeypatch):
+    record = rec("assert f(1) == 2")
+    calls = []
+    real = sandbox.passed_test
+    monkeypatch.setattr(sandbox, "passed_test", lambda *a: calls.append(1) or real(*a))
+    score, note = graders.check(record, fenced("def f(x):\n    return 3"))
+    assert score == 0.0 and "Wrong Answer" in note and len(calls) == 1
