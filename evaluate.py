@@ -228,7 +228,7 @@ def pass_at_k(scores, k):
 
 
 def world_criteria(acc, passes, train_domains):
-    """The built-in world's criteria (issue 25, docs/WORLD.md), judged on the base model alone:
+    """The built-in world's criteria (docs/WORLD.md), judged on the base model alone:
       W1, room to sharpen, for each training domain: 15% ≤ Acc@k ≤ 60%, Acc@k ≥ chance + 15 points, and
           pass@k ≥ Acc@k + 20 points (the skill is there, not yet reliable);
       W3, room to forget, for every benchmark: Acc@k ≥ chance + 10 points.

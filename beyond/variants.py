@@ -1,4 +1,4 @@
-"""beyond/variants.py — SDPO with what other implementations add and the paper does not (issue 47): the teacher's
+"""beyond/variants.py — SDPO with what other implementations add and the paper does not: the teacher's
 kind (T4 live, T5 θ_0, T6 trust region) and the forgetting defences (R1 replay, R2 L2 anchor, R3 KL to θ_0), and
 skipping an optimizer step that has nothing to distil.
 

@@ -1,6 +1,7 @@
 """experiment/report.py — what a continual run reports: one seed's report.md (its accuracy matrix, A2–A3's changes,
 drift, the claims on one seed) with its figures and its results as tables; over several seeds, results.json of the
 means with their intervals and report.md with every claim's verdict (experiment/claims.py)."""
+import json
 import os
 
 import drift
@@ -51,9 +52,13 @@ def write_report(results, run_dir):
     stages, benches = results["stages"], results["benchmarks"]
     short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
     ood = [b for b in benches if b not in stages]
+    config = os.path.join(run_dir, "config.json")
+    threads = json.load(open(config)).get("threads") if os.path.isfile(config) else None
     lines = ["# Continual post-training report", "",
              f"Stages: {' → '.join(stages)}. Acc@{results['eval']['k']} in % on {results['eval']['n']} test prompts "
-             f"per benchmark (T=0.6, top-p 0.95). OOD: {', '.join(ood) if ood else 'none'}.", ""]
+             f"per benchmark (T=0.6, top-p 0.95). OOD: {', '.join(ood) if ood else 'none'}."
+             + (f" Run with {threads} torch threads (another count or processor gives other numbers)." if threads else ""),
+             ""]
     for name, run in results["runs"].items():
         lines += [f"## {name}: accuracy after each stage", "",
                   "| after | " + " | ".join(short[b] for b in benches) + " | degenerate % |",

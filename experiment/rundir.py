@@ -201,6 +201,7 @@ class Seed:
             drift.save_responses(self.run_dir, "base", resp)
         progress["base"]["seconds"] = round(time.time() - t0, 1)
         atomic_json(self.progress_path, progress)
+        print(f"{self.run_dir}: seed {args.seed}, {torch.get_num_threads()} torch threads (the numbers depend on it)")
         print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - t0:.0f}s)")
 
     def run(self, method, settings, name):
@@ -464,11 +465,15 @@ def fingerprint_of(args, stages, benchmarks, configs=()):
 def same_run(old, fingerprint):
     """Whether a run directory's config.json is this command's ("runs" is derived from the flags, and
     older run directories have none; "code", the commit that wrote it, may differ: a rerun resumes)."""
-    drop = lambda d: {k: v for k, v in d.items() if k not in ("runs", "program", "code")}   # noqa: E731
+    drop = lambda d: {k: v for k, v in d.items() if k not in RECORDED_ONLY}   # noqa: E731
     return drop(old) == drop(fingerprint)
 
 
 PROGRAM = "continual.py"   # the marker of a run directory this program made (config.json's "program")
+# What config.json records beside the run's settings and never compares on a rerun: the configurations (derived),
+# the program, the code's commit, and where and how it ran (its directory, so `--config` reruns this very run; the
+# torch thread count, which changes the floating-point sums and so the numbers: a rerun by --config uses it again)
+RECORDED_ONLY = ("runs", "program", "code", "name", "runs_dir", "threads")
 LOCKS = []                 # the run directories this process writes, locked until it exits (safety.RunLock)
 
 
@@ -516,7 +521,8 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks, configs=()):
                  f"--runs-dir")
     if is_main():
         os.makedirs(run_dir, exist_ok=True)
-    atomic_json(config_path, fingerprint)
+    atomic_json(config_path, {**fingerprint, "name": os.path.basename(os.path.normpath(run_dir)),
+                              "runs_dir": os.path.dirname(os.path.normpath(run_dir)), "threads": torch.get_num_threads()})
     barrier()
 
 

@@ -158,7 +158,8 @@ def add_paper_knobs(ap, script, knobs):
     g.add_argument("--model", default="tiny", help="'tiny' (built in), 'tiny_think', a local HF directory, or a "
                    "hub id in the local cache")
     g.add_argument("--lr", type=float, default=None,
-                   help="AdamW learning rate (default: the method's own, flags.LR)")
+                   help="AdamW learning rate; when not given, each method's own: " +
+                        ", ".join(f"{m.upper()} {lr:g}" for m, lr in LR.items()))
     return g
 
 
@@ -217,6 +218,15 @@ def add_drift(ap, switch=True):
                    "docs/HISTORY.md)")
 
 
+class DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
+    """--help with each flag's default, once: none where the default is None (its help says what happens) or the
+    help already names it."""
+    def _get_help_string(self, action):
+        if action.default is None or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def add_scale(ap):
     """Where and how fast: none of these changes what is computed, except --dtype."""
     g = ap.add_argument_group("scale (devices, memory, torchrun)")
@@ -224,8 +234,8 @@ def add_scale(ap):
     g.add_argument("--dtype", default="auto", choices=["auto", *DTYPES],
                    help="bf16: bf16 compute over fp32 weights; bf16-weights: the weights in bf16 too (AdamW "
                         "loses small updates); auto: fp32 on CPU, bf16 on CUDA")
-    g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = all cores of this process; "
-                   "use 1 when other jobs share the cores)")
+    g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = all cores of this process; use 1 "
+                   "when other jobs share the cores). The numbers depend on it: config.json records it")
     g.add_argument("--micro-batch", type=int, default=0, help="sequences per forward (0 = all); same update")
     g.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences per generate or scoring "
                    "call in rollouts, evaluation and drift (whole groups; their KV cache bounds the memory: python "
@@ -271,7 +281,7 @@ def parser(script, description, usage, knobs=(), show_all=True):
     """The whole parser of one script, the paper's knobs first. knobs: knob_rows of the files the script runs,
     each a flag in its group. show_all False: `--help` lists the paper's knobs only, `--help-all` every flag."""
     ap = argparse.ArgumentParser(description=description, usage=usage,
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                 formatter_class=DefaultsShown,
                                  epilog=None if show_all else "--help-all lists every flag: the release's protocol, "
                                  "evaluation, drift, scale, where runs go, and what goes beyond the paper")
     paper = add_paper_knobs(ap, script, knobs)
@@ -291,7 +301,7 @@ def parser(script, description, usage, knobs=(), show_all=True):
         ap.set_defaults(steps=40, eval_n=32)
     if not show_all:   # --help: the paper's knobs; the rest stays in --help-all
         for action in ap._actions:
-            if action not in paper._group_actions and action.dest not in ("help", "help_all"):
+            if action not in paper._group_actions and action.dest not in ("help", "help_all", "threads", "config"):
                 action.help = argparse.SUPPRESS
     return ap
 

@@ -321,7 +321,7 @@ def plot_differences(seed_rows, path, stages=None, labels=None, window=5):
     return save(fig, path)
 
 
-# The loop, step by step (issue 60): what tools/collapse.py logs on every CODING step of a cell
+# The loop, step by step: what tools/collapse.py logs on every CODING step of a cell
 LOOP_METRICS = [("loop_share_failed", "loop tokens, share of failed responses' tokens"),
                 ("logratio_loop", "log p_T − log p_S on loop tokens"),
                 ("logratio_other", "log p_T − log p_S on the other tokens"),

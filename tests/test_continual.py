@@ -184,3 +184,20 @@ def test_each_method_trains_at_its_own_learning_rate_unless_lr_is_given():
     assert [s["lr"] for _, s, _ in configs] == [3e-4, 3e-4]
     assert flags.one_task_args("sdpo", [], flags.knob_rows(sdpo))[1].lr == flags.LR["sdpo"]
     assert flags.one_task_args("grpo", ["--lr", "5e-5"], flags.knob_rows(grpo))[1].lr == 5e-5
+
+
+def test_a_runs_own_config_json_reruns_that_run_in_its_directory(tmp_path):
+    """config.json records the run's directory and thread count; `--config` of it gives back the same directory
+    (issue 74: it once trained everything again into a new hashed directory) and the same threads."""
+    ap, args, stages, benchmarks, configs, defaults = continual.parse_args(
+        ["--method", "grpo,sdpo", "--seed", "3", "--steps", "2", "--runs-dir", str(tmp_path / "runs")])
+    run_dir = rundir.seed_dirs(args, flags.per_seed(args), configs, defaults)[0]
+    record = {**rundir.fingerprint_of(flags.per_seed(args)[0], stages, benchmarks, configs),
+              "name": os.path.basename(run_dir), "runs_dir": os.path.dirname(run_dir), "threads": 1}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(record))
+    ap2, args2, stages2, benchmarks2, configs2, defaults2 = continual.parse_args(["--config", str(path)])
+    assert rundir.seed_dirs(args2, flags.per_seed(args2), configs2, defaults2) == [run_dir]
+    assert args2.threads == 1 and args2.steps == 2 and stages2 == stages
+    # a rerun's own record is the same run, whatever threads or directory it records
+    assert rundir.same_run(record, rundir.fingerprint_of(flags.per_seed(args2)[0], stages2, benchmarks2, configs2))
