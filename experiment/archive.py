@@ -23,10 +23,14 @@ import tempfile
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from infra import safety
+
 ARCHIVE = "runs.parquet"
 TEXT = (".json", ".jsonl", ".md", ".txt", ".sha256")   # what a family keeps of each run directory
 SKIP = ("checkpoints", "partial", "responses")     # (never committed: .gitignore)
-CACHE = os.path.join(tempfile.gettempdir(), "sdpo-results")
+def cache_dir():
+    """Where archives are unpacked to be read: this user's private temporary folder (safety.private_temp)."""
+    return safety.private_temp("results")
 
 
 def sha256(text):
@@ -47,6 +51,29 @@ def files_of(directory):
 def run_dirs(directory):
     """The run directories lying loose in a family's folder (runs added since it was packed)."""
     return sorted(d for d in glob.glob(os.path.join(directory, "*")) if os.path.isdir(d))
+
+
+def remove_packed(directory, kept):
+    """After a pack: from each loose folder of `directory` that is a run (continual.py's config.json, or a cell's
+    result.json, at its top), remove only the files `kept` (the archive, read back and checked) holds with the same
+    text, then the folders left empty. Checkpoints, figures, anything the archive lacks, and folders that are no
+    run stay. Returns the paths kept back."""
+    left, files = [], files_of(directory)
+    for d in run_dirs(directory):
+        name = os.path.basename(d)
+        if os.path.islink(d) or not (os.path.isfile(os.path.join(d, "config.json"))
+                                     or os.path.isfile(os.path.join(d, "result.json"))):
+            left.append(d)
+            continue
+        for path, text in files.items():
+            if path.startswith(name + os.sep) and kept.get(path) == text and not os.path.islink(os.path.join(directory, path)):
+                os.remove(os.path.join(directory, path))
+        for root, _, _ in sorted(os.walk(d, topdown=False), reverse=True):
+            if not os.listdir(root):
+                os.rmdir(root)
+        if os.path.exists(d):
+            left.append(d)
+    return left
 
 
 def pack(directory, out_path=None):
@@ -76,11 +103,17 @@ def read(archive):
 
 
 def unpack(archive, into):
-    """The archive's files written under `into` (created), each checked first (read); returns `into`."""
-    for path, text in read(archive).items():
+    """The archive's files written under `into` (created), each checked first (read); returns `into`. A file that
+    is already there is never replaced (ValueError naming it, before anything is written)."""
+    files = read(archive)
+    for path in files:
         target = os.path.join(into, path)
         if os.path.relpath(target, into).startswith(".."):   # (a path that leaves the folder: never written)
             raise ValueError(f"{archive}: {path} is not inside the archive's folder")
+        if os.path.lexists(target):
+            raise ValueError(f"{target} exists already; unpack into a folder of your own that does not hold it")
+    for path, text in files.items():
+        target = os.path.join(into, path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "w", encoding="utf-8") as f:
             f.write(text)
@@ -99,22 +132,32 @@ def materialized(root):
     loose = run_dirs(root)
     if not loose:
         return cached
-    merged = tempfile.mkdtemp(prefix="merged-", dir=CACHE)
-    shutil.copytree(cached, merged, dirs_exist_ok=True)
-    for d in loose:
-        shutil.copytree(d, os.path.join(merged, os.path.basename(d)), dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns(*SKIP))
+    # the merged view is cached by content too (the archive's and every loose text file's), so repeated reads
+    # leave one copy, not one per call
+    digest = hashlib.sha256(os.path.basename(cached).encode())
+    for path, text in sorted(files_of(root).items()):
+        digest.update(f"{path}\0{sha256(text)}\0".encode())
+    merged = os.path.join(cache_dir(), f"merged-{digest.hexdigest()[:16]}")
+    if not os.path.isfile(os.path.join(merged, ".complete")):
+        tmp = tempfile.mkdtemp(prefix="merging-", dir=cache_dir())
+        shutil.copytree(cached, tmp, dirs_exist_ok=True)
+        for d in loose:
+            shutil.copytree(d, os.path.join(tmp, os.path.basename(d)), dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns(*SKIP), symlinks=True)
+        try:
+            os.replace(tmp, merged)
+        except OSError:   # (another process finished first: its copy is the same)
+            shutil.rmtree(tmp, ignore_errors=True)
     return merged
 
 
 def unpacked(root, archive):
-    """The archive unpacked into CACHE (once per archive content), with the family's own top files (report.md,
+    """The archive unpacked into cache_dir() (once per archive content), with the family's own top files (report.md,
     distances.json, …) copied from root beside its runs on every call (they may be newer than the archive)."""
     digest = hashlib.sha256(open(archive, "rb").read()).hexdigest()[:16]
-    into = os.path.join(CACHE, f"{os.path.basename(os.path.abspath(root))}-{digest}")
+    into = os.path.join(cache_dir(), f"{os.path.basename(os.path.abspath(root))}-{digest}")
     if not os.path.isfile(os.path.join(into, ".complete")):
-        os.makedirs(CACHE, exist_ok=True)
-        tmp = unpack(archive, tempfile.mkdtemp(prefix="unpacking-", dir=CACHE))
+        tmp = unpack(archive, tempfile.mkdtemp(prefix="unpacking-", dir=cache_dir()))
         open(os.path.join(tmp, ".complete"), "w").close()
         try:
             os.replace(tmp, into)

@@ -9,10 +9,13 @@ Three rules every entry point follows (docs/RELIABILITY.md, "Nothing a user type
   a second writer stops with one line naming the holder's pid.
 Imports nothing of the project: it sits below everything that writes.
 """
+import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import stat
 import subprocess
 import tempfile
 
@@ -74,14 +77,28 @@ def owned_by(run_dir, program):
 LEGACY_KEYS = {"continual.py": ("method", "stages", "benchmarks", "eval_n")}
 
 
-LOCK_DIR = os.path.join(tempfile.gettempdir(), "sdpo-run-locks")
+def private_temp(name):
+    """<tmp>/sdpo-<uid>/<name>: a folder of this user's own in the machine's temporary folder (mode 700, owned by
+    this user, never a link), made when missing. Another user's locks and caches never mix with ours, and a folder
+    planted there by someone else is refused (OSError naming it) instead of being read or written."""
+    base = os.path.join(tempfile.gettempdir(), f"sdpo-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(base, 0o700)
+    st = os.lstat(base)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise OSError(errno.EPERM, f"{base} is not this user's private folder (a link, another owner, or open to "
+                                   f"others): remove it, or set TMPDIR to a folder of your own", base)
+    path = os.path.join(base, name)
+    os.makedirs(path, exist_ok=True)
+    return path
 
 
 def lock_path(run_dir):
-    """The lock file of a run directory: in the machine's temporary folder, named by the directory's real path, so
-    that nothing is added to the run directory or to the folder that holds it (the lock survives its replacement)."""
+    """The lock file of a run directory: in this user's private temporary folder, named by the directory's real
+    path, so that nothing is added to the run directory or to the folder that holds it (the lock survives its
+    replacement)."""
     full = os.path.realpath(os.path.abspath(run_dir)).rstrip(os.sep)
-    return os.path.join(LOCK_DIR, hashlib.sha1(full.encode()).hexdigest()[:20] + ".lock")
+    return os.path.join(private_temp("run-locks"), hashlib.sha1(full.encode()).hexdigest()[:20] + ".lock")
 
 
 class RunLock:

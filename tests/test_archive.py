@@ -91,3 +91,42 @@ def test_every_committed_archive_reads_as_saved_and_results_holds_few_files():
     if tracked:   # (a checkout with git)
         assert len(tracked) <= 60, len(tracked)
         assert json.load(open(os.path.join(RESULTS, "base", "tiny.json")))
+
+
+def test_remove_packed_removes_only_what_the_archive_holds_and_only_from_runs(tmp_path):
+    """Round five: --remove-packed once deleted a run's checkpoints, its figures and a folder holding no run."""
+    fam = tmp_path / "fam"
+    run = fam / "continual-s1"
+    (run / "checkpoints" / "grpo").mkdir(parents=True)
+    (run / "config.json").write_text('{"program": "continual.py"}')
+    (run / "results.json").write_text("{}")
+    (run / "checkpoints" / "grpo" / "model.safetensors").write_bytes(b"\0weights")
+    (run / "curves.png").write_bytes(b"\x89PNG")
+    photos = fam / "photos"
+    photos.mkdir()
+    (photos / "notes.txt").write_text("mine")
+    done = fam / "math-s2"
+    done.mkdir()
+    (done / "config.json").write_text('{"program": "continual.py"}')
+    path, n = archive.pack(str(fam))
+    left = archive.remove_packed(str(fam), archive.read(path))
+    assert (run / "checkpoints" / "grpo" / "model.safetensors").read_bytes() == b"\0weights"
+    assert (run / "curves.png").exists() and not (run / "results.json").exists() and not (run / "config.json").exists()
+    assert (photos / "notes.txt").read_text() == "mine"          # no run: untouched, though the archive holds it
+    assert not done.exists()                                     # a run wholly in the archive: gone
+    assert sorted(os.path.basename(d) for d in left) == ["continual-s1", "photos"]
+
+
+def test_unpack_never_replaces_a_file_and_writes_nothing_then(tmp_path):
+    fam = tmp_path / "fam"
+    (fam / "continual-s10").mkdir(parents=True)
+    (fam / "continual-s10" / "results.json").write_text('{"from": "archive"}')
+    (fam / "continual-s10" / "report.md").write_text("archive")
+    path, _ = archive.pack(str(fam))
+    out = tmp_path / "out"
+    (out / "continual-s10").mkdir(parents=True)
+    (out / "continual-s10" / "results.json").write_text("the user's own")
+    with pytest.raises(ValueError, match="exists already"):
+        archive.unpack(path, str(out))
+    assert (out / "continual-s10" / "results.json").read_text() == "the user's own"
+    assert not (out / "continual-s10" / "report.md").exists()

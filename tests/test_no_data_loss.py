@@ -4,6 +4,7 @@ end-of-stage evaluation keep the work, and the reference runner checks its input
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -292,3 +293,25 @@ def test_a_flag_that_changes_nothing_is_named(capsys, args, says):
     import continual
     continual.parse_args(args)
     assert says in capsys.readouterr().err
+
+
+def test_locks_and_caches_live_in_a_private_folder_of_this_user(tmp_path, monkeypatch):
+    """Round five: the run-lock folder and the archive cache had fixed names in /tmp, so a second user could never
+    run continual.py, or could plant a link or an empty cache there. Now <tmp>/sdpo-<uid>, mode 700, checked."""
+    import stat
+    import tempfile
+    from infra import safety
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    path = safety.private_temp("run-locks")
+    base = tmp_path / f"sdpo-{os.getuid()}"
+    assert path == str(base / "run-locks") and stat.S_IMODE(os.stat(base).st_mode) == 0o700
+    assert safety.lock_path("runs/x").startswith(str(base))
+    os.chmod(base, 0o777)   # open to others: refused, nothing read from it
+    with pytest.raises(OSError, match="not this user's private folder"):
+        safety.private_temp("results")
+    os.chmod(base, 0o700)
+    shutil.rmtree(base)
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    os.symlink(tmp_path / "elsewhere", base)   # a link planted in its place: refused
+    with pytest.raises(OSError, match="not this user's private folder"):
+        safety.private_temp("results")

@@ -212,9 +212,9 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, fi
     if not write:
         print(f"\n(printed only: add --into-results to write {os.path.relpath(root)}/report.md)")
         return
-    with open(os.path.join(root, "report.md"), "w") as f:
-        f.write("# Equal footing: the claims at one shared learning rate (`python tools/reference.py --family equal "
-                "--summary`)\n\n" + text + "\n")
+    write_atomically(os.path.join(root, "report.md"), lambda f: f.write(
+        "# Equal footing: the claims at one shared learning rate (`python tools/reference.py --family equal "
+        "--summary`)\n\n" + text + "\n"))
 
 
 def frontier_summary(root=os.path.join(safety.REPO, ROOTS["frontier"]), write=True, figures=None):
@@ -274,10 +274,10 @@ def summary(root=ROOT, family="paper", write=True, figures=None):
         print(f"\n(printed only: add --into-results to write the report into {os.path.relpath(root)}/)")
         return rows
     name = "report.md" if family == "paper" else "report_defences.md"
-    with open(os.path.join(root, name), "w") as f:   # the table as it stands, committed with the seeds
-        f.write(f"# {'The paper' if family == 'paper' else 'The defences'}: the declared claims "
-                f"(`python tools/reference.py{'' if family == 'paper' else ' --family defences'} --summary`)\n\n"
-                + text + "\n")
+    write_atomically(os.path.join(root, name), lambda f: f.write(   # the table as it stands, committed with the seeds
+        f"# {'The paper' if family == 'paper' else 'The defences'}: the declared claims "
+        f"(`python tools/reference.py{'' if family == 'paper' else ' --family defences'} --summary`)\n\n"
+        + text + "\n"))
     return rows
 
 

@@ -106,13 +106,10 @@ def main(argv=None):
         path, n = archive.pack(args.pack)
         print(f"packed {n} files into {path}")
         if args.remove_packed:
-            kept = archive.read(path)
-            for d in archive.run_dirs(args.pack):
-                files = archive.files_of(os.path.dirname(d))
-                mine = {p: t for p, t in files.items() if p.startswith(os.path.basename(d) + os.sep)}
-                if all(kept.get(p) == t for p, t in mine.items()):
-                    shutil.rmtree(d)
-            print(f"removed the run directories it holds; {len(archive.run_dirs(args.pack))} left")
+            left = archive.remove_packed(args.pack, archive.read(path))
+            print(f"removed the files it holds from the run directories; {len(left)} folders keep files it does not "
+                  f"hold (checkpoints, figures, folders that are no run)" if left else
+                  "removed the run directories it holds")
     else:
         with tempfile.TemporaryDirectory(prefix="results-check-") as out:
             with contextlib.redirect_stdout(io.StringIO()):
