@@ -43,8 +43,13 @@ def files_of(directory):
     out = {}
     for path in sorted(glob.glob(os.path.join(directory, "*", "**", "*"), recursive=True)):
         rel = os.path.relpath(path, directory)
-        if os.path.isfile(path) and rel.endswith(TEXT) and not set(rel.split(os.sep)) & set(SKIP):
-            out[rel] = open(path, encoding="utf-8").read()
+        if os.path.isfile(path) and not os.path.islink(path) and rel.endswith(TEXT) \
+                and not set(rel.split(os.sep)) & set(SKIP):
+            try:
+                out[rel] = open(path, encoding="utf-8").read()
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}): a run's files are; "
+                                 f"move it out of the family's folder or repair it") from None
     return out
 
 
@@ -96,7 +101,12 @@ def read(archive):
         table = pq.read_table(archive).to_pydict()
     except Exception as e:   # (a truncated or damaged parquet file)
         raise ValueError(f"{archive} cannot be read ({str(e).splitlines()[0][:160]})") from None
+    if not all(k in table for k in ("path", "sha256", "text")):
+        raise ValueError(f"{archive} is not an archive of run files (it needs the columns path, sha256 and text; "
+                         f"it has {', '.join(table) or 'none'})")
     for path, digest, text in zip(table["path"], table["sha256"], table["text"]):
+        if not isinstance(path, str) or not isinstance(text, str) or not isinstance(digest, str):
+            raise ValueError(f"{archive}: a row without a path, a text or a sha256 ({path!r}): the archive is damaged")
         if sha256(text) != digest:
             raise ValueError(f"{archive}: {path} is not what was saved (its sha256 differs): the archive is damaged")
     return dict(zip(table["path"], table["text"]))

@@ -5,8 +5,13 @@ import os
 import types
 
 import torch
+from transformers.utils import logging as hf_logging
 
 from infra.distributed import is_main, shard, under_torchrun
+
+# transformers' own bars ("Loading weights", "Writing model shards") at every stage's load and save say nothing a
+# run's own bars and lines do not: off
+hf_logging.disable_progress_bar()
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_DIR = os.path.join(REPO, "world", "tiny_model")   # (the built-in world's models live with it)

@@ -130,3 +130,25 @@ def test_unpack_never_replaces_a_file_and_writes_nothing_then(tmp_path):
         archive.unpack(path, str(out))
     assert (out / "continual-s10" / "results.json").read_text() == "the user's own"
     assert not (out / "continual-s10" / "report.md").exists()
+
+
+@pytest.mark.parametrize("case", ["no sha256 column", "null text", "not UTF-8"])
+def test_a_damaged_family_is_one_error_line_not_a_traceback(tmp_path, case):
+    import subprocess
+    import sys
+    fam = tmp_path / "fam"
+    (fam / "run-s1").mkdir(parents=True)
+    (fam / "run-s1" / "config.json").write_text("{}")
+    if case == "not UTF-8":
+        (fam / "run-s1" / "log.jsonl").write_bytes(b"\xff\xfe")
+        argv = ["--pack", str(fam)]
+    else:
+        cols = {"path": ["run-s1/a.json"], "text": [None if case == "null text" else "x"]}
+        if case == "null text":
+            cols["sha256"] = ["0" * 64]
+        pq.write_table(pa.table(cols), str(fam / "runs.parquet"))
+        argv = ["--unpack", str(fam), "--out", str(tmp_path / "out")]
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "results.py"), *argv], capture_output=True,
+                         text=True)
+    assert run.returncode == 1 and "Traceback" not in run.stderr and run.stderr.startswith("error: "), run.stderr
+    assert not (tmp_path / "out").exists()

@@ -121,4 +121,10 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (ValueError, OSError) as e:   # a damaged archive, a file where a folder belongs, a full disk: one line
+        where = getattr(e, "filename", None)
+        sys.exit(f"error: {(where + ': ') if where else ''}{getattr(e, 'strerror', None) or e}")
+    except KeyboardInterrupt:
+        sys.exit(130)
