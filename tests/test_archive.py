@@ -85,7 +85,7 @@ def test_a_file_that_is_not_what_was_saved_is_refused_by_name(reference, tmp_pat
 
 def test_every_committed_archive_reads_as_saved_and_results_holds_few_files():
     import subprocess
-    for family in ("reference", "equal_rate", "collapse", "coding_ablation", "continual", "cot"):
+    for family in ("reference", "equal_rate", "frontier", "collapse", "coding_ablation", "continual", "cot"):
         assert archive.read(os.path.join(RESULTS, family, archive.ARCHIVE)), family
     tracked = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True).stdout.split()
     if tracked:   # (a checkout with git)
