@@ -93,6 +93,14 @@ def frontier(points):
     return [(g, y) for _, g, y, _ in points[:top + 1]]
 
 
+def fewest_seeds(points):
+    """The fewest seeds of a cell on the frontier (a bootstrap over one seed has no spread to show)."""
+    if not points:
+        return 0
+    top = max(range(len(points)), key=lambda i: points[i][1])
+    return min(n for _, _, _, n in points[:top + 1])
+
+
 def interpolate(front, g):
     """y at gain g along the frontier, piecewise-linear between consecutive rates (the first segment that holds g);
     None when g is outside the gains the frontier reaches."""
@@ -125,8 +133,12 @@ def resampled(cells, rng):
 def matched_difference(cells, a, b, measure, k, draws=BOOTSTRAP, seed=0):
     """d = y_a(g) − y_b(g) at the common gain g of stage k: {g, d, low, high, p, draws, verdict} (verdict "not
     comparable" when the frontiers' gains do not overlap, or when more than 5% of the draws leave g outside one)."""
-    fa, fb = frontier(cell_means(cells, a, measure, k)), frontier(cell_means(cells, b, measure, k))
+    ma, mb = cell_means(cells, a, measure, k), cell_means(cells, b, measure, k)
+    fa, fb = frontier(ma), frontier(mb)
     g = common_gain(fa, fb)
+    if g is not None and min(fewest_seeds(ma), fewest_seeds(mb)) < 2:
+        return {"g": g, "d": interpolate(fa, g) - interpolate(fb, g), "low": None, "high": None, "p": None,
+                "draws": 0, "verdict": "too few seeds", "range": (fa, fb)}
     if g is None:
         return {"g": None, "d": None, "low": None, "high": None, "p": None, "draws": 0, "verdict": "not comparable",
                 "range": (fa, fb)}
@@ -157,7 +169,7 @@ def family(cells, draws=BOOTSTRAP):
 
 def with_holm(rows):
     for r, rejected in zip(rows, stats.holm([r["p"] for r in rows])):
-        r["corrected"] = r["verdict"] if r["verdict"] == "not comparable" else (
+        r["corrected"] = r["verdict"] if r["verdict"] in ("not comparable", "too few seeds") else (
             ("shown" if r["d"] > 0 else "opposite") if rejected else "not separable")
     return rows
 
@@ -302,7 +314,11 @@ def summary_text(runs, draws=BOOTSTRAP):
     rows = family(cells, draws)
     kl_rows = with_holm([{"pair": (a, b), "measure": "fkl", "stage": k, **matched_difference(law, a, b, "fkl", k, draws)}
                          for k in STAGES_OF["fkl"] for a, b in PAIRS])
-    return ("## The frontier's cells (gain on the stage's own domain / forgetting from the peak, points)\n\n"
+    new = [len(per_seed) for (r, lr), per_seed in cells.items() if len(per_seed) < len(claims.FRONTIER_SEEDS)]
+    interim = ("**Interim**: the new rates have " + (f"{min(new)}–{max(new)}" if min(new) != max(new) else f"{min(new)}")
+               + f" of the {len(claims.FRONTIER_SEEDS)} declared seeds; no verdict below is final, and a cell with "
+               "one seed gives none.\n\n") if new else ""
+    return (interim + "## The frontier's cells (gain on the stage's own domain / forgetting from the peak, points)\n\n"
             + frontier_table(cells) + "\n\n## Forgetting at matched gain (the declared family, Holm over it)\n\n"
             + family_table(rows) + "\n\n## Forward KL at matched gain (nats; the runs that measured it)\n\n"
             + family_table(kl_rows) + "\n\n## The KL-forgetting law (forgetting from the peak on the forward KL)\n\n"

@@ -85,3 +85,11 @@ def test_run_points_by_hand():
     assert p["peak"][0] is None and p["peak"][1] == pytest.approx(20)      # math: peak 90 → 70
     assert p["F"][1] == pytest.approx(0.0)                                 # math 70 is above its base 50
     assert p["ood"] == pytest.approx([10, 20]) and p["fkl"] == [0.3, 0.7]
+
+
+def test_a_frontier_cell_with_one_seed_gives_no_verdict():
+    cells = cells_from({"GRPO": GRPO, "SDPO_0": [(1e-5, 12, 6), (2e-5, 22, 8), (4e-5, 28, 10)]})
+    cells[("GRPO", 2e-5)] = {0: cells[("GRPO", 2e-5)][0]}   # one seed on GRPO's frontier
+    r = frontier.matched_difference(cells, "SDPO_0", "GRPO", "peak", 2, draws=50)
+    assert r["verdict"] == "too few seeds" and r["low"] is None and r["d"] is not None
+    assert frontier.with_holm([r])[0]["corrected"] == "too few seeds"
