@@ -38,8 +38,8 @@ from beyond import variants
 from experiment import claims
 from experiment.report import fmt_row, summarize_seeds, write_report, write_seeds_report
 from infra import flags, safety, trackers
-from infra.checkpoints import (append_jsonl, atomic_json, check_states, damaged_files, load_optimizer, load_teacher,
-                               read_jsonl, save_checkpoint, stage_checkpoint, with_stage_checkpoints, write_atomically,
+from infra.checkpoints import (CHECKSUMS, append_jsonl, atomic_json, check_states, damaged_files, load_optimizer,
+                               load_teacher, read_jsonl, save_checkpoint, stage_checkpoint, with_stage_checkpoints, write_atomically,
                                write_result_checksum)
 from infra.distributed import NonFiniteError, barrier, init_distributed, is_main, shard, under_torchrun
 from infra.flags import per_seed
@@ -345,7 +345,8 @@ class Run:
                           stage.opt if keep_opt else None)
         rows = stage.rows
         self.done.append({"domain": stage.domain, "acc": acc, "degenerate": deg, "drift": stage_drift,
-                          "curve": stage.curve, "checkpoint": ckpt, "train_seconds": round(train_s, 1),
+                          "curve": stage.curve, "checkpoint": ckpt, "checksums": True,   # (it must have them)
+                          "train_seconds": round(train_s, 1),
                           "seconds": round(time.time() - stage.t0, 1),   # training, evaluation and drift
                           "mean_reward": sum(r["reward"] for r in rows) / len(rows),
                           "last_js": rows[-1].get("js"), "last_entropy": rows[-1].get("entropy"),
@@ -663,6 +664,8 @@ def check_saved_stages(run_dir, run_name, done, n_stages):
         again = (f"delete {st['checkpoint']} and rerun the same command: {later} of {run_name} will be trained again "
                  f"(the results in progress.json are intact until then)")
         bad = damaged_files(st["checkpoint"]) if os.path.isdir(st["checkpoint"]) else []
+        if bad is None and st.get("checksums"):   # saved with checksums, and they are gone: nothing vouches for it
+            bad = [(CHECKSUMS, "missing")]
         if bad:
             fail(f"{os.path.join(st['checkpoint'], bad[0][0])} is {bad[0][1]} since it was saved"
                  f"{f' ({len(bad) - 1} more file(s) too)' if len(bad) > 1 else ''}: the checkpoint of stage {k + 1} is "

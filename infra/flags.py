@@ -312,17 +312,29 @@ def parser(script, description, usage, knobs=(), show_all=True):
 CONFIG_IGNORED = ("runs", "program", "config", "code")   # what a run's config.json records beyond its flags (derived from them)
 
 
+class NoAliases(yaml.SafeLoader):
+    """YAML without aliases (*name): a 532-byte file of nested aliases once expanded to 2 GB. A --config holds
+    settings, which never need one."""
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("an alias (*name) is not allowed in a --config file")
+        return super().compose_node(parent, index)
+
+
 def config_settings(ap, path):
     """{setting: value} of a --config file: JSON (a run's own config.json) or YAML; one error line if it cannot be
     read or is not a mapping."""
     try:
         text = open(path).read()
         if path.endswith((".yaml", ".yml")):
-            cfg = yaml.safe_load(text)
+            cfg = yaml.load(text, Loader=NoAliases)
         else:
             cfg = json.loads(text)
-    except (OSError, ValueError) as e:
-        ap.error(f"--config {path}: {str(e).splitlines()[0][:200]}")
+    except OSError as e:
+        ap.error(f"--config {path}: {e.strerror or e}")
+    except ValueError as e:
+        ap.error(f"--config {path}: not a JSON file of settings (a run's config.json) nor YAML (.yaml, .yml): "
+                 f"{str(e).splitlines()[0][:160]}")
     except Exception as e:   # a YAML syntax error
         ap.error(f"--config {path}: not valid YAML ({str(e).splitlines()[0][:200]})")
     if not isinstance(cfg, dict):

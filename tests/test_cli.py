@@ -141,3 +141,19 @@ def test_alpha_is_only_t1_s_rate_and_t6_has_its_own():
     assert configs[0][2] == "sdpo_a0.05_tr0.1"
     _, _, _, _, configs, _ = continual.parse_args(["--method", "sdpo_5"])
     assert "trust_rate" not in configs[0][1]   # read only by T6: not a setting of the others
+
+
+def test_a_yaml_config_with_aliases_is_refused_at_once(tmp_path):
+    """Round five: 532 bytes of nested YAML aliases once cost 2 GB and ended in MemoryError."""
+    import time
+    import continual
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("a: &a [" + ",".join(["x"] * 9) + "]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(8)))
+    t0 = time.time()
+    with pytest.raises(SystemExit) as e:
+        continual.parse_args(["--config", str(bomb)])
+    assert e.value.code == 2 and time.time() - t0 < 5
+    plain = tmp_path / "ok.yaml"
+    plain.write_text("lr: 0.0002\nstages: [math]\n")
+    assert continual.parse_args(["--config", str(plain)])[1].lr == 0.0002

@@ -168,3 +168,16 @@ def test_a_failed_save_leaves_no_temporary_file(finished, tmp_path, capsys):
     code, _, out = rerun(run, capsys)
     assert code == 1 and "results.json:" in out.err and "results.json.tmp" not in out.err
     assert not os.path.exists(run / "results.json.tmp")
+
+
+def test_a_checkpoint_saved_with_checksums_is_refused_once_they_are_gone(tmp_path, capsys):
+    """Round five: a checkpoint whose checksums.json was deleted passed the rerun check even truncated. A stage saved
+    by this version records that it has checksums, so their absence is damage; an older stage's (no record) is not."""
+    from experiment import rundir
+    ckpt = tmp_path / "checkpoints" / "grpo" / "stage1-math"
+    ckpt.mkdir(parents=True)
+    (ckpt / "model.safetensors").write_bytes(b"trunc")
+    with pytest.raises(SystemExit):
+        rundir.check_saved_stages(str(tmp_path), "grpo", [{"checkpoint": str(ckpt), "checksums": True}], 1)
+    assert "checksums.json is missing" in capsys.readouterr().err
+    rundir.check_saved_stages(str(tmp_path), "grpo", [{"checkpoint": str(ckpt)}], 1)   # an older run: nothing to check

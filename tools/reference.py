@@ -120,6 +120,8 @@ def run_experiment(exp, seed, threads=1, root=ROOT, family="paper", committed=Fa
         f.flush()
         code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, preexec_fn=end_with_parent,
                               cwd=safety.REPO).returncode
+    if code in (130, -signal.SIGINT):   # the child stopped for Ctrl-C (its stages kept): this runner stops too, 130
+        raise KeyboardInterrupt
     if code != 0:
         raise ExperimentFailed(f"{name} stopped (exit {code}): {last_line(out)} (its whole log: {out}; rerun the "
                                f"same command to resume it)")
