@@ -55,6 +55,7 @@ FAST = {
     11: None,
     12: TINY_RUN + ["--benchmarks", "math,tooluse,math_hard"],
     13: None,    # (it reads the committed cells of results/collapse: seconds)
+    14: None,    # (it reads the committed runs of results/reference and results/equal_rate: seconds)
 }
 
 
@@ -143,6 +144,16 @@ def key_numbers(number, out_dir):
     if number == 9:
         return {(f"line {i + 1}: {k}", "exact"): v for i, line in enumerate(log_text(out_dir, 9).splitlines()[:2])
                 for k, v in ast.literal_eval(line).items() if isinstance(v, float)}
+    if number == 14:   # what one learning rate gives each method, from the committed runs' logs
+        text = log_text(out_dir, 14)
+        size = {(r[0], r[1]): r for r in table_rows(text, "What one learning rate gives each method")}
+        learns = {(r[0], r[1]): r for r in table_rows(text, "Does each method learn each stage?")}
+        return {("SDPO_0 ÷ GRPO, per-batch update at one rate (1e-4), stage 1", "exact"):
+                    float(size[("SDPO_0", "1e-04")][3].split(" / ")[0]),
+                ("SDPO_0 at 4e-4 ÷ GRPO at 1e-4, per-batch update, stage 1", "exact"):
+                    float(size[("SDPO_0", "4e-04")][4].split(" / ")[0]),
+                ("GRPO at 4e-4: seeds whose MATH rose in stage 1, of 32", "exact"):
+                    int(learns[("GRPO", "4e-04")][2].split("/")[0])}
     if number == 10:
         m = re.search(r"moves ([\d.]+)x as far", log_text(out_dir, 10))
         return {("the teacher's KL to the base over the Razor policy's", "exact"): float(m.group(1))}
@@ -312,8 +323,11 @@ def main(argv=None):
     for number, title, command in chosen:
         print(f"== {number}. {title}\n$ {command}{' (--fast)' if args.fast else ''}", flush=True)
         seconds, status = run_exercise(number, command, args.out, args.fast, SOLUTIONS_THREADS if args.check else None)
-        print(f"   {'ok' if status == 0 else f'FAILED (exit {status}): see logs/{number}.txt'}, {seconds:.0f} s",
-              flush=True)
+        print(f"   {'ok' if status == 0 else f'FAILED (exit {status}): see logs/{number}.txt'}, {seconds:.0f} s "
+              f"(its output: {os.path.join(args.out, 'logs', f'{number}.txt')})", flush=True)
+        found = key_numbers(number, args.out) if status == 0 else {}
+        for (name, _), value in found.items():   # the exercise's answer, on the console (SOLUTIONS.md has the class's)
+            print(f"   {name}: {fmt(value)}", flush=True)
         rows.append((number, title, command, seconds, status))
     table = timing_table(rows, args.fast)
     with open(os.path.join(args.out, "timings.md"), "w") as f:
