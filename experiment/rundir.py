@@ -292,7 +292,7 @@ class Run:
         if k > 0 and args.stage_optimizer == "carry" and not self.resume:   # the moments and step count go on
             load_optimizer(stage_checkpoint(seed.run_dir, self.name, k - 1, seed.stages[k - 1]), model, opt)
         stage = Stage(k, seed.stages[k], stage_args, records, opt, frozen, self.method.teacher_of(frozen), prev_state,
-                      desc=f"{self.name} {k + 1}:{seed.stages[k]}", t0=t0)
+                      desc=f"{seed_label(seed)}{self.name} {k + 1}:{seed.stages[k]}", t0=t0)
         if self.resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
             load_optimizer(seed.partial_dir, model, opt)
             if stage.teacher is not None:
@@ -415,6 +415,12 @@ def build_results(configs, stages, benchmarks, progress, args):
 # ----------------------------------------------------------------------------------------------
 # One directory per seed, claimed before any work starts
 # ----------------------------------------------------------------------------------------------
+def seed_label(seed):
+    """'seed 1 (2/3) ' on a bar of a several-seed command, '' for one seed."""
+    seeds = [one.seed for one in seed.experiment.seed_args]
+    return f"seed {seed.args.seed} ({seeds.index(seed.args.seed) + 1}/{len(seeds)}) " if len(seeds) > 1 else ""
+
+
 def seed_dirs(args, seeds, configs, defaults):
     """Each seed's run directory: runs/<--name>[-s<seed>], else named by the configurations and flags."""
     return [os.path.join(args.runs_dir, (f"{args.name}-s{one.seed}" if len(seeds) > 1 else args.name)
