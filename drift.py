@@ -306,7 +306,7 @@ def kl_to_base_per_benchmark(model, base, tok, kl_records, samples, max_new_toke
 # ----------------------------------------------------------------------------------------------
 @torch.no_grad()
 def forward_kl_terms(model, base, prompts, responses, pad_id, batch_size=SAMPLE_BATCH):
-    """(B4, forward) For each response y ~ π_0 of its prompt: Σ_t KL(π_0(·|h_t) ‖ π_θ(·|h_t)) over its tokens
+    """(RL's Razor's law, beside B4's reverse KL) For each response y ~ π_0 of its prompt: Σ_t KL(π_0(·|h_t) ‖ π_θ(·|h_t)) over its tokens
     (EOS included), h_t = prompt + y_<t. Its mean over y ~ π_0 is the sequence KL(π_0 ‖ π_θ) of the
     length-limited policies (the chain rule: each position's next token is drawn from π_0(·|h_t)), with less
     variance than Σ_t [log π_0(y_t) − log π_θ(y_t)], since each position's whole distribution is summed.
