@@ -33,6 +33,7 @@ import evaluate
 import grpo
 import sdpo
 from world import tasks
+from infra import flags, safety
 from infra.distributed import setup_torch
 from infra.models import load_model
 from infra.padding import right_pad
@@ -246,11 +247,13 @@ def main(argv=None):
                      ("--max-new-tokens", 1 <= args.max_new_tokens <= 4096)):
         if not ok:
             ap.error(f"{flag} is out of range")
-    for m in (args.model, args.teacher):
-        if m and m != "tiny" and (os.sep in m or m.startswith(".")) and not os.path.isfile(os.path.join(m, "config.json")):
-            ap.error(f"'{m}' is not a model directory (no config.json)")
-    if os.path.isfile(args.out):
-        ap.error(f"--out: '{args.out}' is a file")
+    if args.seed < 0:
+        ap.error(f"--seed must be >= 0, got {args.seed}")
+    for flag, m in (("--model", args.model), ("--teacher", args.teacher)):
+        if m is not None:
+            flags.check_model_flag(ap, flag, m)
+    flags.check_dir_flag(ap, "--out", args.out)
+    safety.refuse_committed(ap.error, "--out", args.out)
     try:
         tasks.check_task(args.task)
         records = evaluate.benchmark_records(args.task, args.prompts, args.seed)

@@ -34,6 +34,7 @@ import yaml   # (pyyaml: a dependency of datasets) a YAML --config
 from world import sandbox
 from world import tasks
 from infra.distributed import sample_blocks_per_step
+from infra.safety import committed_path
 from infra.models import BUILT_IN_MODELS, DTYPES, MODEL_DIRS
 from infra import speedups, trackers
 from infra.speedups import SAMPLE_BATCH
@@ -442,7 +443,7 @@ def check_common(ap, args):
                "in [1e-12, 1] (smaller is 0 or a denormal in fp32/bf16 weights' updates)"),
               ("--weight-decay", args.weight_decay is None or (finite(args.weight_decay) and 0 <= args.weight_decay <= 1),
                "in [0, 1]"),
-              ("--warmup-steps", args.warmup_steps is None or args.warmup_steps >= 0, ">= 0"),
+              ("--warmup-steps", args.warmup_steps is None or 0 <= args.warmup_steps <= 10**6, "in [0, 10^6]"),
               ("--temperature", finite(args.temperature) and 1e-3 <= args.temperature <= 100, "in [0.001, 100]"),
               ("--top-p", 0 < args.top_p <= 1, "in (0, 1]"),
               ("--eval-n", 1 <= args.eval_n <= MAX_EVAL_N, f"in [1, {MAX_EVAL_N}]"),
@@ -594,7 +595,8 @@ def check_model_flag(ap, flag, name):
         if not os.path.isfile(os.path.join(name, "config.json")):
             ap.error(f"{flag}: '{name}' is not a model directory (no config.json)")
         return
-    if not re.fullmatch(r"[\w-][\w.-]*(/[\w.-]+)?", name):   # not a hub id (org/name): a missing directory
+    if not re.fullmatch(r"[\w-][\w.-]*(/[\w.-]+)?", name) or os.path.isdir(name.split("/")[0]):
+        # not a hub id (org/name), or a path under a local folder (runs/nope): a missing directory
         ap.error(f"{flag}: no such model directory '{name}'")
     from huggingface_hub import try_to_load_from_cache   # a hub id: its config must be in the local cache
     if not isinstance(try_to_load_from_cache(name, "config.json"), str):
@@ -612,6 +614,8 @@ def check_dir_flag(ap, flag, path):
         if os.path.exists(p):
             if not os.path.isdir(p):
                 ap.error(f"{flag}: '{path}' cannot be a directory ('{p}' is a file)")
+            if committed_path(p):   # committed work: no probe made there (the command's own refusal comes next)
+                return
             try:   # the only sure test: make (and remove) a folder there (/proc says "writable" to root, yet refuses)
                 os.rmdir(tempfile.mkdtemp(dir=p))
             except OSError:

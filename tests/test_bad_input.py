@@ -19,7 +19,14 @@ from tools import tiny
 
 NO_CUDA = not torch.cuda.is_available()
 
+from classroom import tokens
+
 BAD = [   # (script, argv); FILE is a plain file in the working directory
+    # round five (issue 73): tracebacks, unbounded flags and negative seeds
+    (tokens, ["--model", ""]), (tokens, ["--teacher", ""]), (tokens, ["--out", ""]), (tokens, ["--seed", "-1"]),
+    (bench, ["--out", ""]), (bench, ["--memory-tokens", "100000000000000"]),
+    (tiny, ["--seed", "-1", "--out", "m"]), (tiny, ["--steps", "10000000000", "--out", "m"]),
+    (continual, ["--warmup-steps", "1000000000"]),
     (continual, ["--model", "not-a-model-id"]),
     (continual, ["--model", "./no/such/dir"]),
     (continual, ["--runs-dir", "FILE"]),

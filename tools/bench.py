@@ -35,7 +35,7 @@ import torch
 
 import drift
 import evaluate
-from infra import flags
+from infra import flags, safety
 import grpo
 import rollout
 from world import sandbox
@@ -673,12 +673,16 @@ def main(argv=None):
                           eval_n=2, eval_max_new_tokens=8, memory_tokens=512)
     for flag, ok, allowed in (("--threads", 0 <= args.threads <= 1024, "in [0, 1024]"),
                               ("--micro-batch", args.micro_batch >= 0, ">= 0"),
-                              ("--memory-tokens", args.memory_tokens >= 1, ">= 1"),
+                              ("--memory-tokens", 1 <= args.memory_tokens <= 10**7, "in [1, 10^7]"),
                               ("--eval-n", args.eval_n >= 1, ">= 1"),
                               ("--eval-max-new-tokens", args.eval_max_new_tokens >= 1, ">= 1"),
                               ("--seed", 0 <= args.seed < 2**31, "in [0, 2^31)")):
         if not ok:   # (every mode's flags, before any mode runs)
             ap.error(f"{flag} must be {allowed}")
+    if not args.out.strip() or os.path.isdir(args.out) or (os.path.dirname(args.out)
+                                                              and os.path.isfile(os.path.dirname(args.out))):
+        ap.error(f"--out: {args.out!r} is not a file name this can write (empty, a folder, or under a file)")
+    safety.refuse_committed(ap.error, "--out", args.out)
     if args.grading:
         rows = bench_grading(args.repeat)
         print(grading_report(rows))

@@ -182,8 +182,10 @@ def main(argv=None):
     steps = (400 if args.think else 1800) if args.steps is None else args.steps   # (--steps 0 is 0, refused)
     lr = (1e-3 if args.think else 3e-3) if args.lr is None else args.lr
     args.out = args.out or (THINK_DIR if args.think else TINY_DIR)
-    if steps < 1:
-        ap.error(f"--steps must be >= 1, got {steps}")
+    if not 1 <= steps <= 10**6:
+        ap.error(f"--steps must be in [1, 10^6], got {steps}")
+    if args.seed < 0:
+        ap.error(f"--seed must be >= 0, got {args.seed}")
     if not (math.isfinite(lr) and lr > 0):
         ap.error(f"--lr must be a finite number > 0, got {lr}")
     check_dir_flag(ap, "--out", args.out)
