@@ -41,7 +41,7 @@ CURVE_METRICS = [("reward", "mean reward"), ("js", "JS per distilled token (SDPO
                  ("entropy", "student entropy (nats)"), ("teacher_entropy", "teacher entropy (nats)"),
                  # what the step distilled and how far it moved θ: a collapse shows here as it happens
                  ("demo_frac", "share distilled by a demonstration"), ("feedback_frac", "share distilled by feedback"),
-                 ("update_rel", "update ‖Δθ‖/‖θ‖ (log scale)"), ("lr", "learning rate in force")]
+                 ("update_rel", "update ‖Δθ‖/‖θ‖"), ("lr", "learning rate in force\n(a climb from 0: the stage's warmup)")]
 PER_DISTILLED_TOKEN = ("js", "entropy", "teacher_entropy")   # undefined on a step without signal
 
 
@@ -239,11 +239,13 @@ def plot_curves(rows, path, stages=None, labels=None):
                 ax.plot(*zip(*pts), lw=1, color=COLORS[c % len(COLORS)], label=label_of(labels, run))
             if key == "update_rel" and any(y > 0 for _, y in pts):
                 ax.set_yscale("symlog", linthresh=1e-5)   # (a step with rate 0 moves nothing: 0 stays on the axis)
+                ax.symlog = True
             marks = [(xi, r[key]) for xi, r in zip(x, mine) if r.get("teacher_refresh") and r.get(key) is not None]
             if marks:   # T2: the steps after which the teacher was refreshed
                 ax.plot(*zip(*marks), ls="none", marker="v", ms=6, mec="black", mew=0.6,
                         color=COLORS[c % len(COLORS)], label=f"{label_of(labels, run)}: teacher refresh (T2)")
     for ax, (_, title) in zip(axes, metrics):
+        title += "\n(log scale above 1e-5, linear below)" if getattr(ax, "symlog", False) else ""
         ax.set_title(title, fontsize=9, pad=12 if stages else 6)   # (room for the stage names)
         ax.set_xlabel("step" + (" (stages in order)" if stages else ""), fontsize=7)
         mark_stages(ax, stages, steps_per_stage)
