@@ -24,16 +24,22 @@ RUN_FILES = {"log.jsonl", "model", "teacher", "summary.json", "curves.png", "mod
              "teacher.old"}
 
 
-def own_run_dir(out, method_name):
-    """May this command replace `out`? Yes for its own earlier run (summary.json names the same method and
-    settings), or an unfinished one (only the files a run writes, no summary yet)."""
+def own_run_dir(out, method_name, args):
+    """May this command replace `out`? Yes for its own earlier run (summary.json names the same method, task and
+    seed), or an unfinished one (only the files a run writes, no summary yet). Another task's or seed's finished
+    run is never replaced."""
     summary = os.path.join(out, "summary.json")
     if os.path.isfile(summary):
         try:
-            return json.load(open(summary)).get("method") == method_name
+            saved = json.load(open(summary))
+            return (saved.get("method"), saved.get("task"), saved.get("seed", args.seed)) == \
+                (method_name, args.task, args.seed)
         except (OSError, ValueError, AttributeError):
             return False
     return set(os.listdir(out)) <= RUN_FILES
+
+
+LOCKS = []   # the run directory this process writes, locked until it exits (safety.RunLock)
 
 
 def claim_out_dir(ap, args, method_name):
@@ -43,9 +49,15 @@ def claim_out_dir(ap, args, method_name):
         check_dir_flag(ap, "--out", args.out)
     out = args.out or os.path.join("runs", f"{method_name}-{os.path.basename(args.task)}-s{args.seed}")
     safety.refuse_committed(ap.error, "--out", out, args.overwrite_committed)
-    if is_main() and os.path.isdir(out) and os.listdir(out) and not own_run_dir(out, method_name):
-        ap.error(f"--out {out} exists and is not a run of this command ({method_name}); nothing was changed. "
-                 f"Give another --out")
+    if is_main() and os.path.isdir(out) and os.listdir(out) and not own_run_dir(out, method_name, args):
+        ap.error(f"--out {out} exists and is not a run of this command ({method_name} on {args.task}, seed "
+                 f"{args.seed}); nothing was changed. Give another --out")
+    if is_main():   # one writer at a time: a second run with the same --out stops here
+        lock = safety.RunLock(out)
+        if not lock.acquire():
+            ap.error(f"--out {out} is being written by another process (pid {lock.held_by()}); wait for it, or "
+                     f"give another --out")
+        LOCKS.append(lock)
     return out
 
 
@@ -118,7 +130,8 @@ class OneTaskRun:
         if processes > 1:
             print(f"{processes} processes, FSDP2: each held 1/{processes} of the weights, gradients and AdamW states")
         with open(os.path.join(out, "summary.json"), "w") as f:
-            json.dump({"method": self.method_name, "task": args.task, "acc_before": before, "acc_after": after,
+            json.dump({"method": self.method_name, "task": args.task, "seed": args.seed, "acc_before": before,
+                       "acc_after": after,
                        "train_seconds": train_s, "world_size": processes, "args": vars(args)}, f, indent=1)
         curves = plots.plot_curves(rows, os.path.join(out, "curves.png"))
         saved = [f"{out}/model"] + ([f"{out}/teacher"] if teacher is not None else []) + \

@@ -315,3 +315,22 @@ def test_locks_and_caches_live_in_a_private_folder_of_this_user(tmp_path, monkey
     os.symlink(tmp_path / "elsewhere", base)   # a link planted in its place: refused
     with pytest.raises(OSError, match="not this user's private folder"):
         safety.private_temp("results")
+
+
+def test_a_one_task_run_never_replaces_another_tasks_run_nor_writes_beside_a_running_one(tmp_path, capsys):
+    """Round five: `grpo.py --out runs/keep` for another task and seed replaced a finished run, and two grpo.py runs
+    wrote one folder at once (one-task runs took no lock)."""
+    import grpo
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "summary.json").write_text(json.dumps({"method": "grpo", "task": "tooluse", "seed": 3}))
+    with pytest.raises(SystemExit) as e:
+        grpo.main(["--task", "math", "--seed", "0", "--out", str(keep), "--steps", "1"])
+    assert e.value.code == 2 and "is not a run of this command" in capsys.readouterr().err
+    assert json.load(open(keep / "summary.json"))["task"] == "tooluse"
+    busy = tmp_path / "busy"
+    lock = safety.RunLock(str(busy))
+    assert lock.acquire()
+    with pytest.raises(SystemExit) as e:
+        grpo.main(["--task", "math", "--out", str(busy), "--steps", "1"])
+    assert e.value.code == 2 and f"pid {os.getpid()}" in capsys.readouterr().err
