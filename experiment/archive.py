@@ -43,7 +43,8 @@ def files_of(directory):
     out = {}
     for path in sorted(glob.glob(os.path.join(directory, "*", "**", "*"), recursive=True)):
         rel = os.path.relpath(path, directory)
-        if os.path.isfile(path) and not os.path.islink(path) and rel.endswith(TEXT) \
+        inside = os.path.realpath(path).startswith(os.path.realpath(directory) + os.sep)   # (no link leads out)
+        if os.path.isfile(path) and not os.path.islink(path) and inside and rel.endswith(TEXT) \
                 and not set(rel.split(os.sep)) & set(SKIP):
             try:
                 out[rel] = open(path, encoding="utf-8").read()

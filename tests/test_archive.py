@@ -152,3 +152,15 @@ def test_a_damaged_family_is_one_error_line_not_a_traceback(tmp_path, case):
                          text=True)
     assert run.returncode == 1 and "Traceback" not in run.stderr and run.stderr.startswith("error: "), run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_pack_follows_no_link_out_of_the_family(tmp_path):
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "secret.json").write_text('{"mine": 1}')
+    fam = tmp_path / "fam"
+    (fam / "run-s1").mkdir(parents=True)
+    (fam / "run-s1" / "results.json").write_text("{}")
+    os.symlink(outside, fam / "run-s1" / "linked")
+    os.symlink(outside / "secret.json", fam / "run-s1" / "file.json")
+    assert sorted(archive.files_of(str(fam))) == [os.path.join("run-s1", "results.json")]

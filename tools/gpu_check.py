@@ -263,7 +263,9 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="The sharded bf16 path against the CPU fp32 path, on one batch.")
+    ap = argparse.ArgumentParser(description="The sharded bf16 path against the CPU fp32 path, on one batch.",
+                                 usage="python tools/gpu_check.py {reference,check,memory} OUT [--model M] [--device D] "
+                                       "... (--help lists all)")
     ap.add_argument("mode", choices=["reference", "check", "memory"])
     ap.add_argument("out")
     ap.add_argument("--model", default="tiny")
@@ -286,6 +288,8 @@ def main(argv=None):
                          ("--sample-batch", args.sample_batch, 1 << 16)):
         if not 1 <= v <= top:
             ap.error(f"{flag} must be in [1, {top}], got {v}")
+    flags.check_model_flag(ap, "--model", args.model)
+    flags.check_device_flag(ap, args.device)
     if args.mode == "check" and not os.path.isdir(args.out):
         ap.error(f"{args.out}: no reference there (make it first: python tools/gpu_check.py reference {args.out})")
     if args.mode == "reference" and os.path.exists(args.out) and not os.path.isdir(args.out):
