@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from experiment import claims
 from experiment.report import seed_log
+from infra import safety
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # --fast: flags appended to an exercise's command (argparse keeps the last value of a flag); None: as written
@@ -314,6 +315,7 @@ def main(argv=None):
         ap.error("--check compares the class settings' numbers with classroom/SOLUTIONS.md: not with --fast")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         ap.error(f"--out: '{args.out}' is a file")
+    safety.refuse_committed(ap.error, "--out", args.out)   # (its runs/, logs/ and copies of LAB.md go there)
     chosen = [e for e in sheet if args.all or e[0] in args.numbers]
     os.makedirs(args.out, exist_ok=True)
     shutil.copyfile(os.path.join(ROOT, "LAB.md"), os.path.join(args.out, "LAB.md"))

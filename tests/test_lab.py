@@ -74,7 +74,8 @@ def test_lab_py_runs_an_exercise_and_writes_the_class_folder(tmp_path):
 
 @pytest.mark.parametrize("argv,message", [([], "give --all or exercise numbers"), (["99"], "no exercise 99"),
                                           (["--all", "3"], "not both"),
-                                          (["--all", "--fast", "--check"], "not with --fast")])
+                                          (["--all", "--fast", "--check"], "not with --fast"),
+                                          (["9", "--out", os.path.join(ROOT, "results", "class")], "holds committed work")])
 def test_lab_py_bad_input_is_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as stop:
         lab.main(argv)
