@@ -20,7 +20,7 @@ from tools import tiny
 NO_CUDA = not torch.cuda.is_available()
 
 from classroom import tokens
-from tools import gpu_check
+from tools import collapse, gpu_check
 
 BAD = [   # (script, argv); FILE is a plain file in the working directory
     # round five (issue 73): tracebacks, unbounded flags and negative seeds
@@ -28,6 +28,7 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (bench, ["--out", ""]), (bench, ["--memory-tokens", "100000000000000"]),
     (tiny, ["--seed", "-1", "--out", "m"]), (tiny, ["--steps", "10000000000", "--out", "m"]),
     (continual, ["--warmup-steps", "1000000000"]),
+    (collapse, ["--summary", "--out", "results/colapse"]),   # a typo: it printed an empty table, exit 0
     (gpu_check, ["reference", "gc", "--device", "bogus"]), (gpu_check, ["reference", "gc", "--model", "nope"]),
     (continual, ["--model", "not-a-model-id"]),
     (continual, ["--model", "./no/such/dir"]),

@@ -388,7 +388,8 @@ def figures(out, into):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 usage="python tools/collapse.py [--summary] [--figures DIR] [--out DIR] ... (--help lists all)")
     ap.add_argument("--runs", default=os.path.join("runs", "regen"), help="the regenerated reference (--family regen)")
     ap.add_argument("--out", default=None, help="where the cells go (default runs/collapse); --summary and --figures "
                     "read it (default: the committed cells, results/collapse)")
@@ -414,6 +415,8 @@ def main(argv=None):
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         ap.error(f"--seeds: a comma list of integers, got {args.seeds!r}")
+    if (args.summary or args.figures) and not os.path.isdir(args.out):
+        ap.error(f"--out {args.out}: no such folder of cells to read (the committed ones: leave --out out)")
     if args.summary:
         cells = archive.materialized(args.out)   # (the committed cells: from their archive)
         print("\n\n".join(t for t in (summary(cells), probe_table(cells), orders_table(cells, seeds)) if t))
