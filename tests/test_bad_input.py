@@ -28,7 +28,8 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (bench, ["--out", ""]), (bench, ["--memory-tokens", "100000000000000"]),
     (tiny, ["--seed", "-1", "--out", "m"]), (tiny, ["--steps", "10000000000", "--out", "m"]),
     (continual, ["--warmup-steps", "1000000000"]),
-    (collapse, ["--summary", "--out", "results/colapse"]),   # a typo: it printed an empty table, exit 0
+    (collapse, ["--summary", "--out", "results/colapse"]),
+    (collapse, ["--summary", "--figures", "FILE"]),   # a typo: it printed an empty table, exit 0
     (gpu_check, ["reference", "gc", "--device", "bogus"]), (gpu_check, ["reference", "gc", "--model", "nope"]),
     (continual, ["--model", "not-a-model-id"]),
     (continual, ["--model", "./no/such/dir"]),

@@ -408,6 +408,7 @@ def main(argv=None):
     if args.out is None:   # (reading: the committed cells, from any directory; running: a folder of yours)
         args.out = COMMITTED if (args.summary or args.figures) else os.path.join("runs", "collapse")
     if args.figures:
+        flags.check_dir_flag(ap, "--figures", args.figures)
         safety.refuse_committed(ap.error, "--figures", args.figures, args.overwrite_committed)
     if not (args.summary or args.figures):
         safety.refuse_committed(ap.error, "--out", args.out, args.into_results, "--into-results")

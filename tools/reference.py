@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
 from experiment import archive, claims, footing, frontier  # noqa: E402
-from infra import plots, safety  # noqa: E402
+from infra import flags, plots, safety  # noqa: E402
 from world import tasks  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 from infra.models import load_model  # noqa: E402
@@ -335,6 +335,7 @@ def main(argv=None):
         ap.error("--figures draws the equal-rate arm's or the frontier's summary: give it with --family equal (or "
                  "frontier) --summary")
     if args.figures:
+        flags.check_dir_flag(ap, "--figures", args.figures)
         safety.refuse_committed(ap.error, "--figures", args.figures, args.overwrite_committed)
     writes = (args.seeds is not None or args.distances) and safety.committed_path(root)
     if writes and not args.into_results:
