@@ -517,7 +517,12 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks, configs=()):
                      f"another --name or --runs-dir")
         if not same_run(old, fingerprint):
             if not args.overwrite:
-                ap.error(f"{run_dir} holds a different run; use --name for a new one or --overwrite to replace it")
+                differ = [k for k in sorted(set(old) | set(fingerprint)) if k not in RECORDED_ONLY
+                          and old.get(k) != fingerprint.get(k)]
+                shown = ", ".join(f"--{k.replace('_', '-')} {old.get(k)!r} there, {fingerprint.get(k)!r} here"
+                                  for k in differ[:3]) + (f" (and {len(differ) - 3} more)" if len(differ) > 3 else "")
+                ap.error(f"{run_dir} holds a different run ({shown}); use --name for a new one or --overwrite to "
+                         f"replace it")
             shutil.rmtree(run_dir)
     elif is_main() and not args.overwrite and os.path.exists(progress_path):
         fail(f"{config_path} is missing, but {run_dir} holds a run's completed stages (progress.json), so it cannot be "

@@ -525,6 +525,10 @@ def check_stages_and_benchmarks(ap, args):
             ap.error(f"--stages: {e}")
     if not stages:
         ap.error("--stages: no stage given")
+    twice = sorted({s for s in stages if stages.count(s) > 1})
+    if twice:   # allowed (a domain trained again later is a real design), but rarely meant: said once
+        print(f"warning: --stages names {', '.join(twice)} more than once: each occurrence is a stage of its own, "
+              f"trained again on the same domain", file=sys.stderr)
     try:
         benchmarks = tasks.resolve_benchmarks(args.benchmarks)
     except ValueError as e:

@@ -157,3 +157,12 @@ def test_a_yaml_config_with_aliases_is_refused_at_once(tmp_path):
     plain = tmp_path / "ok.yaml"
     plain.write_text("lr: 0.0002\nstages: [math]\n")
     assert continual.parse_args(["--config", str(plain)])[1].lr == 0.0002
+
+
+def test_a_stage_given_twice_is_said_once(capsys):
+    import continual
+    continual.parse_args(["--stages", "math,science,math"])
+    err = capsys.readouterr().err
+    assert err.count("--stages names math more than once") == 1
+    continual.parse_args(["--stages", "math,science"])
+    assert "more than once" not in capsys.readouterr().err

@@ -201,3 +201,15 @@ def test_a_runs_own_config_json_reruns_that_run_in_its_directory(tmp_path):
     assert args2.threads == 1 and args2.steps == 2 and stages2 == stages
     # a rerun's own record is the same run, whatever threads or directory it records
     assert rundir.same_run(record, rundir.fingerprint_of(flags.per_seed(args2)[0], stages2, benchmarks2, configs2))
+
+
+def test_a_different_run_is_named_by_the_settings_that_differ(tmp_path):
+    """Issue 74: "runs/X holds a different run" did not say which setting differs."""
+    ap, args, stages, benchmarks, configs, _ = continual.parse_args(["--method", "grpo", "--steps", "3", "--name", "x",
+                                                                     "--runs-dir", str(tmp_path / "runs")])
+    run_dir = tmp_path / "runs" / "x"
+    run_dir.mkdir(parents=True)
+    old = {**rundir.fingerprint_of(flags.per_seed(args)[0], stages, benchmarks, configs), "steps": 5}
+    (run_dir / "config.json").write_text(json.dumps(old))
+    out = run_cli(["--method", "grpo", "--steps", "3", "--name", "x"], tmp_path)
+    assert out.returncode == 2 and "--steps 5 there, 3 here" in out.stderr, out.stderr
