@@ -153,9 +153,12 @@ class Experiment:
         if not is_main():
             return None
         seeds, dirs, args = self.seed_args, self.dirs, self.args
+        tracked = {"tensorboard": lambda d: f"; TensorBoard's events in {d}/tensorboard/ (tensorboard --logdir {d})",
+                   "trackio": lambda d: f"; trackio's project {os.path.basename(os.path.abspath(d))} (trackio show "
+                                        f"--project {os.path.basename(os.path.abspath(d))})"}.get(args.report_to)
         if len(seeds) == 1:
-            print(f"\n{dirs[0]}/: results.json, report.md, log.jsonl, checkpoints — "
-                  f"{time.time() - self.t_start:.0f}s this invocation")
+            print(f"\n{dirs[0]}/: results.json, report.md (the tables), log.jsonl, the figures (*.png), checkpoints/"
+                  f"{tracked(dirs[0]) if tracked else ''} — {time.time() - self.t_start:.0f}s this invocation")
             return self.results[0]
         summary_dir, summary = write_seeds_summary(args, self.configs, self.defaults, self.results, dirs)
         print(f"\n{summary_dir}/: results.json, report.md over seeds {','.join(map(str, args.seed))} (each seed in "
