@@ -45,7 +45,7 @@ def pct(v, signed=False):
     return f"{100 * v:+.1f}" if signed and v != 0 else f"{100 * v:.1f}"
 
 
-def write_report(results, run_dir):
+def write_report(results, run_dir, one_of=1):
     """report.md: accuracy matrix per run, the G/F table of the final models, averages, collapse markers; and the
     same numbers as a table, results.parquet and results.csv (experiment/tables.py)."""
     tables.write_tables(tables.rows_of(results), os.path.join(run_dir, "results"))
@@ -84,8 +84,9 @@ def write_report(results, run_dir):
               "All relative to the base θ_0 (A2–A3)."]
     if any(c["verdict"] != "not run" for c in results.get("claims", [])):
         lines += ["", "## The paper's claims, on this one seed", "",
-                  "One seed gives no interval, so no claim can be shown or refuted here: run `--seed 0,1,2` "
-                  "for verdicts (a reference over 3 seeds is in `results/`).", "",
+                  "One seed gives no interval, so no claim can be shown or refuted here: " +
+                  (f"the summary over the command's {one_of} seeds has the verdicts." if one_of > 1 else
+                   "run `--seed 0,1,2` for verdicts (a reference over 3 seeds is in `results/`)."), "",
                   claims.claims_table([c for c in results["claims"] if c["verdict"] != "not run"], 1)]
     for name, run in results["runs"].items():
         if run.get("drift") and all(run["drift"]):

@@ -251,7 +251,16 @@ class Seed:
         results = build_results(self.configs, self.stages, self.benchmarks, self.progress, self.args)
         atomic_json(os.path.join(self.run_dir, "results.json"), results)
         write_result_checksum(os.path.join(self.run_dir, "results.json"))   # (the summaries check against it)
-        print("\n" + write_report(results, self.run_dir))
+        n = len(self.experiment.seed_args)
+        text = write_report(results, self.run_dir, n)
+        if n == 1:
+            print("\n" + text)
+        else:   # several seeds: one compact line each here, the full report once, over the seeds, at the end
+            own = "; ".join(f"{name} " + " ".join(f"{100 * run['acc'][k + 1][results['benchmarks'].index(d)]:.0f}"
+                                                 for k, d in enumerate(results["stages"]) if d in results["benchmarks"])
+                            for name, run in results["runs"].items())
+            print(f"seed {self.args.seed} ({len(self.experiment.results) + 1}/{n}) done, each stage's own domain after "
+                  f"it, %: {own} (its report: {self.run_dir}/report.md)")
         self.experiment.results.append(results)
         return results
 
