@@ -52,13 +52,17 @@ def claim_out_dir(ap, args, method_name):
     if is_main() and os.path.isdir(out) and os.listdir(out) and not own_run_dir(out, method_name, args):
         ap.error(f"--out {out} exists and is not a run of this command ({method_name} on {args.task}, seed "
                  f"{args.seed}); nothing was changed. Give another --out")
-    if is_main():   # one writer at a time: a second run with the same --out stops here
+    return out
+
+
+def lock_out_dir(ap, out):
+    """One writer at a time (rank 0, once the ranks are known): a second run with the same --out stops here."""
+    if is_main():
         lock = safety.RunLock(out)
         if not lock.acquire():
             ap.error(f"--out {out} is being written by another process (pid {lock.held_by()}); wait for it, or "
                      f"give another --out")
         LOCKS.append(lock)
-    return out
 
 
 class OneTaskRun:
@@ -77,6 +81,7 @@ class OneTaskRun:
         self.args, self.method_name = args, method_name
         self.out = claim_out_dir(ap, args, method_name)
         device = init_distributed(args.device, args.threads)   # torchrun: one process per GPU (infra/distributed.py)
+        lock_out_dir(ap, self.out)
         self.log_path = os.path.join(self.out, "log.jsonl")
         if is_main():
             os.makedirs(self.out, exist_ok=True)
