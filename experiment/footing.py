@@ -16,6 +16,7 @@ Everything here was declared, thresholds included, before the arm's first run (d
 import json
 import math
 import os
+import statistics
 
 from experiment import archive, claims
 from infra import stats
@@ -448,8 +449,7 @@ def continual_runs(bundles):
 
 
 def median(values):
-    v = sorted(values)
-    return None if not v else (v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2)
+    return statistics.median(values) if values else None
 
 
 def update_sizes(bundles):

@@ -153,11 +153,17 @@ def matched_difference(cells, a, b, measure, k, draws=BOOTSTRAP, seed=0):
     if len(ds) < 0.95 * draws:
         return {"g": g, "d": d, "low": None, "high": None, "p": None, "draws": len(ds),
                 "verdict": "not comparable", "range": (fa, fb)}
-    ds.sort()
-    low, high = ds[int(0.025 * len(ds))], ds[min(len(ds) - 1, int(0.975 * len(ds)))]
-    p = min(1.0, 2 * min(sum(x <= 0 for x in ds), sum(x >= 0 for x in ds)) / len(ds))
+    low, high, p = bootstrap_interval(ds)
     return {"g": g, "d": d, "low": low, "high": high, "p": p, "draws": len(ds),
             "verdict": claims.verdict(low, high, +1), "range": (fa, fb)}
+
+
+def bootstrap_interval(draws):
+    """(low, high, p) of bootstrap draws of a difference: the 2.5th and 97.5th percentiles, and the two-sided p
+    2·min(P(d ≤ 0), P(d ≥ 0))."""
+    ds = sorted(draws)
+    low, high = ds[int(0.025 * len(ds))], ds[min(len(ds) - 1, int(0.975 * len(ds)))]
+    return low, high, min(1.0, 2 * min(sum(x <= 0 for x in ds), sum(x >= 0 for x in ds)) / len(ds))
 
 
 def family(cells, draws=BOOTSTRAP):
@@ -220,9 +226,7 @@ def kl_law(cells, measure, k, draws=BOOTSTRAP, seed=0):
             m2 = [rng.choice(mine) for _ in mine]
             ga2, gb2, _ = line_fit(*zip(*g2))
             ds.append(sum(y - ga2 - gb2 * x for x, y in m2) / len(m2))
-        ds.sort()
-        low, high = ds[int(0.025 * draws)], ds[int(0.975 * draws)]
-        p = min(1.0, 2 * min(sum(x <= 0 for x in ds), sum(x >= 0 for x in ds)) / draws)
+        low, high, p = bootstrap_interval(ds)
         out["offsets"][role] = {"d": off, "low": low, "high": high, "p": p, "n": len(mine),
                                 "verdict": "above GRPO's line" if low > 0 else "below GRPO's line" if high < 0
                                 else "on GRPO's line"}
