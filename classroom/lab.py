@@ -33,7 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
-from experiment import claims
+from experiment import metrics
 from experiment.report import seed_log
 from infra import safety
 
@@ -129,7 +129,7 @@ def key_numbers(number, out_dir):
                     100 * max(r["clip_frac_by_step"][0] for r in rows)}
     if number == 7:
         results = json.load(open(os.path.join(runs, "lab7", "results.json")))
-        return {(f"{claims.role_of(run) or name}: {b} after the last stage %", "points"): 100 * acc
+        return {(f"{metrics.role_of(run) or name}: {b} after the last stage %", "points"): 100 * acc
                 for name, run in results["runs"].items() for b, acc in zip(results["benchmarks"], run["acc"][-1])
                 if b in ("math", "tooluse")}   # the exercise's question: gained TOOLUSE, lost MATH
     if number == 12:   # the same question as 7's, with a lever: what SDPO_5% keeps of MATH, and gains on TOOLUSE

@@ -1,11 +1,12 @@
 """experiment/report.py — what a continual run reports: one seed's report.md (its accuracy matrix, A2–A3's changes,
-drift, the claims on one seed) with its figures and its results as tables; over several seeds, results.json of the
-means with their intervals and report.md with every claim's verdict (experiment/claims.py)."""
+drift) with its figures and its results as tables; over several seeds, results.json of the means with their
+intervals and report.md of them. The paper's claims, each a paired difference over seeds with its verdict, are
+analysis/claims.py's, a command over finished runs (the report names it)."""
 import json
 import os
 
 import drift
-from experiment import claims, tables
+from experiment import metrics, tables
 from infra import plots, stats
 from infra.checkpoints import read_jsonl
 
@@ -29,8 +30,8 @@ def run_figures(results, run_dir):
 
 
 def paper_names(results):
-    """{run name: the paper's name of its configuration (claims.role_of), or the run name}, for legends."""
-    return {name: claims.role_of(run) or name for name, run in results["runs"].items()}
+    """{run name: the paper's name of its configuration (metrics.role_of), or the run name}, for legends."""
+    return {name: metrics.role_of(run) or name for name, run in results["runs"].items()}
 
 
 def fmt_row(acc):
@@ -82,12 +83,6 @@ def write_report(results, run_dir, one_of=1):
                      f"{pct(run['avg_forget_ood'])} | {pct(run['degenerate'][-1])} |")
     lines += ["", "G of a stage is measured right after it (θ_k on d_k); F on the final model θ_K. "
               "All relative to the base θ_0 (A2–A3)."]
-    if any(c["verdict"] != "not run" for c in results.get("claims", [])):
-        lines += ["", "## The paper's claims, on this one seed", "",
-                  "One seed gives no interval, so no claim can be shown or refuted here: " +
-                  (f"the summary over the command's {one_of} seeds has the verdicts." if one_of > 1 else
-                   "run `--seed 0,1,2` for verdicts (a reference over 3 seeds is in `results/`)."), "",
-                  claims.claims_table([c for c in results["claims"] if c["verdict"] != "not run"], 1)]
     for name, run in results["runs"].items():
         if run.get("drift") and all(run["drift"]):
             lines += ["", f"## {name}: drift after each stage (A4–A8)", "", drift.drift_table(run["drift"], stages)]
@@ -108,22 +103,21 @@ def write_report(results, run_dir, one_of=1):
 
 
 # ----------------------------------------------------------------------------------------------
-# Several seeds: means with 95% intervals, and a verdict per claim (experiment/claims.py)
+# Several seeds: means with 95% intervals (the claims' verdicts: analysis/claims.py over the seeds)
 # ----------------------------------------------------------------------------------------------
 def summarize_seeds(seed_results, seeds, seed_dirs, seconds):
     """results.json over seeds: per run the accuracy matrix and every claim metric as
-    {mean, low, high, per_seed} (stats.mean_interval), then the claims with their verdicts."""
+    {mean, low, high, per_seed} (stats.mean_interval)."""
     first = seed_results[0]
     out = {"seeds": seeds, "seed_dirs": seed_dirs, "stages": first["stages"], "benchmarks": first["benchmarks"],
            "eval": first["eval"], "seconds_per_seed": seconds, "runs": {}}
     for name, run in first["runs"].items():
         cells = [[[r["runs"][name]["acc"][k][i] for r in seed_results] for i in range(len(row))]
                  for k, row in enumerate(run["acc"])]
-        stats = {metric: claims.per_seed_metric_of(seed_results, name, metric) for metric in claims.METRICS}
-        out["runs"][name] = {"method": run["method"], "settings": run["settings"], "role": claims.role_of(run),
+        stats = {metric: metrics.per_seed_metric_of(seed_results, name, metric) for metric in metrics.METRICS}
+        out["runs"][name] = {"method": run["method"], "settings": run["settings"], "role": metrics.role_of(run),
                              "acc": [[interval_dict(c) for c in row] for row in cells],
                              "metrics": {m: interval_dict(v) for m, v in stats.items() if v is not None}}
-    out["claims"] = claims.measure_claims(seed_results)
     return out
 
 
@@ -144,7 +138,8 @@ def seed_log(run_dir):
 
 
 def write_seeds_report(summary, seed_results, out_dir):
-    """report.md over seeds: the claims table first, then each run's accuracy matrix as mean ± half-width."""
+    """report.md over seeds: each run's accuracy matrix as mean ± half-width, G and F, the figures; first, the
+    command that gives the paper's claims over these seeds (analysis/claims.py)."""
     stages, benches, n = summary["stages"], summary["benchmarks"], len(summary["seeds"])
     short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
     lines = ["# Continual post-training over seeds", "",
@@ -153,7 +148,8 @@ def write_seeds_report(summary, seed_results, out_dir):
              f"Acc@{summary['eval']['k']} on the same {summary['eval']['n']} test prompts per benchmark for every seed "
              f"and run (--eval-seed {summary['eval']['seed']}). Wall time per seed: "
              f"{', '.join(f'{s:.0f} s' for s in summary['seconds_per_seed'])}.", "",
-             "## The paper's claims", "", claims.claims_table(summary["claims"], n), "", claims.CLAIMS_NOTE, ""]
+             "The paper's claims over these seeds, each a paired difference with its 95% interval and a verdict: "
+             f"`python analysis/claims.py {out_dir}`.", ""]
     for name, run in summary["runs"].items():
         lines += [f"## {name}{' (' + run['role'] + ')' if run['role'] else ''}: accuracy after each stage, "
                   f"mean ± 95% half-width over {n} seeds", "",

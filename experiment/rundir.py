@@ -35,7 +35,6 @@ import evaluate
 import grpo
 import sdpo
 from beyond import variants
-from experiment import claims
 from experiment.report import fmt_row, summarize_seeds, write_report, write_seeds_report
 from infra import flags, safety, trackers
 from infra.checkpoints import (CHECKSUMS, append_jsonl, atomic_json, check_states, damaged_files, load_optimizer,
@@ -400,7 +399,7 @@ def stage_logger(stage, model, tok, log_path, run_name, measure=None, track=None
 # ----------------------------------------------------------------------------------------------
 def build_results(configs, stages, benchmarks, progress, args):
     """results.json: per run the accuracy matrix, Δ/δ/G/F per stage and benchmark (evaluate.summarize, A2–A3),
-    the averages; then the claims measurable on one seed."""
+    the averages. The paper's claims are not a run's: analysis/claims.py measures them over finished runs."""
     base = progress["base"]
     out = {"stages": stages, "benchmarks": benchmarks, "seed": args.seed,
            "eval": {"n": args.eval_n, "k": args.eval_k, "seed": args.eval_seed},
@@ -420,7 +419,6 @@ def build_results(configs, stages, benchmarks, progress, args):
             "entropy_steps": [s.get("entropy_steps") for s in done],
             "checkpoints": [s["checkpoint"] for s in done],
         }
-    out["claims"] = claims.measure_claims([out])
     return out
 
 

@@ -15,7 +15,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from experiment import claims
+from experiment import metrics
 
 COLUMNS = ["experiment", "run", "role", "method", "lr", "alpha", "seed", "stage", "trained", "benchmark", "acc",
            "delta", "rel", "degenerate", "nss", "angle", "iou", "cos", "cos_p5", "kl"]
@@ -41,7 +41,7 @@ def rows_of(results, experiment=""):
             extra = drift_of(run, k)
             for i, b in enumerate(benches):
                 base = run["acc"][0][i]
-                rows.append({"experiment": experiment, "run": name, "role": claims.reference_role(run) or "",
+                rows.append({"experiment": experiment, "run": name, "role": metrics.reference_role(run) or "",
                              "method": run["method"], "lr": s.get("lr"), "alpha": s.get("alpha"),
                              "seed": results["seed"], "stage": k, "trained": stages[k - 1] if k else "",
                              "benchmark": b, "acc": accs[i], "delta": accs[i] - base,

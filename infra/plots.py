@@ -10,7 +10,7 @@
 
 With several seeds the lines are the mean and the band (or whisker) is the same 95% t-interval over
 the seeds as the tables give (stats.mean_interval). Legends use the paper's names of the
-configurations where a run is one of them (`labels`, from claims.role_of), else the run's name.
+configurations where a run is one of them (`labels`, from metrics.role_of), else the run's name.
 Every function takes plain dicts and lists (results.json and log.jsonl as read from disk) and returns
 the file it wrote, or None when matplotlib is missing: a run never fails for want of a plot. Files are
 written atomically.
@@ -470,7 +470,7 @@ FRONTIER_COLORS = {"GRPO": "#1f77b4", "SDPO_0": "#ff7f0e", "SDPO_5%": "#d62728"}
 def plot_frontier(cells, path):
     """Forgetting against new-task gain, one panel per stage: each method's learning rates as points (mean over
     seeds, 95% t-intervals both ways), joined in the order of the rate and labelled with it; stage 1 has no earlier
-    domain, so its panel shows the OOD drop. cells: {(role, lr): {seed: experiment.frontier.run_points}}."""
+    domain, so its panel shows the OOD drop. cells: {(role, lr): {seed: analysis.frontier.run_points}}."""
     if pyplot() is None or not cells:
         return None
     fig, axes = plt.subplots(1, 4, figsize=(15, 4.0))

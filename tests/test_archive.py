@@ -1,4 +1,4 @@
-"""The committed results as one archive per family (experiment/archive.py, issues 61 and 64): the archive holds
+"""The committed results as one archive per family (analysis/archive.py, issues 61 and 64): the archive holds
 exactly the per-run files it replaces, reads back as the same tree, refuses a file that is not what was saved, and
 the claims read from it are the claims read from the directories."""
 import json
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from experiment import archive, claims
+from analysis import archive, claims
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "results")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tools import bench
-from experiment import claims
+from analysis import claims
 import continual
 import drift
 import evaluate

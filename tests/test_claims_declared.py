@@ -9,7 +9,7 @@ import random
 import pytest
 
 from infra.stats import mean_interval
-from experiment import claims
+from analysis import claims
 from infra import stats
 
 B8 = ["math", "science", "tooluse", "coding", "math_hard", "science_boxed", "tool_unseen", "logic"]

@@ -10,7 +10,7 @@ import torch
 
 import evaluate
 import sdpo
-from experiment import archive
+from analysis import archive
 from world import tasks
 from infra import flags
 from rollout import chat_messages, encode_chat, response_logits, token_logprobs

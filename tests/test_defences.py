@@ -12,7 +12,8 @@ import torch
 
 import continual
 from beyond import variants
-from experiment import claims
+from experiment import metrics
+from analysis import claims
 from world import graders, tasks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -182,7 +183,7 @@ def test_defences_and_kinds_run_through_continual_and_name_their_runs(tmp_path):
     res = json.loads((tmp_path / "d" / "results.json").read_text())
     (name, run), = res["runs"].items()
     assert name == "sdpo_a0.05_tr_replay0.25_anchor0.01_basekl0.1"
-    assert claims.role_of(run) is None and claims.defence_of(run["settings"]) == \
+    assert metrics.role_of(run) is None and metrics.defence_of(run["settings"]) == \
         "teacher trust_region, replay 0.25, anchor 0.01, base_kl 0.1"
     rows = [json.loads(line) for line in open(tmp_path / "d" / "log.jsonl")]
     assert len(rows) == 4 and all(r["loss"] == r["loss"] for r in rows)

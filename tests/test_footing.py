@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from experiment import claims, footing
+from analysis import claims, footing
 from infra import plots
 from tools import adequacy
 

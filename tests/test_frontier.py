@@ -1,9 +1,9 @@
-"""experiment/frontier.py: the matched-gain rule and the KL law on hand-made frontiers whose answer is known."""
+"""analysis/frontier.py: the matched-gain rule and the KL law on hand-made frontiers whose answer is known."""
 import random
 
 import pytest
 
-from experiment import frontier
+from analysis import frontier
 
 
 def points(gain, y, fkl=None, stage=2):

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from infra import safety
-from experiment import archive
+from analysis import archive
 from infra.checkpoints import save_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

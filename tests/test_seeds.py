@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from experiment import archive, claims
+from experiment import metrics
+from analysis import archive, claims
 from infra import stats
 import continual
 import evaluate
@@ -91,22 +92,22 @@ def fake_results(shift):
 
 
 def test_roles_by_settings():
-    assert claims.role_of(fake_results(0)["runs"]["grpo"]) == "GRPO"
+    assert metrics.role_of(fake_results(0)["runs"]["grpo"]) == "GRPO"
     s = dict(SDPO_DEFAULTS)
-    assert claims.role_of({"method": "sdpo", "settings": s}) == "SDPO_5%"
-    assert claims.role_of({"method": "sdpo", "settings": {**s, "alpha": 0.0}}) == "SDPO_0"
-    assert claims.role_of({"method": "sdpo", "settings": {**s, "cot": True}}) == "SDPO-CoT_5%"
-    assert claims.role_of({"method": "sdpo", "settings": {**s, "refresh_every": 10, "gamma": 1.0}}) == "S-SDPO_0"
-    assert claims.role_of({"method": "sdpo", "settings": {**s, "refresh_every": 10, "gamma": 0.5}}) == "StableSDPO"
-    assert claims.role_of({"method": "sdpo", "settings": {**s, "alpha": 0.01}}) is None
-    assert claims.role_of({"method": "sdpo", "settings": {**s, "mask_ratio": 0.3}}) is None
+    assert metrics.role_of({"method": "sdpo", "settings": s}) == "SDPO_5%"
+    assert metrics.role_of({"method": "sdpo", "settings": {**s, "alpha": 0.0}}) == "SDPO_0"
+    assert metrics.role_of({"method": "sdpo", "settings": {**s, "cot": True}}) == "SDPO-CoT_5%"
+    assert metrics.role_of({"method": "sdpo", "settings": {**s, "refresh_every": 10, "gamma": 1.0}}) == "S-SDPO_0"
+    assert metrics.role_of({"method": "sdpo", "settings": {**s, "refresh_every": 10, "gamma": 0.5}}) == "StableSDPO"
+    assert metrics.role_of({"method": "sdpo", "settings": {**s, "alpha": 0.01}}) is None
+    assert metrics.role_of({"method": "sdpo", "settings": {**s, "mask_ratio": 0.3}}) is None
     # the release's per-domain feedback is SDPO; none (the reference before 2026-12-02) too; on everywhere is not
-    assert [claims.role_of({"method": "sdpo", "settings": {**s, "feedback": f}}) for f in ("release", "off", False)] \
+    assert [metrics.role_of({"method": "sdpo", "settings": {**s, "feedback": f}}) for f in ("release", "off", False)] \
         == ["SDPO_5%"] * 3
-    assert claims.role_of({"method": "sdpo", "settings": {**s, "feedback": "on"}}) is None
-    assert claims.role_of({"method": "sdpo", "settings": {**s, "skip_empty_steps": True}}) is None
+    assert metrics.role_of({"method": "sdpo", "settings": {**s, "feedback": "on"}}) is None
+    assert metrics.role_of({"method": "sdpo", "settings": {**s, "skip_empty_steps": True}}) is None
     presets = {name: {**s, "alpha": 0.0, **p} for name, p in continual.PRESETS.items()}
-    assert [claims.role_of({"method": "sdpo", "settings": p}) for p in presets.values()] == \
+    assert [metrics.role_of({"method": "sdpo", "settings": p}) for p in presets.values()] == \
         ["SDPO_0", "SDPO_5%", "SDPO-CoT_0", "SDPO-CoT_5%", "S-SDPO_0", "StableSDPO"]
 
 
@@ -131,7 +132,7 @@ def test_claim_metrics_by_hand():
     assert rows[("avg_acc", "SDPO_5%")]["verdict"] == "not run"     # no SDPO_0 in these results
     assert rows[("cot_math", "SDPO-CoT_5%")]["verdict"] == "not run"
     # the average accuracy on the domains trained so far, by hand for GRPO: (0.6 + 0.55 + 0.4667) / 3
-    assert claims.average_accuracy(res["runs"]["grpo"], res["stages"], res["benchmarks"]) == \
+    assert metrics.average_accuracy(res["runs"]["grpo"], res["stages"], res["benchmarks"]) == \
         pytest.approx((0.6 + (0.6 + 0.5) / 2 + (0.5 + 0.5 + 0.4) / 3) / 3)
 
 
@@ -148,15 +149,15 @@ def test_points_peak_forgetting_and_backward_transfer_by_hand():
     a 0.5 → 0.7 after its stage → 0.4 → 0.25 at the end; b 0.4 → 0.6 after its stage → 0.3; o 0.3 → 0.15."""
     res = fake_results(0.0)
     sdpo, st, b = res["runs"]["sdpo_a0.05"], res["stages"], res["benchmarks"]
-    assert claims.gain_points(sdpo, st, b) == pytest.approx((0.2 + 0.2 + 0.3) / 3)
-    assert claims.METRICS["forget_earlier_points"][0](sdpo, st, b) == pytest.approx((0.25 + 0.1) / 2)
-    assert claims.METRICS["forget_ood_points"][0](sdpo, st, b) == pytest.approx(0.15)
-    assert claims.forgetting_from_peak(sdpo, st, b) == pytest.approx(((0.7 - 0.25) + (0.6 - 0.3)) / 2)
-    assert claims.backward_transfer(sdpo, st, b) == pytest.approx(((0.25 - 0.7) + (0.3 - 0.6)) / 2)
+    assert metrics.gain_points(sdpo, st, b) == pytest.approx((0.2 + 0.2 + 0.3) / 3)
+    assert metrics.METRICS["forget_earlier_points"][0](sdpo, st, b) == pytest.approx((0.25 + 0.1) / 2)
+    assert metrics.METRICS["forget_ood_points"][0](sdpo, st, b) == pytest.approx(0.15)
+    assert metrics.forgetting_from_peak(sdpo, st, b) == pytest.approx(((0.7 - 0.25) + (0.6 - 0.3)) / 2)
+    assert metrics.backward_transfer(sdpo, st, b) == pytest.approx(((0.25 - 0.7) + (0.3 - 0.6)) / 2)
     # GRPO's b ends above its base and its peak: F in points 0, forgetting from the peak still counts a
     grpo = res["runs"]["grpo"]
-    assert claims.METRICS["forget_earlier_points"][0](grpo, st, b) == 0.0
-    assert claims.forgetting_from_peak(grpo, st, b) == pytest.approx(((0.6 - 0.5) + (0.5 - 0.5)) / 2)
+    assert metrics.METRICS["forget_earlier_points"][0](grpo, st, b) == 0.0
+    assert metrics.forgetting_from_peak(grpo, st, b) == pytest.approx(((0.6 - 0.5) + (0.5 - 0.5)) / 2)
     rows = {(c["metric"], c["a"]): c for c in claims.measure_claims([res, fake_results(0.1), fake_results(0.05)])}
     pts = rows[("forget_earlier", "SDPO_5%")]["points"]
     assert pts["effect"] == pytest.approx(0.175) and pts["per_seed"] == pytest.approx([0.175] * 3)
@@ -224,7 +225,13 @@ def test_seeds_share_test_prompts_and_resume_one_by_one(tmp_path, capsys):
     assert "grpo: resuming after stage 1 (math)" in out and out.count("resuming") == 1
     assert again["runs"]["grpo"]["acc"] == summary["runs"]["grpo"]["acc"]
     assert json.load(open(f"{d1}/results.json"))["runs"]["grpo"]["acc"] == r1["runs"]["grpo"]["acc"]
-    assert "## The paper's claims" in open(f"{runs}/grpo-s0-1-{d0.rsplit('-', 1)[1]}/report.md").read()
+    # the run writes no verdict of its own; its report names the command that gives them over these seeds
+    summary_dir = f"{runs}/grpo-s0-1-{d0.rsplit('-', 1)[1]}"
+    text = open(f"{summary_dir}/report.md").read()
+    assert f"`python analysis/claims.py {summary_dir}`" in text and "## The paper's claims" not in text
+    assert "claims" not in json.load(open(f"{d0}/results.json")) and "claims" not in again
+    capsys.readouterr()
+    assert len(claims.main([summary_dir])) == 2 and "| SDPO forgets more" in capsys.readouterr().out
 
 
 def test_grpo_py_takes_several_seeds(tmp_path, capsys):
@@ -239,7 +246,7 @@ def test_grpo_py_takes_several_seeds(tmp_path, capsys):
 
 
 def test_claims_py_reads_the_committed_reference(capsys):
-    """`python experiment/claims.py RUN_DIR`: the claims table of finished runs (a summary directory or seed directories)."""
+    """`python analysis/claims.py RUN_DIR`: the claims table of finished runs (a summary directory or seed directories)."""
     root = archive.materialized(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results",
                                              "continual"))   # (committed: from its archive)
     results = claims.main([root])

@@ -7,7 +7,8 @@ import os
 import pandas as pd
 import pytest
 
-from experiment import archive, tables
+from analysis import archive
+from experiment import tables
 from tools import tables as family_tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

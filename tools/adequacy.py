@@ -7,7 +7,7 @@
 
 Each writes OUT/<name>.json (default OUT: runs/adequacy/; the committed ones are in results/equal_rate/adequacy/,
 written with `--out results/equal_rate/adequacy --into-results`). The tests themselves, and their declared thresholds, are
-experiment/claims.py's `adequacy` (docs/RESULTS.md, "Equal footing"): every number here comes from the world (the
+analysis/claims.py's `adequacy` (docs/RESULTS.md, "Equal footing"): every number here comes from the world (the
 base models, the benchmarks, GRPO's own update), never from an SDPO-versus-GRPO difference.
 """
 import argparse

@@ -42,7 +42,8 @@ import train  # noqa: E402
 import evaluate  # noqa: E402
 from infra import flags  # noqa: E402
 from infra import stats  # noqa: E402
-from experiment import archive, rundir  # noqa: E402
+from analysis import archive  # noqa: E402
+from experiment import rundir  # noqa: E402
 from infra import plots  # noqa: E402
 from infra import safety  # noqa: E402
 from infra.checkpoints import atomic_json, load_optimizer  # noqa: E402

@@ -41,7 +41,8 @@ import sdpo  # noqa: E402
 import train  # noqa: E402
 from infra import flags, plots, safety  # noqa: E402
 from infra import stats  # noqa: E402
-from experiment import archive, rundir  # noqa: E402
+from analysis import archive  # noqa: E402
+from experiment import rundir  # noqa: E402
 from world import tasks  # noqa: E402
 from infra.checkpoints import atomic_json  # noqa: E402
 from infra.distributed import init_distributed  # noqa: E402

@@ -14,7 +14,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from infra import plots, safety  # noqa: E402
-from experiment import archive, report  # noqa: E402
+from analysis import archive  # noqa: E402
+from experiment import report  # noqa: E402
 
 
 def main(argv=None):

@@ -17,7 +17,7 @@
 Nothing is written under results/ without --into-results (the committed reference lives there); --root DIR runs a
 family into a folder of your own, and --summary --root DIR reads it. From any directory.
 
-Every seed runs the experiments of experiment/claims.py's EXPERIMENTS (the continual run of GRPO, SDPO_0 and
+Every seed runs the experiments of analysis/claims.py's EXPERIMENTS (the continual run of GRPO, SDPO_0 and
 SDPO_5%; the single-domain MATH and TOOLUSE runs of GRPO, the α sweep and StableSDPO; the CoT runs on the
 thinking model), each a plain `python continual.py ... --seed S --runs-dir results/reference --name EXP-sS`.
 An experiment whose results.json is there is finished and skipped, so the reference resumes seed by seed
@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
-from experiment import archive, claims, footing, frontier  # noqa: E402
+from analysis import archive, claims, footing, frontier  # noqa: E402
 from infra import flags, plots, safety  # noqa: E402
 from world import tasks  # noqa: E402
 from tqdm import tqdm  # noqa: E402

@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from experiment import archive  # noqa: E402
+from analysis import archive  # noqa: E402
 from infra import safety  # noqa: E402
 
 RESULTS = os.path.join(safety.REPO, "results")

@@ -15,7 +15,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from experiment import archive, claims, tables  # noqa: E402
+from analysis import archive, claims  # noqa: E402
+from experiment import tables  # noqa: E402
 from infra import safety  # noqa: E402
 
 FAMILIES = {f: os.path.join(safety.REPO, "results", f) for f in ("reference", "equal_rate")}

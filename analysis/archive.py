@@ -1,4 +1,4 @@
-"""experiment/archive.py — the committed results, one file per family.
+"""analysis/archive.py — the committed results, one file per family.
 
 Every text file of every run directory of a family (results.json, config.json, progress.json, log.jsonl, report.md,
 seconds.txt, a cell's result.json, …) is one row of results/<family>/runs.parquet: its path inside the family, its

@@ -1,4 +1,4 @@
-"""experiment/frontier.py — forgetting at matched new-task gain, along each method's learning-rate frontier, and
+"""analysis/frontier.py — forgetting at matched new-task gain, along each method's learning-rate frontier, and
 the KL-forgetting law (issue 71; declared in docs/RESULTS.md, "Forgetting at matched gain", before its first run).
 
     python tools/reference.py --family frontier --seeds 10,11 --jobs 2 --into-results   # the cells, seed by seed
@@ -26,7 +26,7 @@ GRPO's, with its bootstrap interval)?
 import os
 import random
 
-from experiment import archive, claims
+from analysis import archive, claims
 from infra import stats
 
 ROLES = ("GRPO", "SDPO_0", "SDPO_5%")

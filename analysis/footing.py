@@ -1,8 +1,8 @@
-"""experiment/footing.py — the claims on equal footing, and what this world can decide (issue 59).
+"""analysis/footing.py — the claims on equal footing, and what this world can decide (issue 59).
 
     python tools/reference.py --family equal --summary     # the table of docs/RESULTS.md, "Equal footing"
 
-The reference (experiment/claims.py, DECLARED) compares SDPO at 4e-4 with GRPO at 1e-4. The equal-rate arm
+The reference (analysis/claims.py, DECLARED) compares SDPO at 4e-4 with GRPO at 1e-4. The equal-rate arm
 (claims.EQUAL_RATE) runs the configuration the reference lacks at each shared rate: SDPO at 1e-4, GRPO at 4e-4.
 A seed's bundle merges both directories ({experiment: results.json}); `at_rate(x, rate)` is the view of it that
 keeps only the runs trained at `rate`, named as the reference's experiments, so that every claim of
@@ -18,9 +18,10 @@ import math
 import os
 import statistics
 
-from experiment import archive, claims
+from analysis import archive, claims
+from experiment import metrics
 from infra import stats
-from experiment.claims import diff, find, forget, verdict
+from analysis.claims import diff, find, forget, verdict
 from infra.stats import mean_interval, p_value
 
 RATES = {"per-method": None, "1e-4": 1e-4, "4e-4": 4e-4}
@@ -573,7 +574,7 @@ def learning_table(bundles):
 
 def peak_forgetting(bundles, footing):
     """{role: {seed: forgetting from the peak (points), mean over the earlier domains}} at a footing (the
-    continual-learning field's measure, unfloored: what a domain lost since its best, claims.forgetting_from_peak)."""
+    continual-learning field's measure, unfloored: what a domain lost since its best, experiment/metrics.py)."""
     out = {}
     for seed, x in bundles.items():
         if seed not in seeds_of("C2", footing):
@@ -582,7 +583,7 @@ def peak_forgetting(bundles, footing):
         for role in ROLES:
             run = find(res, role)
             if run is not None:
-                out.setdefault(role, {})[seed] = claims.forgetting_from_peak(run, res["stages"], res["benchmarks"])
+                out.setdefault(role, {})[seed] = metrics.forgetting_from_peak(run, res["stages"], res["benchmarks"])
     return out
 
 

@@ -1,0 +1,156 @@
+"""experiment/metrics.py — what a run's results are summarised by: the paper's name of a configuration
+(`role_of`: GRPO, SDPO_0, SDPO_5%, …, the legends' and the tables' names) and each run's metrics over its stages
+(`METRICS`: A3's G and F, the drift of the final model, collapse, and the continual-learning field's average
+accuracy, forgetting from the peak and backward transfer). A summary over seeds gives each its interval; the paper's
+claims, which compare two configurations on one of these metrics, are computed by analysis/claims.py, which the
+runs never import."""
+
+# ----------------------------------------------------------------------------------------------
+# The configurations, recognised by their settings (the paper's Table D.6 names)
+# ----------------------------------------------------------------------------------------------
+def role_of(run):
+    """The paper's name of a configuration (GRPO, SDPO_0, SDPO_5%, SDPO-CoT_0, SDPO-CoT_5%, S-SDPO_0, StableSDPO)
+    from a results.json run entry, or None for any other setting (a different α, masking, feedback…)."""
+    s = run["settings"]
+    if run["method"] == "grpo":
+        return "GRPO" if (s["mini_batches"], s["epochs"], s["clip_ratio_c"]) == (4, 1, 3.0) else None
+    # (S8) the release's per-domain feedback is the paper's protocol; "off" (or False) is the protocol of the
+    # reference committed before 2026-12-02; feedback on everywhere is another setting
+    if s.get("mask_ratio") or s.get("feedback") in (True, "on") or s.get("skip_empty_steps") \
+            or s.get("teacher_init", "restart") != "restart" or defence_of(s):
+        return None
+    if s["refresh_every"]:
+        return None if s["cot"] else ("S-SDPO_0" if s["gamma"] == 1 else "StableSDPO")
+    if s["alpha"] == 0.05:
+        return "SDPO-CoT_5%" if s["cot"] else "SDPO_5%"
+    if s["alpha"] == 0:
+        return "SDPO-CoT_0" if s["cot"] else "SDPO_0"
+    return None
+
+
+def defence_of(s):
+    """The teacher kind or forgetting defence an SDPO run adds (issue 47), e.g. "teacher live", "replay 0.2";
+    "" for none."""
+    parts = [f"teacher {s['teacher']}"] if s.get("teacher", "ema") != "ema" else []
+    parts += [f"{k} {s[k]:g}" for k in ("replay", "anchor", "base_kl") if s.get(k)]
+    return ", ".join(parts)
+
+
+
+# The α sweep's rates by the paper's naming (SDPO_α%), for the tables' role column
+ALPHAS = {0.0: "SDPO_0", 0.005: "SDPO_0.5%", 0.01: "SDPO_1%", 0.02: "SDPO_2%", 0.05: "SDPO_5%"}
+
+
+def reference_role(run):
+    """role_of, with the α sweep's rates named too (SDPO_0.5%, SDPO_1%, SDPO_2%)."""
+    s = run["settings"]
+    if run["method"] == "sdpo" and role_of({**run, "settings": {**s, "alpha": 0.05}}) == "SDPO_5%" \
+            and s["alpha"] in ALPHAS:
+        return ALPHAS[s["alpha"]]
+    return role_of(run)
+
+# ----------------------------------------------------------------------------------------------
+# Metrics of one run of one seed (a results.json run entry; stages/benchmarks from the same file)
+# ----------------------------------------------------------------------------------------------
+def average_accuracy(run, stages, benchmarks):
+    """Mean over stages k of the mean accuracy of θ_k on the domains trained so far, d_1 … d_k: how well
+    the sequence holds up as a whole (a standard continual-learning average)."""
+    per_k = [sum(run["acc"][k][benchmarks.index(d)] for d in stages[:k]) / k for k in range(1, len(stages) + 1)]
+    return sum(per_k) / len(per_k)
+
+
+def final_drift(key):
+    """A drift figure of the final model vs the base (A4–A7, KL), or None when drift was not measured."""
+    def get(run, stages, benchmarks):
+        d = (run.get("drift") or [None])[-1]
+        if not d:
+            return None
+        return {"nss": lambda: d["params_vs_base"]["all"]["nss_mean"],
+                "angle": lambda: d["params_vs_base"]["all"]["angle_max"],
+                "iou": lambda: d["params_vs_base"]["all"]["iou_mean"],
+                "cos": lambda: d["responses_vs_base"]["mean"],
+                "kl": lambda: d["kl_to_base_mean"]}[key]()
+    return get
+
+
+def own_domain_change(domain):
+    """Δ (A2) on `domain` right after the stage that trains it, in accuracy points; None if not a stage."""
+    def get(run, stages, benchmarks):
+        if domain not in stages or domain not in benchmarks:
+            return None
+        k = stages.index(domain) + 1
+        return run["acc"][k][benchmarks.index(domain)] - run["acc"][0][benchmarks.index(domain)]
+    return get
+
+
+def gain_points(run, stages, benchmarks):
+    """G in accuracy points: the mean over stages k of max(Δ, 0) on d_k right after stage k (A2's Δ, not δ)."""
+    per = [max(own_domain_change(d)(run, stages, benchmarks), 0.0) for d in stages if d in benchmarks]
+    return sum(per) / len(per) if per else None
+
+
+def forget_points(which):
+    """F in accuracy points: the mean of max(−Δ, 0) of the final model on the earlier domains or on the OOD
+    benchmarks (A3's F with Δ for δ: a point lost counts the same whatever the base's accuracy)."""
+    def get(run, stages, benchmarks):
+        names = stages[:-1] if which == "earlier" else [b for b in benchmarks if b not in stages]
+        per = [max(run["acc"][0][benchmarks.index(b)] - run["acc"][-1][benchmarks.index(b)], 0.0)
+               for b in names if b in benchmarks]
+        return sum(per) / len(per) if per else None
+    return get
+
+
+def forgetting_from_peak(run, stages, benchmarks):
+    """The continual-learning field's forgetting (Chaudhry et al., 2018), in points: for each earlier domain
+    d_j (j < K), the best accuracy it had after its own stage and before the last, max_{j ≤ l < K} acc_l(d_j),
+    minus its final accuracy acc_K(d_j); the mean over j. Reported beside F, never used for a verdict."""
+    K = len(stages)
+    per = [max(run["acc"][l][benchmarks.index(d)] for l in range(j, K)) - run["acc"][K][benchmarks.index(d)]
+           for j, d in enumerate(stages[:-1], start=1) if d in benchmarks]
+    return sum(per) / len(per) if per else None
+
+
+def backward_transfer(run, stages, benchmarks):
+    """Backward transfer (Lopez-Paz & Ranzato, 2017), in points: (1/(K−1)) Σ_{j<K} [acc_K(d_j) − acc_j(d_j)],
+    what the later stages did to each earlier domain's accuracy right after its own stage (negative:
+    forgetting). Reported beside F, never used for a verdict."""
+    K = len(stages)
+    per = [run["acc"][K][benchmarks.index(d)] - run["acc"][j][benchmarks.index(d)]
+           for j, d in enumerate(stages[:-1], start=1) if d in benchmarks]
+    return sum(per) / len(per) if per else None
+
+
+def collapse_at(stage):
+    """The degenerate share of all evaluation responses after stage `stage` (A8), or the last stage's."""
+    return lambda run, stages, benchmarks: run["degenerate"][min(stage, len(run["degenerate"])) - 1]
+
+
+METRICS = {   # name: (how to compute it, its unit, how to print it: scale)
+    "gain": (lambda r, s, b: r["avg_gain_trained"], "G %", 100),
+    "reward": (lambda r, s, b: sum(r["mean_reward"]) / len(r["mean_reward"]), "reward", 1),
+    "forget_earlier": (lambda r, s, b: r["avg_forget_earlier"], "F %", 100),
+    "forget_ood": (lambda r, s, b: r["avg_forget_ood"], "F %", 100),
+    "nss": (final_drift("nss"), "NSS", 1),
+    "angle": (final_drift("angle"), "degrees", 1),
+    "iou": (final_drift("iou"), "IoU", 1),
+    "cos": (final_drift("cos"), "cosine", 1),
+    "kl": (final_drift("kl"), "nats", 1),
+    "collapse3": (collapse_at(3), "% degenerate", 100),
+    "collapse_last": (lambda r, s, b: r["degenerate"][-1], "% degenerate", 100),
+    "avg_acc": (average_accuracy, "acc %", 100),
+    "cot_math": (own_domain_change("math"), "Δ points", 100),
+    "cot_science": (own_domain_change("science"), "Δ points", 100),
+    "cot_tooluse": (own_domain_change("tooluse"), "Δ points", 100),
+    # in accuracy points, beside the paper's relative G and F (POINTS); never used for a verdict
+    "gain_points": (gain_points, "points", 100),
+    "forget_earlier_points": (forget_points("earlier"), "points", 100),
+    "forget_ood_points": (forget_points("ood"), "points", 100),
+    # the continual-learning field's standard measures, reported with their intervals (seeds report)
+    "forget_peak": (forgetting_from_peak, "points", 100),
+    "bwt": (backward_transfer, "points", 100),
+}
+
+def per_seed_metric_of(seed_results, run_name, metric):
+    """[value per seed] of one metric for the run called `run_name`, or None where it is not defined."""
+    values = [METRICS[metric][0](res["runs"][run_name], res["stages"], res["benchmarks"]) for res in seed_results]
+    return None if any(v is None for v in values) else values
