@@ -421,7 +421,7 @@ def continual_args(argv, presets, knobs, warnings=None):
     check_run_dir_flags(ap, args)
     # a flag left to the model's own default is not a change (model_defaults, default_topk)
     defaults.update(model_defaults(args.model), topk=default_topk(args.model))
-    check_unused_flags(args, defaults, knobs)
+    check_unused_flags(args, defaults, knobs, typed_flags(ap, [a for a in argv if a != "--help-all"]))
     for line in warnings(args, stages) if warnings else []:
         print(f"warning: {line}", file=sys.stderr)
     return ap, args, stages, benchmarks, defaults
@@ -562,18 +562,32 @@ def check_run_dir_flags(ap, args):
                  f"'.' or '..'), got {args.name!r}")
 
 
-def check_unused_flags(args, defaults, knobs):
-    """continual.py: a knob that only the method(s) not chosen read is named in a warning (it changes nothing).
-    knobs: {"GRPO": rows, "SDPO": rows, ...}. (α is not among them: it names every SDPO run, and its default is
-    always there.)"""
+def typed_flags(ap, argv):
+    """The settings (dests) the command line itself names, whatever their values: `--alpha 0.05` typed with GRPO
+    changes nothing even though 0.05 is the default. (A --config file's settings are not typed here.)"""
+    saved = {a.dest: a.default for a in ap._actions}
+    try:
+        for a in ap._actions:
+            a.default = argparse.SUPPRESS
+        typed, _ = ap.parse_known_args(argv)
+    finally:
+        for a in ap._actions:
+            a.default = saved[a.dest]
+    return set(vars(typed)) - {"config"}
+
+
+def check_unused_flags(args, defaults, knobs, typed=()):
+    """continual.py: a knob that only the method(s) not chosen read is named in a warning (it changes nothing),
+    when it differs from its default or is typed. knobs: {"GRPO": rows, "SDPO": rows, ...}. (α is not among them:
+    it names every SDPO run, and its default is always there.)"""
     sdpo_used = any(m != "grpo" for m in args.method)
     used = {"GRPO": "grpo" in args.method, "SDPO": sdpo_used}
     for who, rows in knobs.items():
         for name in [k["name"] for k in rows if k["name"] != "alpha"] if not used.get(who, True) else []:
-            if getattr(args, name) != defaults.get(name):
+            if getattr(args, name) != defaults.get(name) or name in typed:
                 print(f"warning: --{name.replace('_', '-')} is read only by {who}, which --method "
                       f"{','.join(args.method)} does not run: it changes nothing", file=sys.stderr)
-    alpha_given = args.alpha != [float(a) for a in str(defaults.get("alpha", "0.05")).split(",")]
+    alpha_given = args.alpha != [float(a) for a in str(defaults.get("alpha", "0.05")).split(",")] or "alpha" in typed
     if alpha_given and not sdpo_used:
         print(f"warning: --alpha is SDPO's teacher rate (T1), and --method {','.join(args.method)} runs no SDPO: it "
               f"changes nothing", file=sys.stderr)

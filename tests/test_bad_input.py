@@ -131,6 +131,12 @@ def test_a_flag_of_the_method_not_run_is_named(capsys):
     assert "warning: --mini-batches is read only by GRPO" in capsys.readouterr().err
     continual.parse_args(["--method", "grpo,sdpo", "--mini-batches", "2", "--refresh-every", "5"])
     assert "warning" not in capsys.readouterr().err
+    # typed at its default value it still changes nothing, and says so; untyped, a default says nothing
+    continual.parse_args(["--method", "grpo", "--alpha", "0.05", "--beta=0.5"])
+    err = capsys.readouterr().err
+    assert "warning: --alpha is SDPO's teacher rate" in err and "warning: --beta is read only by SDPO" in err
+    continual.parse_args(["--method", "grpo"])
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_tiny_py_saves_nothing_when_its_weights_blow_up(tmp_path, capsys):
