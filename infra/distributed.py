@@ -19,6 +19,7 @@ import datetime
 import hashlib
 import os
 import sys
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -404,6 +405,11 @@ def check_weights(model):
 # ----------------------------------------------------------------------------------------------
 # The paper's loop enters here (train.update): a batch's counts over every process, one checked step
 # ----------------------------------------------------------------------------------------------
+class EmptyLossWarning(UserWarning):
+    """A step whose batch put no token in the loss (SDPO: no response had a successful sibling or feedback): a zero
+    gradient, and AdamW still takes its step, as the release does."""
+
+
 @contextlib.contextmanager
 def whole_batch(plan, frozen, step):
     """One batch's optimizer steps as every process sees them: each step's token and response counts summed over
@@ -413,9 +419,8 @@ def whole_batch(plan, frozen, step):
     A batch with no token in its loss (SDPO: no response had a successful sibling or feedback) is said once."""
     for part in plan["steps"]:
         part["n_tok"], part["n_seq"] = global_sum(part["n_tok"]), global_sum(part["n_seq"])
-    if all(part["n_tok"] == 0 for part in plan["steps"]) and is_main():
-        print(f"warning: step {step}: no token in the loss (SDPO: no response had a successful sibling or feedback); "
-              f"zero gradient (AdamW still takes its step, as the release does)", file=sys.stderr)
+    if all(part["n_tok"] == 0 for part in plan["steps"]) and is_main():   # (infra/steps.py says it, once a stage)
+        warnings.warn(f"step {step + 1}", EmptyLossWarning)
     frozen_models = frozen.values() if isinstance(frozen, dict) else [frozen]   # (beyond/variants.py: a pair)
     with gathered(*frozen_models):
         yield

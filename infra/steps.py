@@ -10,13 +10,15 @@ line (reward and length over every process, the update's size, seconds), and cle
 
 Nothing here is in the paper.
 """
+import sys
 import time
+import warnings
 
 import torch
 from tqdm import tqdm
 
 from infra.checkpoints import append_jsonl
-from infra.distributed import global_sum, is_main, update_size, weights_snapshot
+from infra.distributed import EmptyLossWarning, global_sum, is_main, update_size, weights_snapshot
 from infra.stops import Interrupted, StepBoundarySigint
 
 
@@ -31,11 +33,34 @@ class StepLog:
 
     def __enter__(self):
         self.stops = StepBoundarySigint().__enter__()   # Ctrl-C / SIGTERM: stop at the end of the step
+        self.caught = warnings.catch_warnings(record=True)   # the loop's warnings: said above the bar, counted
+        self.warned = self.caught.__enter__()
+        warnings.simplefilter("always", EmptyLossWarning)
+        self.empty = []                                   # the steps that put no token in the loss
         return self
 
     def __exit__(self, *exc):
         self.bar.close()
+        self.caught.__exit__(*exc)
+        self.say_warnings()
+        if len(self.empty) > 1:
+            print(f"warning: {self.bar.desc}: {len(self.empty)} of {self.bar.n} steps had no token in the loss "
+                  f"(steps {', '.join(self.empty[:8])}{', …' if len(self.empty) > 8 else ''})", file=sys.stderr)
         return self.stops.__exit__(*exc)
+
+    def say_warnings(self):
+        """The warnings of the steps so far, above the bar: the first step with no token in the loss in full (the
+        others are counted at the end), any other warning as Python would show it."""
+        for w in self.warned:
+            if issubclass(w.category, EmptyLossWarning):
+                self.empty.append(str(w.message).split()[-1])
+                if len(self.empty) == 1:
+                    tqdm.write(f"warning: {self.bar.desc}: {w.message}: no token in the loss (SDPO: no response had a "
+                               f"successful sibling or feedback); zero gradient (AdamW still takes its step, as the "
+                               f"release does); the others are counted at the stage's end", file=sys.stderr)
+            else:
+                tqdm.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno).rstrip(), file=sys.stderr)
+        self.warned.clear()
 
     def steps(self):
         """The step indices to run (0-based), each timed from its start."""
@@ -67,6 +92,7 @@ class StepLog:
         signal = {"js": f"{row['js']:.3f}"} if "js" in row else {"clip": f"{row.get('clip_frac', 0):.3f}"}
         self.bar.set_postfix(reward=f"{row['reward']:.2f}", **signal)
         self.bar.update(1)
+        self.say_warnings()
         if self.on_step:
             self.on_step(self.index + 1, row)
         if self.stops.requested:

@@ -1,0 +1,47 @@
+"""infra/steps.StepLog, the loop's bookkeeping: a step with no token in the loss is said once above the bar and
+counted at the stage's end, not printed on the bar's line every step (issue 74); other warnings still show."""
+import os
+import sys
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from infra.distributed import EmptyLossWarning  # noqa: E402
+from infra.steps import StepLog  # noqa: E402
+
+
+def run_steps(n, empty_steps, other=False):
+    """n steps of a one-weight model; the steps in empty_steps warn as whole_batch does on an empty batch."""
+    model = torch.nn.Linear(1, 1)
+    batch = {"response_ids": [[1, 2]], "rewards": torch.tensor([0.0])}
+    with StepLog(model, n, desc="sdpo 4:coding") as log:
+        for step in log.steps():
+            log.sampled()
+            if step + 1 in empty_steps:
+                warnings.warn(f"step {step + 1}", EmptyLossWarning)
+            if other and step == 0:
+                warnings.warn("something else", RuntimeWarning)
+            log.step(batch, {"js": 0.0})
+
+
+def test_empty_steps_are_said_once_and_counted(capsys):
+    run_steps(5, {2, 3, 5})
+    err = capsys.readouterr().err
+    assert err.count("no token in the loss") == 2          # the first in full, then the count
+    assert "warning: sdpo 4:coding: step 2: no token in the loss (SDPO" in err
+    assert "warning: sdpo 4:coding: 3 of 5 steps had no token in the loss (steps 2, 3, 5)" in err
+
+
+def test_one_empty_step_is_not_counted_again_and_none_says_nothing(capsys):
+    run_steps(3, {1})
+    err = capsys.readouterr().err
+    assert err.count("no token in the loss") == 1 and "of 3 steps" not in err
+    run_steps(3, set())
+    assert "warning" not in capsys.readouterr().err.lower()
+
+
+def test_other_warnings_still_show(capsys):
+    run_steps(2, set(), other=True)
+    err = capsys.readouterr().err
+    assert "RuntimeWarning: something else" in err and "no token" not in err
