@@ -73,6 +73,10 @@ class OneTaskRun:
 
     def __init__(self, ap, args, method_name):
         try:
+            tasks.check_task(args.task)
+        except ValueError as e:
+            ap.error(f"--task: {e}")
+        try:
             self.records, self.test = tasks.train_and_test(args.task, args.seed, args.eval_n, args.eval_seed,
                                                            args.eval_split)
         except Exception as e:  # a bad file names file:line; a hub task that cannot be fetched says why

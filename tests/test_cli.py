@@ -25,6 +25,8 @@ CASES = [
     ("continual.py", ["--benchmarks", "mmlu"], "unknown task 'mmlu'"),
     ("continual.py", ["--model", "./no/such/dir"], "no such model directory"),
     ("grpo.py", ["--task", "poetry"], "unknown task 'poetry'"),
+    ("grpo.py", ["--task", "codng"], "error: --task: unknown task 'codng' (did you mean coding?)"),
+    ("continual.py", ["--stages", "math,sciense"], "--stages: unknown task 'sciense' (did you mean science?)"),
     ("sdpo.py", ["--alpha", "-1"], "--alpha must be in [0, 1]"),
     ("evaluate.py", ["--k", "0"], "--k must be in [1, 1024]"),
     ("grpo.py", ["--task", "hf:bfcl"], "read from its downloaded file"),

@@ -34,6 +34,7 @@ Graders follow the release (SPEC, last section). The CODING grader never evaluat
 this process: every program runs in a sandbox of its own (world/sandbox.py).
 """
 import base64
+import difflib
 import hashlib
 import io
 import json
@@ -633,8 +634,9 @@ def check_task(name):
         if parts[1] in FILE_TASKS and (len(parts) < 3 or not os.path.isfile(parts[2])):
             raise ValueError(f"{name}: {parts[1]} is read from its downloaded file: {FILE_TASKS[parts[1]]}")
         return
-    raise ValueError(f"unknown task '{name}'; known: {', '.join(GENERATORS)}, a .json/.jsonl file, "
-                     f"or hf:NAME ({', '.join(HUB_TASKS)})")
+    near = difflib.get_close_matches(name, list(GENERATORS), n=1)
+    raise ValueError(f"unknown task '{name}'" + (f" (did you mean {near[0]}?)" if near else "")
+                     + f"; known: {', '.join(GENERATORS)}, a .json/.jsonl file, or hf:NAME ({', '.join(HUB_TASKS)})")
 
 
 def resolve_benchmarks(spec):
