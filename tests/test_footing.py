@@ -333,3 +333,19 @@ def test_the_footing_rule_fails_an_f_claim_whose_metric_is_0_on_every_run():
     # one run off the floor is enough for the metric to carry information
     b[10]["continual"]["runs"]["grpo"]["avg_forget_earlier"] = 0.05
     assert footing.footing_adequacy(b, "C2", "per-method")[0]
+
+
+def test_adequacy_refuses_bad_input_before_any_measurement(tmp_path, capsys):
+    """Round five (issue 73): a folder that is no model, an --out that is a file, and a seed whose checkpoint folder
+    holds no model are each one error line, exit 2, before the measurement (nothing lost, no traceback)."""
+    (tmp_path / "notmodel").mkdir()
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "runs" / "continual-s0" / "checkpoints" / "grpo" / "stage1").mkdir(parents=True)
+    for argv, said in [(["math-feedback", "--models", str(tmp_path / "notmodel")], "is not a model directory"),
+                       (["math-feedback", "--out", str(tmp_path / "afile")], "is a file"),
+                       (["null-iou", "--runs", str(tmp_path / "runs"), "--seeds", "0"], "no GRPO checkpoints")]:
+        with pytest.raises(SystemExit) as e:
+            adequacy.main(argv + ([] if "--out" in argv else ["--out", str(tmp_path / "out")]))
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and said in err and "Traceback" not in err, err
+    assert (tmp_path / "afile").read_text() == "mine" and not (tmp_path / "out").exists()

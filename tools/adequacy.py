@@ -23,6 +23,7 @@ import drift  # noqa: E402
 import evaluate  # noqa: E402
 from infra import safety  # noqa: E402
 from world import tasks  # noqa: E402
+from infra import flags  # noqa: E402
 from infra.checkpoints import atomic_json  # noqa: E402
 from infra.models import load_model  # noqa: E402
 from rollout import acc_at_k  # noqa: E402
@@ -130,7 +131,8 @@ def measure_null_iou(runs, seeds, run_name="grpo", draws=NULL_DRAWS):
     base, _ = load_model("tiny")
     out = {}
     for seed in seeds:
-        found = sorted(d for d in os.listdir(os.path.join(runs, f"continual-s{seed}", "checkpoints", run_name)))
+        found = sorted(d for d in os.listdir(os.path.join(runs, f"continual-s{seed}", "checkpoints", run_name))
+                       if os.path.isfile(os.path.join(runs, f"continual-s{seed}", "checkpoints", run_name, d, "config.json")))
         path = os.path.join(runs, f"continual-s{seed}", "checkpoints", run_name, found[-1])
         trained, _ = load_model(path)
         own = drift.parameter_drift(base, trained)["all"]["iou_mean"]
@@ -173,15 +175,19 @@ def main(argv=None):
         ap.error(f"--seeds: a comma list of integers, got {args.seeds!r}")
     if args.quick:
         seeds = seeds[:1]
+    flags.check_dir_flag(ap, "--out", args.out)   # before the measurement: a file there would lose its work
     if args.what == "null-iou":
-        missing = [s for s in seeds if not os.path.isdir(os.path.join(args.runs, f"continual-s{s}", "checkpoints", "grpo"))]
+        def stages(s):
+            d = os.path.join(args.runs, f"continual-s{s}", "checkpoints", "grpo")
+            return [f for f in sorted(os.listdir(d)) if os.path.isfile(os.path.join(d, f, "config.json"))] \
+                if os.path.isdir(d) else []
+        missing = [s for s in seeds if not stages(s)]
         if missing:
             ap.error(f"no GRPO checkpoints under {args.runs} for seeds {missing}: run "
                      f"`python tools/reference.py --family regen --seeds {args.seeds} --jobs 2` first")
     models = args.models.split(",")
-    bad = [m for m in models if m not in ("tiny", "tiny_think") and not os.path.isdir(m)]
-    if bad:
-        ap.error(f"--models: not a built-in model or a folder: {', '.join(bad)}")
+    for m in models:   # a built-in model or a model folder (config.json), said in one line before any work
+        flags.check_model_flag(ap, "--models", m)
     small = {"n": 2, "k": 1} if args.quick else {}
     result = {"math-feedback": lambda: measure_math_feedback(models, **small), "traces": lambda: measure_traces(**small),
               "null-iou": lambda: measure_null_iou(args.runs, seeds)}[args.what]()
