@@ -16,16 +16,26 @@ The packages are optional (requirements-trackers.txt); asked for without them, a
 import importlib.util
 import json
 import os
+import tempfile
 
 CHOICES = ("none", "tensorboard", "trackio")
 PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio"}
 
 
 def check_available(error, kind):
-    """error(message) unless --report-to's package is installed (before any work starts)."""
+    """error(message) unless --report-to's package is installed, and for trackio unless its local store can be
+    written (before any work starts: trackio itself loses every metric silently when it cannot write)."""
     if kind != "none" and importlib.util.find_spec(PACKAGES[kind]) is None:
         error(f"--report-to {kind} needs the {PACKAGES[kind]} package: pip install -r requirements-trackers.txt "
               f"(or pip install {PACKAGES[kind]})")
+    if kind == "trackio":
+        from trackio.utils import TRACKIO_DIR   # (optional: imported when asked for) TRACKIO_DIR or HF_HOME/trackio
+        try:
+            os.makedirs(TRACKIO_DIR, exist_ok=True)
+            os.rmdir(tempfile.mkdtemp(dir=TRACKIO_DIR))   # the only sure test (root is told "writable" and refused)
+        except OSError as e:
+            error(f"--report-to trackio: its store {TRACKIO_DIR} cannot be written ({e.strerror}); set TRACKIO_DIR "
+                  f"to a folder you can write")
 
 
 def numbers(row):

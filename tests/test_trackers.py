@@ -86,3 +86,16 @@ def test_without_the_package_one_error_line_names_what_to_install(tmp_path):
         assert out.returncode == 2 and f"--report-to {kind} needs the {kind} package" in lines[-1], out.stderr[-2000:]
         assert "pip install -r requirements-trackers.txt" in lines[-1] and "Traceback" not in out.stderr
         assert not (tmp_path / "runs").exists()
+
+
+def test_an_unwritable_trackio_store_is_one_error_line_before_any_work(tmp_path):
+    """Round five (issue 73): trackio loses every metric silently when its store cannot be written (exit 0); the
+    store is probed before any work instead: one error line naming it, exit 2, nothing written."""
+    pytest.importorskip("trackio")
+    (tmp_path / "afile").write_text("")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "continual.py"), "--report-to", "trackio", *TINY],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TRACKIO_DIR": str(tmp_path / "afile" / "store")})
+    last = out.stderr.strip().splitlines()[-1]
+    assert out.returncode == 2 and "--report-to trackio: its store" in last and "cannot be written" in last, out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "runs").exists()
