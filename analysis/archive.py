@@ -159,7 +159,31 @@ def materialized(root):
             os.replace(tmp, merged)
         except OSError:   # (another process finished first: its copy is the same)
             shutil.rmtree(tmp, ignore_errors=True)
+    note_origin(merged, root)
     return merged
+
+
+def note_origin(view, root):
+    """Beside a cached view, the family folder it shows (shown() names a file by it, not by the cache's path)."""
+    with open(os.path.join(view, ".origin.tmp"), "w") as f:
+        f.write(os.path.abspath(root))
+    os.replace(os.path.join(view, ".origin.tmp"), os.path.join(view, ".origin"))
+
+
+def shown(path):
+    """A path as its user knows it: a file inside a cached view of a family is named by the family's folder, a loose
+    run's as root/<run>/<file>, an archived one's as 'root/runs.parquet: <run>/<file>'; any other path as it is."""
+    path = os.path.abspath(path)
+    cache = os.path.abspath(cache_dir())
+    if not path.startswith(cache + os.sep):
+        return path
+    view, rel = path[len(cache) + 1:].split(os.sep, 1) if os.sep in path[len(cache) + 1:] else (path, "")
+    origin = os.path.join(cache, view, ".origin")
+    if not rel or not os.path.isfile(origin):
+        return path
+    root = open(origin).read()
+    loose = os.path.join(root, rel.split(os.sep)[0])
+    return os.path.join(root, rel) if os.path.isdir(loose) else f"{os.path.join(root, ARCHIVE)}: {rel}"
 
 
 def unpacked(root, archive):
@@ -177,6 +201,7 @@ def unpacked(root, archive):
     for name in os.listdir(root):
         if os.path.isfile(os.path.join(root, name)) and name != ARCHIVE:
             shutil.copyfile(os.path.join(root, name), os.path.join(into, name))
+    note_origin(into, root)
     return into
 
 

@@ -646,7 +646,16 @@ def stages_of(flags):
 
 def checked_results(path, exp, seed, flags):
     """An experiment's results.json, trusted only when it is what its directory says: a readable file, a
-    continual.py results dict of that seed, trained on the experiment's stages. Else ValueError naming the file."""
+    continual.py results dict of that seed, trained on the experiment's stages. Else ValueError naming the file
+    (as its user knows it: a file of a family's cached view by the family's folder, archive.shown)."""
+    try:
+        return checked_results_at(path, exp, seed, flags)
+    except ValueError as e:
+        raise ValueError(str(e).replace(path, archive.shown(path))) from None
+
+
+def checked_results_at(path, exp, seed, flags):
+    """checked_results's checks, naming `path` as it is given."""
     if not os.path.isfile(path):
         raise ValueError(f"{path} is not a file")
     if result_changed(path):

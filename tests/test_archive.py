@@ -69,6 +69,27 @@ def test_a_run_added_loose_beside_the_archive_is_read_with_it(reference, tmp_pat
     assert "continual-s11/results.json" in archive.read(str(family / archive.ARCHIVE))
 
 
+def test_a_damaged_loose_run_is_named_by_the_family_not_by_the_cache(reference, tmp_path):
+    """Round five (issue 73): a loose run's damaged results.json was reported under its cached copy's path in /tmp;
+    the message names the family's own folder (and an archived file, the archive and its path inside)."""
+    family = small_family(reference, tmp_path / "fam", seeds=(10,))
+    archive.pack(str(family))
+    for d in archive.run_dirs(str(family)):
+        shutil.rmtree(d)
+    shutil.copytree(os.path.join(reference, "continual-s11"), family / "continual-s11")
+    (family / "continual-s11" / "results.json").write_text("{ damaged")
+    (family / "continual-s11" / "results.json.sha256").unlink(missing_ok=True)
+    view = archive.materialized(str(family))
+    with pytest.raises(ValueError) as e:
+        claims.checked_results(os.path.join(view, "continual-s11", "results.json"), "continual", 11,
+                               claims.experiment_flags("continual"))
+    assert str(e.value).startswith(f"{family / 'continual-s11' / 'results.json'} is damaged"), str(e.value)
+    assert archive.cache_dir() not in str(e.value)
+    assert archive.shown(os.path.join(view, "continual-s10", "results.json")) == \
+        f"{family / archive.ARCHIVE}: continual-s10/results.json"
+    assert archive.shown(str(family / "x")) == str(family / "x")   # a path outside the cache: as it is
+
+
 def test_a_file_that_is_not_what_was_saved_is_refused_by_name(reference, tmp_path):
     family = small_family(reference, tmp_path / "fam", seeds=(10,))
     path, _ = archive.pack(str(family))
