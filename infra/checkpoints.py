@@ -8,6 +8,7 @@ import os
 import shutil
 
 import torch
+from safetensors import SafetensorError   # (what save_pretrained raises on a full disk)
 
 from infra.distributed import barrier, full_state_dict, is_main, is_sharded
 
@@ -101,11 +102,17 @@ def save_checkpoint(model, tok, out_dir, extra=None, opt=None, teacher=None):
     save_states(tmp, model, opt, teacher)
     barrier()
     if is_main():
-        model.save_pretrained(tmp, state_dict=state)
-        tok.save_pretrained(tmp)
-        for name, obj in (extra or {}).items():
-            torch.save(obj, os.path.join(tmp, name))
-        write_checksums(tmp)   # what a later rerun checks the directory against (damaged_files)
+        try:
+            model.save_pretrained(tmp, state_dict=state)
+            tok.save_pretrained(tmp)
+            for name, obj in (extra or {}).items():
+                torch.save(obj, os.path.join(tmp, name))
+            write_checksums(tmp)   # what a later rerun checks the directory against (damaged_files)
+        except (OSError, SafetensorError, RuntimeError) as e:   # a full disk (safetensors' own error, torch.save's)
+            shutil.rmtree(tmp, ignore_errors=True)             # nothing half-written is left; the old one stands
+            reason = getattr(e, "strerror", None) or str(e).strip().splitlines()[-1][:200]
+            raise OSError(getattr(e, "errno", None) or errno.EIO, f"the checkpoint could not be written ({reason})",
+                          out_dir) from None
         if os.path.exists(out_dir):
             shutil.rmtree(old, ignore_errors=True)
             os.replace(out_dir, old)

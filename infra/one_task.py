@@ -126,9 +126,14 @@ class OneTaskRun:
             self.tracker.stage({args.task: after}, None if change is None else max(change, 0.0),
                                None if change is None else max(-change, 0.0), args.steps)
             self.tracker.close()
-        save_checkpoint(self.model, self.tok, os.path.join(out, "model"))   # (torchrun: every process takes part)
-        if teacher is not None:                                              # SDPO: the teacher as it ended
-            save_checkpoint(teacher, self.tok, os.path.join(out, "teacher"))
+        try:
+            save_checkpoint(self.model, self.tok, os.path.join(out, "model"))   # (torchrun: every process takes part)
+            if teacher is not None:                                              # SDPO: the teacher as it ended
+                save_checkpoint(teacher, self.tok, os.path.join(out, "teacher"))
+        except OSError as e:   # a full disk: one line, nothing half-written left (save_checkpoint removed its .tmp)
+            print(f"error: {e.filename}: {e.strerror or e}; free space or give another --out and rerun",
+                  file=sys.stderr)
+            sys.exit(1)
         if not is_main():
             return
         rows = read_jsonl(self.log_path)[0]

@@ -334,3 +334,54 @@ def test_a_one_task_run_never_replaces_another_tasks_run_nor_writes_beside_a_run
     with pytest.raises(SystemExit) as e:
         grpo.main(["--task", "math", "--out", str(busy), "--steps", "1"])
     assert e.value.code == 2 and f"pid {os.getpid()}" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------
+# A full disk while a checkpoint is written (round five, issue 73): one line, no .tmp left, the old one stands
+# ----------------------------------------------------------------------------------------------
+FULL_DISK = ("import sys, transformers, safetensors; "
+             "def full(self, *a, **k): raise safetensors.SafetensorError('Error while serializing: I/O error: "
+             "No space left on device (os error 28)')\n"
+             "transformers.PreTrainedModel.save_pretrained = full\n"
+             "sys.path.insert(0, %r); sys.argv = [%r] + %r\n"
+             "import runpy; runpy.run_path(%r, run_name='__main__')")
+
+
+def full_disk_run(script, args, cwd):
+    code = FULL_DISK % (ROOT, script, args, os.path.join(ROOT, script))
+    return subprocess.run([sys.executable, "-c", code.replace("; def", "\ndef")], cwd=cwd, capture_output=True,
+                          text=True, timeout=900)
+
+
+def test_a_full_disk_while_saving_a_checkpoint_leaves_the_old_one_and_no_tmp(tmp_path, monkeypatch):
+    import safetensors
+    import transformers
+    from infra.models import load_model
+    model, tok = load_model("tiny")
+    out = str(tmp_path / "ckpt")
+    save_checkpoint(model, tok, out)
+    before = sorted(os.listdir(out))
+
+    def full(self, *a, **k):
+        raise safetensors.SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", full)
+    with pytest.raises(OSError) as e:
+        save_checkpoint(model, tok, out)
+    assert e.value.filename == out and "No space left on device" in e.value.strerror
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"] and sorted(os.listdir(out)) == before   # no .tmp, old intact
+
+
+@pytest.mark.parametrize("script,args", [
+    ("continual.py", ["--method", "grpo", "--mini-batches", "2", "--stages", "math", "--benchmarks", "math", "--steps", "1",
+                      "--prompts-per-step", "2", "--group-size", "2", "--eval-n", "2", "--eval-k", "1",
+                      "--max-new-tokens", "16", "--curve-every", "0", "--no-drift", "--threads", "1"]),
+    ("grpo.py", ["--task", "math", "--mini-batches", "2", "--steps", "1", "--prompts-per-step", "2", "--group-size", "2", "--eval-n", "2",
+                 "--eval-k", "1", "--max-new-tokens", "16", "--threads", "1", "--out", "runs/g"])])
+def test_a_full_disk_under_a_run_is_one_line_and_leaves_no_tmp(tmp_path, script, args):
+    p = full_disk_run(script, args, tmp_path)
+    lines = [line for line in p.stderr.splitlines() if line.strip() and "Warning" not in line]
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert lines[-1].startswith("error: ") and "the checkpoint could not be written" in lines[-1] \
+        and "No space left on device" in lines[-1], lines[-1]
+    left = [os.path.join(d, n) for d, dirs, files in os.walk(tmp_path) for n in dirs + files if n.endswith(".tmp")]
+    assert not left, left
