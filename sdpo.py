@@ -170,7 +170,7 @@ def topk_logprobs(student_logits, teacher_logits, k):
     log p(v) = x_v − logsumexp(x): only the k gathered values and one fp32 logsumexp per position are
     made (rollout.logsumexp_fp32: chunk by chunk with the speed-ups), so at 8k tokens × 152k ids the student keeps its
     logits (bf16 on GPUs) and nothing else of size V. The same numbers as
-    a brute-force top-k of log_softmax(S), log_softmax(T) up to float rounding (tests/test_sdpo.py).
+    a brute-force top-k of log_softmax(S), log_softmax(T) up to float rounding (tests/equations/test_sdpo.py).
     student_logits, teacher_logits: [..., V]. Returns ([..., k+1], [..., k+1]).
     """
     ids = student_logits.topk(k, dim=-1).indices                            # [..., k] the student's top-k

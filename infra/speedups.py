@@ -97,7 +97,7 @@ class TokenLogprobs(LogitsProcessor):
     of one step: each call keeps that step's log-softmax [b, V], and the next call's input_ids end with
     the token drawn from it; `finish` takes the last step's. It sees the model's own logits when nothing
     else changes them (temperature 1 or greedy, top-p 1): the log-probs a fresh forward would give, up
-    to float summation order (tests/test_rollout.py)."""
+    to float summation order (tests/equations/test_rollout.py)."""
 
     def __init__(self):
         self.last, self.columns = None, []

@@ -21,7 +21,7 @@ import sdpo
 import train
 from rollout import fill_reprompt, strip_think
 from conftest import gjsd_loss, interrupted_copy, results_as_if_full
-from test_grpo import args_for, fake_batch
+from equations.test_grpo import args_for, fake_batch
 
 
 # ---- (G3) dual clip --------------------------------------------------------------------------

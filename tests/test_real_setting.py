@@ -14,7 +14,7 @@ import rollout
 import sdpo
 import train
 from infra import models
-from test_grpo import fake_batch
+from equations.test_grpo import fake_batch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

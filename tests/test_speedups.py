@@ -1,7 +1,7 @@
 """The speed-ups (infra/speedups.py) against the plain path they replace, switched by speedups.ON.
 
 Each speed-up must give the plain path's numbers up to float summation order: the shared-prefix forward
-(tests/test_rollout.py, and inside whole updates in tests/test_protocol.py), and here sampling with the
+(tests/equations/test_rollout.py, and inside whole updates in tests/test_protocol.py), and here sampling with the
 preallocated, group-prefilled cache, log-probs recorded while sampling, the chunked log-sum-exp, the chunked
 entropy, and the --plain flag that turns them all off."""
 import pytest

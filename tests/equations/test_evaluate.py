@@ -145,7 +145,8 @@ def test_a_saved_checkpoint_reloads_with_the_attention_it_was_trained_with(tiny,
 
 
 # ---- the world's criteria (issue 25): W1 and W3, judged on the committed base's saved evaluation ----
-BASE_EVAL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "base", "tiny.json")
+BASE_EVAL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "results", "base",
+                         "tiny.json")
 
 
 def test_validation_split_is_held_out_of_training_and_test():
