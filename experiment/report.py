@@ -46,7 +46,7 @@ def pct(v, signed=False):
     return f"{100 * v:+.1f}" if signed and v != 0 else f"{100 * v:.1f}"
 
 
-def write_report(results, run_dir, one_of=1):
+def write_report(results, run_dir):
     """report.md: accuracy matrix per run, the G/F table of the final models, averages, collapse markers; and the
     same numbers as a table, results.parquet and results.csv (experiment/tables.py)."""
     tables.write_tables(tables.rows_of(results), os.path.join(run_dir, "results"))

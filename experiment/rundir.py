@@ -244,14 +244,14 @@ class Seed:
         return run
 
     def write_results(self):
-        """results.json (the accuracy matrix, A2–A3's changes, the claims on this seed) and report.md (rank 0)."""
+        """results.json (the accuracy matrix, A2–A3's changes, drift) and report.md (rank 0)."""
         if not is_main():
             return None
         results = build_results(self.configs, self.stages, self.benchmarks, self.progress, self.args)
         atomic_json(os.path.join(self.run_dir, "results.json"), results)
         write_result_checksum(os.path.join(self.run_dir, "results.json"))   # (the summaries check against it)
         n = len(self.experiment.seed_args)
-        text = write_report(results, self.run_dir, n)
+        text = write_report(results, self.run_dir)
         if n == 1:
             print("\n" + text)
         else:   # several seeds: one compact line each here, the full report once, over the seeds, at the end
