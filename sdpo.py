@@ -50,13 +50,9 @@ PROTOCOL = dict(
 SETTINGS = ("alpha", "refresh_every", "gamma", "cot", "mask_ratio", "feedback")
 
 
-# (S8) Environment feedback, per data kind, as the release's scripts run it (docs/PROTOCOL.md, rule 5):
-# on where the script leaves `include_environment_feedback` at its default True (actor.yaml:121): CODING
-# (experiments/rich_feedback/run_sdpo.sh) and MATH (no script: the yaml's default); off for SciKnowEval
-# and ToolAlpaca (experiments/generalization/run_sdpo_all.sh:125: include_environment_feedback=False).
-# One deviation, on the built-in world only (docs/PROTOCOL.md, deviation 16): its CODING and MATH records say
-# "feedback_usable": False, because its tiny model, shown a grader's report, answers 0% of the prompts that get
-# one (docs/RESULTS.md, "The feedback check"): "release" leaves feedback off for them.
+# (S8) Environment feedback per data kind, as the release's scripts run it: on for CODING and MATH, off for SCIENCE
+# and TOOLUSE (the files and lines: docs/PROTOCOL.md, rule 5). The built-in world's CODING and MATH records say
+# "feedback_usable": False (its tiny model cannot use a grader's report; docs/PROTOCOL.md, deviation 16).
 RELEASE_FEEDBACK_OFF = ("mcq", "tooluse")
 
 

@@ -46,11 +46,8 @@ def update_seed(seed, step):
     return seed * 100_003 + step + 7
 
 
-# The release's learning-rate warmup, per data kind (docs/PROTOCOL.md): 10 batches for SciKnowEval and
-# ToolAlpaca (experiments/generalization/run_sdpo_all.sh:126 and run_baseline_grpo_all.sh:112,
-# lr_warmup_steps=10); none for CODING (experiments/rich_feedback/run_sdpo.sh:123 and run_baseline_grpo.sh:107,
-# lr_warmup_steps=0) nor for MATH, which has no script (optim/fsdp.yaml:15,24: lr_warmup_steps -1 falls
-# back to lr_warmup_steps_ratio 0.0, fsdp_workers.py:574–580).
+# The release's learning-rate warmup per data kind: its SCIENCE and TOOLUSE scripts warm up 10 batches, CODING's
+# and MATH's none (the files and lines: docs/PROTOCOL.md, "Each stage as the release's script for its domain")
 RELEASE_WARMUP = {"mcq": 10, "tooluse": 10}
 
 

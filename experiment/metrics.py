@@ -29,7 +29,7 @@ def role_of(run):
 
 
 def defence_of(s):
-    """The teacher kind or forgetting defence an SDPO run adds (issue 47), e.g. "teacher live", "replay 0.2";
+    """The teacher kind or forgetting defence an SDPO run adds (beyond/variants.py), e.g. "teacher live", "replay 0.2";
     "" for none."""
     parts = [f"teacher {s['teacher']}"] if s.get("teacher", "ema") != "ema" else []
     parts += [f"{k} {s[k]:g}" for k in ("replay", "anchor", "base_kl") if s.get(k)]
