@@ -22,6 +22,7 @@ Read `main` first: it is the experiment, the stage loop C1–C2 in the paper's o
 train.run_steps, whose `update` calls the method's loss on every micro-batch (grpo.micro_batch_loss or
 sdpo.micro_batch_loss), then backward, clip and step.
 """
+import dataclasses
 import copy
 import sys
 
@@ -32,6 +33,7 @@ import evaluate
 import train
 from experiment import rundir
 from infra import flags
+from infra.knobs import knob
 from rollout import drop_long_prompts
 from world import tasks
 
@@ -48,12 +50,17 @@ PRESETS = {"sdpo_0": {"alpha": 0.0},                                      # SDPO
            "s_sdpo_0": {"refresh_every": S_SDPO_REFRESH, "gamma": 1.0},   # S-SDPO_0: restart-and-freeze (T2, γ = 1)
            "stable_sdpo": {"refresh_every": S_SDPO_REFRESH, "gamma": 0.5}}  # StableSDPO: refresh-and-freeze, γ = 0.5
 
-# continual.py's own knobs, one line each (infra/flags.py reads them; --help-all shows them): the stage boundary.
-PROTOCOL = dict(
-    teacher_init="restart",   # one of restart, carry: SDPO's teacher at a stage start (T3): the student's copy, or carried
-    teacher_mix=1.0,          # in [0, 1]: a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry
-    stage_optimizer="fresh",  # one of fresh, carry: AdamW at a stage start: fresh (the release) or carried over
-)
+# continual.py's own knobs, one field each (infra/knobs.py; --help-all shows them): the stage boundary.
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """The stage boundary's knobs (--help-all)."""
+    teacher_init: str = knob("restart", "one of restart, carry",
+                             "SDPO's teacher at a stage start (T3): the student's copy, or carried")
+    teacher_mix: float = knob(1.0, "in [0, 1]", "a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry")
+    stage_optimizer: str = knob("fresh", "one of fresh, carry",
+                                "AdamW at a stage start: fresh (the release) or carried over")
+
+
 
 
 def run_configs(args):

@@ -23,27 +23,34 @@ Simplifications, on purpose (and what the release does instead):
 * Log-probs are those of the untempered policy (the release divides logits by the rollout temperature;
   with the default rollout temperature 1 the two agree).
 """
+import dataclasses
 import sys
 
 import torch
 
 from infra import flags
+from infra.knobs import knob
 import train
 from infra.distributed import clone_model
 from rollout import batch_order, micro_batches, response_logits, response_logprobs, token_entropy, token_logprobs
 
-# GRPO's knobs, one line each: the flag (--mini-batches for mini_batches), then after `#` the values allowed
-# (checked before any work) and the --help text (infra/flags.py reads them). The defaults are the release's
+# GRPO's knobs, one field each (infra/knobs.py): the flag (--mini-batches for mini_batches), its default, the
+# values allowed (checked before any work) and the --help text. The defaults are the release's
 # (`baseline_grpo.yaml`, docs/PROTOCOL.md); the paper states none of them, so all are the protocol's (--help-all).
-PROTOCOL = dict(
-    mini_batches=4,       # >= 1: GRPO: optimizer steps per batch, each on a slice (the release: 4); 1 = on-policy (G2)
-    epochs=1,             # >= 1: GRPO: passes over each batch
-    epsilon=0.2,          # in [0, 1): GRPO: ε_low of the clip (G3)
-    epsilon_high=0.28,    # >= 0: GRPO: ε_high of the clip (G3)
-    clip_ratio_c=3.0,     # 0 or > 1: GRPO: dual clip c for negative advantages (G3, the release's 3); 0 = off
-    kl_coef=0.0,          # >= 0: GRPO: β_KL of the k3 KL to the start model (G4); 0 = off
-    adv_std=False,        # switch: GRPO: divide advantages by the group std (G1)
-)
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """GRPO's knobs, all the release's rules (--help-all)."""
+    mini_batches: int = knob(4, ">= 1",
+                             "GRPO: optimizer steps per batch, each on a slice (the release: 4); 1 = on-policy (G2)")
+    epochs: int = knob(1, ">= 1", "GRPO: passes over each batch")
+    epsilon: float = knob(0.2, "in [0, 1)", "GRPO: ε_low of the clip (G3)")
+    epsilon_high: float = knob(0.28, ">= 0", "GRPO: ε_high of the clip (G3)")
+    clip_ratio_c: float = knob(3.0, "0 or > 1",
+                               "GRPO: dual clip c for negative advantages (G3, the release's 3); 0 = off")
+    kl_coef: float = knob(0.0, ">= 0", "GRPO: β_KL of the k3 KL to the start model (G4); 0 = off")
+    adv_std: bool = knob(False, "switch", "GRPO: divide advantages by the group std (G1)")
+
+
 SETTINGS = ("mini_batches", "epochs", "clip_ratio_c")   # the knobs that name a GRPO configuration (run_name)
 
 
@@ -273,7 +280,7 @@ def run_name(s):
     s: a dict (or namespace) with mini_batches, epochs, clip_ratio_c."""
     s = s if isinstance(s, dict) else vars(s)
     parts = [f"_{tag}{s[k]:g}" for k, tag in (("mini_batches", "mb"), ("epochs", "ep"), ("clip_ratio_c", "c"))
-             if s[k] != PROTOCOL[k]]
+             if s[k] != getattr(Protocol, k)]
     return "grpo" + "".join(parts)
 
 

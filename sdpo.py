@@ -21,32 +21,43 @@ Simplifications, on purpose:
   the others contribute nothing to the loss, so their forward passes would be wasted.
 * Student entropy is logged over the distilled responses (the ones that were run).
 """
+import dataclasses
 import sys
 
 import torch
 
 from infra import flags
+from infra.knobs import knob
 from world import graders
 import train
 from infra.distributed import check_weights, clone_model
 from rollout import (batch_positions, chat_messages, encode_chat, fill_reprompt, logsumexp_fp32, micro_batches,
                      response_logits, strip_think, token_entropy)
 
-# SDPO's knobs, one line each: the flag (--refresh-every for refresh_every), then after `#` the values allowed
-# (checked before any work) and the --help text (infra/flags.py reads them). KNOBS are the paper's (--help);
-# PROTOCOL the release's rules the paper leaves implicit (--help-all). SETTINGS name a configuration (run_name).
-KNOBS = dict(
-    alpha=0.05,           # in [0, 1]: teacher EMA rate α (T1); 0 = frozen teacher (continual.py: a comma list sweeps)
-    beta=0.5,             # in [0, 1]: GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL
-    refresh_every=0,      # >= 0: StableSDPO: refresh the teacher every K steps (T2); 0 = off
-    gamma=1.0,            # in (0, 1]: refresh rate γ (T2); 1 = hard restart
-)
-PROTOCOL = dict(
-    topk=None,            # int >= 0: distil on the student's top-k ids + a tail (S4); 0 = all; default 100 (tiny: all)
-    cot=False,            # switch: SDPO-CoT: keep <think> spans in the demonstration (S6)
-    mask_ratio=0.0,       # in [0, 1): token masking (S7): drop each distilled token with this probability; 0 = off
-    feedback="release",   # one of release, on, off: environment feedback (S8); release = per domain, as the release
-)
+# SDPO's knobs, one field each (infra/knobs.py): the flag (--refresh-every for refresh_every), its default, the
+# values allowed (checked before any work) and the --help text. SETTINGS name a configuration (run_name).
+@dataclasses.dataclass(frozen=True)
+class Knobs:
+    """The paper's SDPO knobs (--help)."""
+    alpha: float = knob(0.05, "in [0, 1]",
+                        "teacher EMA rate α (T1); 0 = frozen teacher (continual.py: a comma list sweeps)")
+    beta: float = knob(0.5, "in [0, 1]", "GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
+    refresh_every: int = knob(0, ">= 0", "StableSDPO: refresh the teacher every K steps (T2); 0 = off")
+    gamma: float = knob(1.0, "in (0, 1]", "refresh rate γ (T2); 1 = hard restart")
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """The release's rules the paper leaves implicit (--help-all)."""
+    topk: int | None = knob(None, "int >= 0",
+                            "distil on the student's top-k ids + a tail (S4); 0 = all; default 100 (tiny: all)")
+    cot: bool = knob(False, "switch", "SDPO-CoT: keep <think> spans in the demonstration (S6)")
+    mask_ratio: float = knob(0.0, "in [0, 1)",
+                             "token masking (S7): drop each distilled token with this probability; 0 = off")
+    feedback: str = knob("release", "one of release, on, off",
+                         "environment feedback (S8); release = per domain, as the release")
+
+
 SETTINGS = ("alpha", "refresh_every", "gamma", "cot", "mask_ratio", "feedback")
 
 

@@ -11,6 +11,7 @@ built from sdpo.py's own: continual.py hands it to train.run_steps when one of t
 otherwise, so the paper's files never read them. `method(base)` is this file's method for a sequence whose θ_0
 is `base`; its frozen model is a pair {"teacher": the teacher of its kind, "base": θ_0 where R2 or R3 reads it}.
 """
+import dataclasses
 import functools
 import os
 import random
@@ -25,27 +26,34 @@ import sdpo  # noqa: E402
 import train  # noqa: E402
 from grpo import k3_kl  # noqa: E402
 from infra import flags  # noqa: E402
+from infra.knobs import knob  # noqa: E402
 from infra.distributed import clone_model, global_sum  # noqa: E402
 from rollout import drop_long_prompts, response_logits, token_logprobs  # noqa: E402
 from world import tasks  # noqa: E402
 
-# The knobs, one line each as in sdpo.py (infra/flags.py reads them; --help-all shows them under "beyond the
-# paper"). SETTINGS go into every SDPO run's settings, after sdpo.py's; replay is continual.py's alone.
-KNOBS = dict(
-    teacher="ema",           # one of ema, live, base, trust_region: the teacher's kind: T1/T2's (the paper), T4, T5, T6
-    trust_rate=0.05,         # in [0, 1]: T6's λ in z_T = (1 − λ) z_ref + λ z_θ (the official SDPO's update rate)
-    replay=0.0,              # in [0, 1): R1: this share of every stage's prompts from the earlier domains; 0 = off
-    anchor=0.0,              # in [0, 1e6]: R2: (λ/2)‖θ − θ_0‖² added to every optimizer step's loss; 0 = off
-    base_kl=0.0,             # in [0, 1e6]: R3: β·k3(π_0, π_θ) added to SDPO's per-token loss; 0 = off
-    skip_empty_steps=False,  # switch: no optimizer step when nothing is distilled (the release steps anyway)
-)
+# The knobs, one field each as in sdpo.py (infra/knobs.py; --help-all shows them under "beyond the paper").
+# SETTINGS go into every SDPO run's settings, after sdpo.py's; replay is continual.py's alone.
+@dataclasses.dataclass(frozen=True)
+class Knobs:
+    """What other implementations add (--help-all, "beyond the paper")."""
+    teacher: str = knob("ema", "one of ema, live, base, trust_region",
+                        "the teacher's kind: T1/T2's (the paper), T4, T5, T6")
+    trust_rate: float = knob(0.05, "in [0, 1]",
+                             "T6's λ in z_T = (1 − λ) z_ref + λ z_θ (the official SDPO's update rate)")
+    replay: float = knob(0.0, "in [0, 1)", "R1: this share of every stage's prompts from the earlier domains; 0 = off")
+    anchor: float = knob(0.0, "in [0, 1e6]", "R2: (λ/2)‖θ − θ_0‖² added to every optimizer step's loss; 0 = off")
+    base_kl: float = knob(0.0, "in [0, 1e6]", "R3: β·k3(π_0, π_θ) added to SDPO's per-token loss; 0 = off")
+    skip_empty_steps: bool = knob(False, "switch",
+                                  "no optimizer step when nothing is distilled (the release steps anyway)")
+
+
 CONTINUAL_ONLY = ("replay",)
 SETTINGS = ("skip_empty_steps", "teacher", "replay", "anchor", "base_kl")
 
 
 def wanted(settings):
     """Does an SDPO configuration need this file (a knob of it away from its default)?"""
-    return any(settings.get(k, default) != default for k, default in KNOBS.items() if k != "trust_rate")
+    return any(settings.get(f.name, f.default) != f.default for f in dataclasses.fields(Knobs) if f.name != "trust_rate")
 
 
 def settings_of(args):
@@ -215,7 +223,7 @@ def run_name(s):
     s = s if isinstance(s, dict) else vars(s)
     name = sdpo.run_name(s) + ("_skip0" if s.get("skip_empty_steps") else "")
     name += {"live": "_live", "base": "_base", "trust_region": "_tr"}.get(s.get("teacher", "ema"), "")
-    if s.get("teacher") == "trust_region" and s.get("trust_rate", KNOBS["trust_rate"]) != KNOBS["trust_rate"]:
+    if s.get("teacher") == "trust_region" and s.get("trust_rate", Knobs.trust_rate) != Knobs.trust_rate:
         name += f"{s['trust_rate']:g}"
     name += f"_replay{s['replay']:g}" if s.get("replay") else ""
     name += f"_anchor{s['anchor']:g}" if s.get("anchor") else ""
@@ -228,10 +236,10 @@ def warnings_of(args, stages):
     out = []
     if getattr(args, "replay", 0) and len(stages) < 2:
         out.append("--replay draws from the earlier stages' domains, and one stage has none: it changes nothing")
-    if args.teacher in ("live", "base", "trust_region") and any(a != sdpo.KNOBS["alpha"] for a in args.alpha):
+    if args.teacher in ("live", "base", "trust_region") and any(a != sdpo.Knobs.alpha for a in args.alpha):
         out.append(f"--alpha is the EMA teacher's rate (T1); --teacher {args.teacher} never moves by it: it changes "
                    f"only the run's name" + (" (T6's λ is --trust-rate)" if args.teacher == "trust_region" else ""))
-    if args.trust_rate != KNOBS["trust_rate"] and args.teacher != "trust_region":
+    if args.trust_rate != Knobs.trust_rate and args.teacher != "trust_region":
         out.append("--trust-rate is the trust-region teacher's λ (T6), and --teacher is not trust_region: it changes "
                    "nothing")
     return out

@@ -18,8 +18,7 @@ cache (or be a local directory). A flag a model gives its own default to (weight
 is filled in here (`model_defaults`, `default_topk`).
 """
 import argparse
-import ast
-import inspect
+import dataclasses
 import json
 import math
 import os
@@ -51,28 +50,22 @@ MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096
 
 
 # ----------------------------------------------------------------------------------------------
-# Knobs: a file declares each of its settings on one line of a dict, nanoGPT's habit,
-#     beta=0.5,          # in [0, 1]: GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL
-# the comment before its first ': ' says what is allowed (checked before any work), the rest is the --help.
-# KNOBS holds a file's knobs of its --help group, PROTOCOL the release's rules (--help-all).
+# Knobs: a file declares each of its settings as one field of a dataclass (infra/knobs.py), nanoGPT's one line:
+#     beta: float = knob(0.5, "in [0, 1]", "GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
+# the values allowed are checked before any work; the last string is the --help. A file's Knobs are its --help
+# group, its Protocol the release's rules (--help-all).
 # ----------------------------------------------------------------------------------------------
 def knob_rows(module, group="paper"):
-    """The knobs of a file (grpo, sdpo, continual, beyond.variants), read from its KNOBS and PROTOCOL dicts'
-    lines: [{name, default, type, allowed, ok, help, group, choices, only}]. group: the --help group of KNOBS
-    ("paper", or "beyond" for beyond/variants.py); PROTOCOL's are "protocol". A name in the file's
-    CONTINUAL_ONLY is a flag of continual.py alone."""
-    source = inspect.getsource(module)
-    lines = source.splitlines()
+    """The knobs of a file (grpo, sdpo, continual, beyond.variants), read from the fields of its Knobs and Protocol
+    dataclasses: [{name, default, type, allowed, ok, help, group, choices, only}]. group: the --help group of Knobs
+    ("paper", or "beyond" for beyond/variants.py); Protocol's are "protocol". A name in the file's CONTINUAL_ONLY
+    is a flag of continual.py alone."""
     rows = []
-    for node in ast.parse(source).body:
-        table = node.targets[0].id if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) else None
-        if table not in ("KNOBS", "PROTOCOL"):
-            continue
-        for kw in node.value.keywords:
-            allowed, _, help_text = lines[kw.lineno - 1].split("#", 1)[1].strip().partition(": ")
-            row = knob_row(kw.arg, getattr(module, table)[kw.arg], allowed, help_text)
-            row.update(group=group if table == "KNOBS" else "protocol",
-                       only="continual" if kw.arg in getattr(module, "CONTINUAL_ONLY", ()) else None)
+    for table in ("Knobs", "Protocol"):
+        for f in dataclasses.fields(getattr(module, table)) if hasattr(module, table) else ():
+            row = knob_row(f.name, f.default, f.metadata["allowed"], f.metadata["help"])
+            row.update(group=group if table == "Knobs" else "protocol",
+                       only="continual" if f.name in getattr(module, "CONTINUAL_ONLY", ()) else None)
             rows.append(row)
     return rows
 

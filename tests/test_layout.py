@@ -3,6 +3,7 @@
     python tests/test_layout.py        # prints the import graph of the top-level modules, layer by layer
 """
 import ast
+import dataclasses
 import glob
 import io
 import os
@@ -342,6 +343,7 @@ MAX_CODE_LINES, MAX_FLOOR_NAMES = 400, 15
 FLOOR_NAMES = {"experiment.rundir.Experiment", "experiment.rundir.configuration", "experiment.rundir.knobs",
                "infra.distributed.check_weights", "infra.distributed.clip_and_step", "infra.distributed.clone_model",
                "infra.distributed.whole_batch", "infra.flags.continual_args", "infra.flags.one_task_args",
+               "infra.knobs.knob",
                "infra.one_task.OneTaskRun", "infra.one_task.over_seeds", "infra.steps.StepLog",
                "world.graders.feedback", "world.tasks.train_records"}
 BEYOND_TAGS = ("T4", "T5", "T6", "R1", "R2", "R3")
@@ -399,7 +401,7 @@ def beyond_the_paper_in(path):
     """Tags of T4–T6 or R1–R3, and knobs of beyond/variants.py, in a file (its code, comments and docstrings)."""
     text = open(path).read()
     found = [t for t in BEYOND_TAGS if re.search(r"\(" + t + r"[,)\s–-]", text)]
-    knobs = [k for k in variants.KNOBS if k != "teacher"] + ["teacher_kind"]
+    knobs = [f.name for f in dataclasses.fields(variants.Knobs) if f.name != "teacher"] + ["teacher_kind"]
     tree = ast.parse(text)
     used = set(identifiers(tree)) | {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     found += [k for k in knobs if k in used or "--" + k.replace("_", "-") in text]
