@@ -67,3 +67,12 @@ def test_bad_input_is_one_line(family, tmp_path, capsys):
             compare.main(argv)
         err = capsys.readouterr().err
         assert e.value.code == 2 and said in err and "Traceback" not in err, err
+
+
+def test_the_report_is_written_only_when_asked(family, capsys):
+    assert not (family / "report.md").exists()
+    compare.main(["--table", "--family", str(family)])
+    assert not (family / "report.md").exists()
+    compare.main(["--report", "--family", str(family)])
+    text = (family / "report.md").read_text()
+    assert text.startswith("# The headline over seeds") and "| 1: math | **60.5 [58.0, 63.0]** |" in text

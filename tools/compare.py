@@ -4,6 +4,7 @@ committed distribution of that configuration over seeds (results/headline/: `pyt
 
     python tools/compare.py runs/sdpo_a0.05-s0      # the cells of your run outside the seeds' range, one short table
     python tools/compare.py --table                  # the distribution: median [min, max] of every cell (the README's)
+    python tools/compare.py --report                 # the same, written as results/headline/report.md (committed)
 
 A cell is an accuracy (Acc@8 %, after a stage, on a benchmark), or G, F on the earlier domains, F out of domain
 (A3, %) or the degenerate share after the last stage. "Outside" means below the smallest or above the largest
@@ -95,9 +96,11 @@ def main(argv=None):
                                  usage="python tools/compare.py RUN_DIR | --table")
     ap.add_argument("run_dir", nargs="?", help="a finished run of `continual.py --method sdpo --alpha 0.05`")
     ap.add_argument("--table", action="store_true", help="print the distribution (median [min, max] per cell)")
+    ap.add_argument("--report", action="store_true", help="write the distribution as the family's report.md (a "
+                    "committed file: this flag says so)")
     ap.add_argument("--family", default=FAMILY, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if not args.table and not args.run_dir:
+    if not (args.table or args.report) and not args.run_dir:
         ap.error("give a finished run directory (or --table)")
     try:
         dist, seeds, theirs = distribution(args.family)
@@ -105,6 +108,19 @@ def main(argv=None):
         ap.error(str(e))
     if args.table:
         print(distribution_table(dist, seeds))
+        return dist
+    if args.report:
+        path = os.path.join(args.family, "report.md")
+        text = ("# The headline over seeds\n\n`python continual.py --method sdpo --alpha 0.05 --threads 1 --seed K` for "
+                f"K = {', '.join(map(str, seeds))}, one directory each (packed in runs.parquet), on one processor. "
+                "Acc@8 in % on the same 32 test prompts per benchmark for every seed; each cell the median [min, max] "
+                "over the seeds; bold: a stage's own domain, right after it. G and F are A3's, relative to the base "
+                "(%). `python tools/compare.py RUN_DIR` lists the cells of a run outside these ranges.\n\n"
+                + distribution_table(dist, seeds) + "\n")
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+        print(f"wrote {path}")
         return dist
     path = os.path.join(args.run_dir, "results.json")
     try:
