@@ -1,9 +1,6 @@
-"""experiment/metrics.py — what a run's results are summarised by: the paper's name of a configuration
-(`role_of`: GRPO, SDPO_0, SDPO_5%, …, the legends' and the tables' names) and each run's metrics over its stages
-(`METRICS`: A3's G and F, the drift of the final model, collapse, and the continual-learning field's average
-accuracy, forgetting from the peak and backward transfer). A summary over seeds gives each its interval; the paper's
-claims, which compare two configurations on one of these metrics, are computed by analysis/claims.py, which the
-runs never import."""
+"""experiment/metrics.py — what a run's results are summarised by: the paper's name of a configuration (`role_of`)
+and each run's metrics over its stages (`METRICS`: A3's G and F, drift, collapse, the field's average accuracy,
+forgetting from the peak, backward transfer). The claims over them are analysis/claims.py's; no run imports it."""
 
 # ----------------------------------------------------------------------------------------------
 # The configurations, recognised by their settings (the paper's Table D.6 names)

@@ -406,8 +406,7 @@ def check_weights(model):
 # The paper's loop enters here (train.update): a batch's counts over every process, one checked step
 # ----------------------------------------------------------------------------------------------
 class EmptyLossWarning(UserWarning):
-    """A step whose batch put no token in the loss (SDPO: no response had a successful sibling or feedback): a zero
-    gradient, and AdamW still takes its step, as the release does."""
+    """A step with no token in the loss (SDPO: no successful sibling, no feedback): infra/steps.py says it."""
 
 
 @contextlib.contextmanager

@@ -556,8 +556,7 @@ def check_run_dir_flags(ap, args):
 
 
 def typed_flags(ap, argv):
-    """The settings (dests) the command line itself names, whatever their values: `--alpha 0.05` typed with GRPO
-    changes nothing even though 0.05 is the default. (A --config file's settings are not typed here.)"""
+    """The settings the command line names, whatever their values (a --config file's are not typed here)."""
     saved = {a.dest: a.default for a in ap._actions}
     try:
         for a in ap._actions:

@@ -1,9 +1,6 @@
-"""infra/knobs.py — how a file declares its knobs: a dataclass whose every field is one knob, with its default, the
-values allowed (checked before any work starts; the words infra/flags.knob_row reads) and its --help text, e.g.
-
-    beta: float = knob(0.5, "in [0, 1]", "GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
-
-infra/flags.py makes the flags and their checks from the fields; nothing reads a source comment. Not the paper."""
+"""infra/knobs.py — a knob is one field of a file's Knobs or Protocol dataclass: its default, the values allowed (the
+words infra/flags.knob_row reads and checks) and its --help, e.g. `beta: float = knob(0.5, "in [0, 1]", "GJSD mix
+β (S3)…")`; infra/flags.py makes the flags from the fields. Nothing here is in the paper."""
 import dataclasses
 
 

@@ -73,7 +73,7 @@ class OneTaskRun:
 
     def __init__(self, ap, args, method_name):
         try:
-            tasks.check_task(args.task)
+            tasks.check_task(args.task)   # a name that is no task: --task alone is to blame
         except ValueError as e:
             ap.error(f"--task: {e}")
         try:
@@ -131,9 +131,7 @@ class OneTaskRun:
             if teacher is not None:                                              # SDPO: the teacher as it ended
                 save_checkpoint(teacher, self.tok, os.path.join(out, "teacher"))
         except OSError as e:   # a full disk: one line, nothing half-written left (save_checkpoint removed its .tmp)
-            print(f"error: {e.filename}: {e.strerror or e}; free space or give another --out and rerun",
-                  file=sys.stderr)
-            sys.exit(1)
+            sys.exit(f"error: {e.filename}: {e.strerror or e}; free space or give another --out and rerun")
         if not is_main():
             return
         rows = read_jsonl(self.log_path)[0]

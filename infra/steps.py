@@ -37,6 +37,7 @@ class StepLog:
         self.warned = self.caught.__enter__()
         warnings.simplefilter("always", EmptyLossWarning)
         self.empty = []                                   # the steps that put no token in the loss
+        self.rows, self.said_busy = [], False              # each step's line (busy_note reads their seconds)
         return self
 
     def __exit__(self, *exc):
@@ -49,15 +50,14 @@ class StepLog:
         return self.stops.__exit__(*exc)
 
     def say_warnings(self):
-        """The warnings of the steps so far, above the bar: the first step with no token in the loss in full (the
-        others are counted at the end), any other warning as Python would show it."""
+        """The steps' warnings, above the bar: the first empty step in full (the rest counted at the end), others as is."""
         for w in self.warned:
             if issubclass(w.category, EmptyLossWarning):
                 self.empty.append(str(w.message).split()[-1])
                 if len(self.empty) == 1:
-                    tqdm.write(f"warning: {self.bar.desc}: {w.message}: no token in the loss (SDPO: no response had a "
-                               f"successful sibling or feedback); zero gradient (AdamW still takes its step, as the "
-                               f"release does); the others are counted at the stage's end", file=sys.stderr)
+                    tqdm.write(f"warning: {self.bar.desc}: {w.message}: no token in the loss (SDPO: no successful sibling "
+                               f"or feedback): a zero gradient, AdamW steps anyway as the release; more are counted at the "
+                               f"end", file=sys.stderr)
             else:
                 tqdm.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno).rstrip(), file=sys.stderr)
         self.warned.clear()
@@ -93,8 +93,27 @@ class StepLog:
         self.bar.set_postfix(reward=f"{row['reward']:.2f}", **signal)
         self.bar.update(1)
         self.say_warnings()
+        self.rows.append(row)
+        note = None if self.said_busy else busy_note(self.rows)
+        if note:
+            tqdm.write(f"note: {self.bar.desc}: {note}", file=sys.stderr)
+            self.said_busy = True
         if self.on_step:
             self.on_step(self.index + 1, row)
         if self.stops.requested:
             raise Interrupted(self.index + 1)
         return row
+
+
+def busy_note(rows, window=5, factor=2.5):
+    """A sentence when the median of the last `window` steps' seconds per response token (rollout and update) is
+    `factor` times the first `window`'s or more, else None: measured, and longer responses alone do not count."""
+    if len(rows) < 2 * window:
+        return None
+    first, last = (sorted((r["rollout_s"] + r["update_s"]) / max(r["response_len"], 1e-9) for r in part)[window // 2]
+                   for part in (rows[:window], rows[-window:]))
+    if last < factor * first:
+        return None
+    return (f"its steps now take {last / first:.1f}× as long per response token as its first {window} (median "
+            f"{1000 * last:.0f} ms against {1000 * first:.0f} ms): the machine is busy (other jobs share its cores); "
+            f"the numbers are the same, only later")

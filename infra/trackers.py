@@ -23,8 +23,7 @@ PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio"}
 
 
 def check_available(error, kind):
-    """error(message) unless --report-to's package is installed, and for trackio unless its local store can be
-    written (before any work starts: trackio itself loses every metric silently when it cannot write)."""
+    """error(message) unless --report-to's package is there and trackio's store writable (trackio fails silently)."""
     if kind != "none" and importlib.util.find_spec(PACKAGES[kind]) is None:
         error(f"--report-to {kind} needs the {PACKAGES[kind]} package: pip install -r requirements-trackers.txt "
               f"(or pip install {PACKAGES[kind]})")
@@ -34,8 +33,7 @@ def check_available(error, kind):
             os.makedirs(TRACKIO_DIR, exist_ok=True)
             os.rmdir(tempfile.mkdtemp(dir=TRACKIO_DIR))   # the only sure test (root is told "writable" and refused)
         except OSError as e:
-            error(f"--report-to trackio: its store {TRACKIO_DIR} cannot be written ({e.strerror}); set TRACKIO_DIR "
-                  f"to a folder you can write")
+            error(f"--report-to trackio: its store {TRACKIO_DIR} cannot be written ({e.strerror}); set TRACKIO_DIR")
 
 
 def numbers(row):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from analysis import claims, footing
-from infra import plots
+from analysis.figures import plot_footing
 from tools import adequacy
 
 B8 = ["math", "science", "tooluse", "coding", "math_hard", "science_boxed", "tool_unseen", "logic"]
@@ -239,7 +239,7 @@ def test_the_figure_rows_take_each_rate_and_the_rows_read_once(tmp_path):
     # a footing where a method does not learn is drawn as not testable there, and only there
     assert [out["C2"]["rows"][k]["footing_ok"] for k in ("per-method", "1e-4", "4e-4")] == [True, True, False]
     assert out["P2"]["testable"] is False and out["P2"]["rows"]["1e-4"] is None and out["C2"]["testable"]
-    path = plots.plot_footing(list(out.values()), str(tmp_path / "f.png"))
+    path = plot_footing(list(out.values()), str(tmp_path / "f.png"))
     assert path is None or os.path.getsize(path) > 1000   # (None only without matplotlib)
 
 

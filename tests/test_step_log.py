@@ -45,3 +45,17 @@ def test_other_warnings_still_show(capsys):
     run_steps(2, set(), other=True)
     err = capsys.readouterr().err
     assert "RuntimeWarning: something else" in err and "no token" not in err
+
+
+def test_a_busy_machine_is_said_from_the_steps_own_seconds():
+    """Issue 74: steps much slower per response token than the stage's first say so once; longer responses alone
+    (the same seconds per token) do not."""
+    from infra.steps import busy_note
+
+    def rows(seconds, lengths):
+        return [{"rollout_s": s * 0.8, "update_s": s * 0.2, "response_len": n} for s, n in zip(seconds, lengths)]
+    assert busy_note(rows([1.0] * 9, [10] * 9)) is None                          # too few steps to say
+    assert busy_note(rows([1.0] * 10, [10] * 10)) is None                        # as fast as ever
+    assert busy_note(rows([1.0] * 5 + [3.0] * 5, [10] * 5 + [30] * 5)) is None   # 3× the seconds for 3× the tokens
+    note = busy_note(rows([1.0] * 5 + [3.0] * 5, [10] * 10))
+    assert note and "3.0× as long per response token" in note and "300 ms against 100 ms" in note

@@ -39,9 +39,10 @@ import continual  # noqa: E402
 import evaluate  # noqa: E402
 import sdpo  # noqa: E402
 import train  # noqa: E402
-from infra import flags, plots, safety  # noqa: E402
+from infra import flags, safety  # noqa: E402
 from infra import stats  # noqa: E402
 from analysis import archive  # noqa: E402
+from analysis.figures import plot_loop_stages, plot_loop_steps  # noqa: E402
 from experiment import rundir  # noqa: E402
 from world import tasks  # noqa: E402
 from infra.checkpoints import atomic_json  # noqa: E402
@@ -381,8 +382,8 @@ def figures(out, into):
     if not cells and not probes:
         sys.exit(f"error: no finished cell or probe under {out}")
     os.makedirs(into, exist_ok=True)
-    made = [plots.plot_loop_steps(cells, os.path.join(into, "loop_steps.png"), labels=STEP_CELLS) if cells else None,
-            plots.plot_loop_stages(probes, os.path.join(into, "loop_stages.png"),
+    made = [plot_loop_steps(cells, os.path.join(into, "loop_steps.png"), labels=STEP_CELLS) if cells else None,
+            plot_loop_stages(probes, os.path.join(into, "loop_stages.png"),
                                    stages=["math", "science", "tooluse"],   # (the reference's order)
                                    labels={"grpo": "GRPO", "sdpo_0": "SDPO_0", "sdpo_5": "SDPO_5%"}) if probes else None]
     return [m for m in made if m] or ["nothing (matplotlib is missing)"]

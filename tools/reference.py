@@ -38,7 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
 from analysis import archive, claims, footing, frontier  # noqa: E402
-from infra import flags, plots, safety  # noqa: E402
+from analysis.figures import plot_footing, plot_frontier  # noqa: E402
+from infra import flags, safety  # noqa: E402
 from world import tasks  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 from infra.models import load_model  # noqa: E402
@@ -194,7 +195,7 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, fi
     table, rows = footing.footing_table(bundles, base, traces, null)
     if figures:
         os.makedirs(figures, exist_ok=True)
-        print("wrote", plots.plot_footing(footing.footing_figure_rows(rows), os.path.join(figures, "equal_footing.png")))
+        print("wrote", plot_footing(footing.footing_figure_rows(rows), os.path.join(figures, "equal_footing.png")))
     arm = sorted({s for s, x in bundles.items() if any(e in x for e in claims.EQUAL_RATE)})
     text = (f"arm seeds with a finished experiment: {', '.join(map(str, arm)) or 'none yet'}\n\n"
             "What one learning rate gives each method (each run's log.jsonl; GRPO takes 4 optimizer steps per batch, "
@@ -232,7 +233,7 @@ def frontier_summary(root=os.path.join(safety.REPO, ROOTS["frontier"]), write=Tr
         text += "\n\nWall time per experiment (each directory's seconds.txt; two at a time on 2 cores):\n\n" + times
     if figures:
         os.makedirs(figures, exist_ok=True)
-        print("wrote", plots.plot_frontier(frontier.frontier_cells(runs), os.path.join(figures, "frontier.png")))
+        print("wrote", plot_frontier(frontier.frontier_cells(runs), os.path.join(figures, "frontier.png")))
     print(text)
     if not write:
         print(f"\n(printed only: add --into-results to write {os.path.relpath(root)}/report.md)")

@@ -1,0 +1,198 @@
+"""analysis/figures.py — the research harness's figures, drawn by tools/ from committed families (no run draws them):
+
+    equal_footing.png  each claim at the per-method rates and at each shared rate (tools/reference.py --family equal)
+    frontier.png       forgetting against gain along each method's learning-rate frontier (--family frontier)
+    loop_steps.png, loop_stages.png  the CODING stage's loops, per step and per stage (tools/collapse.py)
+
+They use infra/plots.py's helpers: the same look, the same atomic writes, None without matplotlib.
+"""
+import os
+
+from infra.plots import COLORS, label_of, pyplot, save
+from infra.stats import mean_interval
+
+# The loop, step by step: what tools/collapse.py logs on every CODING step of a cell
+LOOP_METRICS = [("loop_share_failed", "loop tokens, share of failed responses' tokens"),
+                ("logratio_loop", "log p_T − log p_S on loop tokens"),
+                ("logratio_other", "log p_T − log p_S on the other tokens"),
+                ("eos_push", "push on end-of-response: p_T(EOS) − p_S(EOS)"),
+                ("entropy_gap", "H_T − H_S per distilled token (nats)"),
+                ("distilled_token_frac", "distilled share of the batch's tokens"),
+                ("reward", "mean reward")]
+
+
+def loop_value(row, key):
+    """One step's value of a LOOP_METRICS key (H_T − H_S from the two entropies; None where undefined)."""
+    if key == "entropy_gap":
+        if row.get("skipped") or row.get("teacher_entropy") is None or row.get("entropy") is None:
+            return None
+        return row["teacher_entropy"] - row["entropy"]
+    return row.get(key)
+
+
+def plot_loop_steps(cells, path, labels=None, window=5):
+    """The CODING stage step by step: one panel per LOOP_METRICS key, one line per cell: each seed's running mean
+    over `window` steps (a step without a value left out), then the mean over the seeds with its 95% band (drawn only
+    where every seed has a value: a band from two seeds of three would be twelve standard errors wide).
+
+    cells: {cell name: [one seed's log rows, ...]}, the rows as tools/collapse.py writes them."""
+    plt = pyplot()
+    if plt is None:
+        return None
+    cols = 4
+    fig, grid = plt.subplots(2, cols, figsize=(3.4 * cols, 5.8), squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for c, (cell, seeds) in enumerate(cells.items()):
+        steps = sorted({r["step"] for rows in seeds for r in rows})
+        for ax, (key, _) in zip(axes, LOOP_METRICS):
+            pts = []
+            for s in steps:   # each seed's running mean over the window, then the mean over the seeds
+                per_seed = []
+                for rows in seeds:
+                    near = [loop_value(r, key) for r in rows if abs(r["step"] - s) <= window // 2]
+                    near = [v for v in near if v is not None]
+                    if near:
+                        per_seed.append(sum(near) / len(near))
+                if per_seed:
+                    pts.append((s, *mean_interval(per_seed), len(per_seed)))
+            if not pts:
+                continue
+            color = COLORS[c % len(COLORS)]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1.2, color=color, label=label_of(labels, cell))
+            band = [p for p in pts if p[4] == len(seeds) > 1]   # (the band only where every seed has a value)
+            if band:
+                ax.fill_between([p[0] for p in band], [p[2] for p in band], [p[3] for p in band], color=color, alpha=0.15)
+    for ax, (key, title) in zip(axes, LOOP_METRICS):
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("CODING step", fontsize=8)
+        ax.axhline(0, color="grey", lw=0.6)
+        if key in ("loop_share_failed", "distilled_token_frac", "reward"):
+            ax.set_ylim(0, 1)
+    axes[-1].axis("off")
+    handles, names = axes[0].get_legend_handles_labels()
+    axes[-1].legend(handles, names, fontsize=8, loc="center",
+                    title=f"running mean over {window} steps,\nmean over {max(len(s) for s in cells.values())} seeds, 95% band")
+    return save(fig, path)
+
+
+def plot_loop_stages(probes, path, stages=None, labels=None):
+    """The loop's growth along the stages: the probe's loop-token share of failed responses at the base and after
+    stages 1–3, one line per configuration, the mean over the seeds with its 95% whiskers.
+
+    probes: [one seed's probe dict ({"base": {...}, "grpo/stage1": {...}, ...}), ...]."""
+    plt = pyplot()
+    if plt is None or not probes:
+        return None
+    configs = list(dict.fromkeys(k.split("/")[0] for k in probes[0] if "/" in k))
+    names = ["base"] + [f"after {s}" for s in (stages or ["stage 1", "stage 2", "stage 3"])[:3]]
+    fig, ax = plt.subplots(figsize=(5.2, 3.4))
+    for c, config in enumerate(configs):
+        keys = ["base"] + [f"{config}/stage{k}" for k in (1, 2, 3)]
+        cols = [mean_interval([100 * p[k]["loop_share_failed"] for p in probes]) for k in keys]
+        x = [i + 0.06 * (c - 1) for i in range(len(keys))]   # (side by side at each point)
+        ax.plot(x, [m for m, _, _ in cols], marker="o", color=COLORS[c % len(COLORS)], label=label_of(labels, config))
+        if len(probes) > 1:
+            ax.errorbar(x, [m for m, _, _ in cols], yerr=[[m - lo for m, lo, _ in cols], [hi - m for m, _, hi in cols]],
+                        ls="none", color=COLORS[c % len(COLORS)], capsize=3)
+    ax.set_xticks(range(len(names)), names, fontsize=8)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("loop tokens, % of failed responses' tokens", fontsize=8)
+    seeds = f"{len(probes)} seed" + ("s, 95% whiskers" if len(probes) > 1 else "")
+    ax.set_title(f"The loop probe: 64 CODING prompts × 8 at T = 1 ({seeds})", fontsize=9)
+    ax.legend(fontsize=8)
+    return save(fig, path)
+
+
+FOOTING_LABELS = {"per-method": "own rates", "1e-4": "both 1e-4", "4e-4": "both 4e-4"}
+VERDICT_COLORS = {"shown": "#2ca02c", "opposite": "#d62728", "not separable": "#7f7f7f", "not testable": "#c7c7c7"}
+
+
+def plot_footing(claims, path, columns=("per-method", "1e-4", "4e-4")):
+    """Each claim's paired difference at each rate, turned so that the paper's side is to the right: one panel per
+    claim, one row per rate, the mean with its 95% interval, coloured by the Holm-corrected verdict (grey: not
+    separable; pale: the world, or that footing, cannot test the claim: a row with "footing_ok" False).
+
+    claims: [{"id", "unit", "sign" (+1/−1: the paper's side), "rows": {column: {effect, low, high, corrected,
+    scale} or None}, "testable": bool}]."""
+    plt = pyplot()
+    if plt is None or not claims:
+        return None
+    cols = 4
+    rows_n = (len(claims) + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(3.3 * cols, 1.8 * rows_n + 0.8), squeeze=False)
+    for ax, c in zip(axes.flat, claims):
+        for y, column in enumerate(columns):
+            r = c["rows"].get(column)
+            if r is None or r.get("effect") is None:
+                ax.text(0, y, "—", ha="center", va="center", fontsize=8, color="#7f7f7f")
+                continue
+            turn = c["sign"] * r["scale"]   # the paper's side to the right, in the claim's printed unit
+            m, lo, hi = (turn * v if v is not None else None for v in (r["effect"], r["low"], r["high"]))
+            verdict = r["corrected"] if c["testable"] and r.get("footing_ok", True) else "not testable"
+            color = VERDICT_COLORS.get(verdict, "#7f7f7f")
+            if lo is not None:
+                ax.plot(sorted((lo, hi)), [y, y], color=color, lw=2.5)
+            ax.plot([m], [y], "o", color=color, ms=5)
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(range(len(columns)), [FOOTING_LABELS.get(c, c) for c in columns], fontsize=7)
+        ax.set_ylim(len(columns) - 0.5, -0.5)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.locator_params(axis="x", nbins=4)
+        ax.set_title(f"{c['id']}: {c.get('title', '')}\n({c['unit']})" if c.get("title") else f"{c['id']} ({c['unit']})",
+                     fontsize=7.5)
+    for ax in list(axes.flat)[len(claims):]:
+        ax.axis("off")
+    handles = [plt.Line2D([], [], color=col, lw=2.5, label=v) for v, col in VERDICT_COLORS.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle("Each claim's paired difference over seeds (95% interval), the paper's side to the right, coloured by "
+                 "Holm's verdict; pale: not testable\n(the world cannot test it, or at that footing a method does not "
+                 "learn a stage the claim reads, or F sits at 0). Own rates match the step; a shared rate gives GRPO ~3× SDPO's.",
+                 fontsize=8)
+    fig.tight_layout(rect=(0, 0.05, 1, 0.96))
+    fig.savefig(path + ".tmp.png", dpi=90)
+    os.replace(path + ".tmp.png", path)
+    plt.close(fig)
+    return path
+
+
+FRONTIER_COLORS = {"GRPO": "#1f77b4", "SDPO_0": "#ff7f0e", "SDPO_5%": "#d62728"}
+
+
+def plot_frontier(cells, path):
+    """Forgetting against new-task gain, one panel per stage: each method's learning rates as points (mean over
+    seeds, 95% t-intervals both ways), joined in the order of the rate and labelled with it; stage 1 has no earlier
+    domain, so its panel shows the OOD drop. cells: {(role, lr): {seed: analysis.frontier.run_points}}."""
+    plt = pyplot()
+    if plt is None or not cells:
+        return None
+    fig, axes = plt.subplots(1, 4, figsize=(15, 4.0))
+    for k, ax in enumerate(axes, start=1):
+        measure = "ood" if k == 1 else "peak"
+        for role, color in FRONTIER_COLORS.items():
+            pts = []
+            for (r, lr) in sorted(c for c in cells if c[0] == role):
+                per = [p for p in cells[(r, lr)].values() if p[measure][k - 1] is not None]
+                if len(per) < 2:
+                    continue
+                g, glo, ghi = mean_interval([p["gain"][k - 1] for p in per])
+                y, ylo, yhi = mean_interval([p[measure][k - 1] for p in per])
+                ax.errorbar([g], [y], xerr=[[g - glo], [ghi - g]], yerr=[[y - ylo], [yhi - y]], color=color,
+                            fmt="o", ms=4, lw=1, capsize=2)
+                ax.annotate(f"{lr:.1e}".replace("e-0", "e-"), (g, y), textcoords="offset points", xytext=(4, 3),
+                            fontsize=6, color=color)
+                pts.append((g, y))
+            if pts:
+                ax.plot(*zip(*pts), color=color, lw=1.2, label=role)
+        ax.set_title(f"stage {k}" + (": OOD drop" if k == 1 else ": earlier domains, from the peak"), fontsize=9)
+        ax.set_xlabel(f"gain on stage {k}'s own domain (points)", fontsize=8)
+        ax.set_ylabel("forgetting (points)" if k > 1 else "OOD drop from the base (points)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Forgetting against new-task gain along each method's learning rates (labels: the rate; lower right "
+                 "is better); compare methods at the same gain, not the same rate", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(path + ".tmp.png", dpi=90)
+    os.replace(path + ".tmp.png", path)
+    plt.close(fig)
+    return path
