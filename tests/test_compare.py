@@ -56,7 +56,8 @@ def test_the_table_is_median_and_range(family, capsys):
     dist = compare.main(["--table", "--family", str(family)])
     text = capsys.readouterr().out
     assert len(dist[("1: math", "math")]) == 4
-    assert "| 1: math | **60.5 [58.0, 63.0]** |" in text and "over seeds 0–3 (4 seeds)" in text
+    assert "| 1: math | **60.5 (58.0–63.0)** |" in text and "over seeds 0–3 (4 seeds)" in text
+    assert "| base | 50.0 | 40.0 | 30.0 |" in text   # the same for every seed: one number
 
 
 def test_bad_input_is_one_line(family, tmp_path, capsys):
@@ -75,4 +76,4 @@ def test_the_report_is_written_only_when_asked(family, capsys):
     assert not (family / "report.md").exists()
     compare.main(["--report", "--family", str(family)])
     text = (family / "report.md").read_text()
-    assert text.startswith("# The headline over seeds") and "| 1: math | **60.5 [58.0, 63.0]** |" in text
+    assert text.startswith("# The headline over seeds") and "| 1: math | **60.5 (58.0–63.0)** |" in text

@@ -3,7 +3,7 @@ committed distribution of that configuration over seeds (results/headline/: `pyt
 --alpha 0.05 --threads 1 --seed K`, K = 0…9, one processor).
 
     python tools/compare.py runs/sdpo_a0.05-s0      # the cells of your run outside the seeds' range, one short table
-    python tools/compare.py --table                  # the distribution: median [min, max] of every cell (the README's)
+    python tools/compare.py --table                  # the distribution: median (min–max) of every cell (the README's)
     python tools/compare.py --report                 # the same, written as results/headline/report.md (committed)
 
 A cell is an accuracy (Acc@8 %, after a stage, on a benchmark), or G, F on the earlier domains, F out of domain
@@ -71,7 +71,7 @@ def outside(mine, dist):
 
 
 def distribution_table(dist, seeds):
-    """The README's table: median [min, max] of every accuracy cell over the seeds, stage by benchmark."""
+    """The README's table: median (min–max) of every accuracy cell over the seeds, stage by benchmark."""
     rows = list(dict.fromkeys(a for a, _ in dist if a not in ("A3", "A8")))
     benches = list(dict.fromkeys(b for a, b in dist if a not in ("A3", "A8")))
     short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
@@ -81,12 +81,14 @@ def distribution_table(dist, seeds):
     extra = [c for c in dist if c[0] in ("A3", "A8")]
     lines += ["", "| " + " | ".join(name for _, name in extra) + " |", "|" + "---|" * len(extra),
               "| " + " | ".join(cell(dist[c]) for c in extra) + " |", "",
-              f"Median [min, max] over seeds {seeds[0]}–{seeds[-1]} ({len(seeds)} seeds)."]
+              f"Median (min–max) over seeds {seeds[0]}–{seeds[-1]} ({len(seeds)} seeds); one number: every seed's."]
     return "\n".join(lines)
 
 
 def cell(values, bold=False):
-    text = f"{statistics.median(values):.1f} [{min(values):.1f}, {max(values):.1f}]"
+    """"66.8 (63.7–74.2)": the median (min–max) over the seeds; one number where every seed gave it."""
+    lo, hi = min(values), max(values)
+    text = f"{statistics.median(values):.1f}" + (f" ({lo:.1f}–{hi:.1f})" if hi - lo > 1e-9 else "")
     return f"**{text}**" if bold else text
 
 
@@ -95,7 +97,7 @@ def main(argv=None):
                                  "seeds: the cells outside the seeds' range.",
                                  usage="python tools/compare.py RUN_DIR | --table")
     ap.add_argument("run_dir", nargs="?", help="a finished run of `continual.py --method sdpo --alpha 0.05`")
-    ap.add_argument("--table", action="store_true", help="print the distribution (median [min, max] per cell)")
+    ap.add_argument("--table", action="store_true", help="print the distribution (median (min–max) per cell)")
     ap.add_argument("--report", action="store_true", help="write the distribution as the family's report.md (a "
                     "committed file: this flag says so)")
     ap.add_argument("--family", default=FAMILY, help=argparse.SUPPRESS)
@@ -113,8 +115,8 @@ def main(argv=None):
         path = os.path.join(args.family, "report.md")
         text = ("# The headline over seeds\n\n`python continual.py --method sdpo --alpha 0.05 --threads 1 --seed K` for "
                 f"K = {', '.join(map(str, seeds))}, one directory each (packed in runs.parquet), on one processor. "
-                "Acc@8 in % on the same 32 test prompts per benchmark for every seed; each cell the median [min, max] "
-                "over the seeds; bold: a stage's own domain, right after it. G and F are A3's, relative to the base "
+                "Acc@8 in % on the same 32 test prompts per benchmark for every seed; each cell the median "
+                "(min–max) over the seeds; bold: a stage's own domain, right after it. G and F are A3's, relative to the base "
                 "(%). `python tools/compare.py RUN_DIR` lists the cells of a run outside these ranges.\n\n"
                 + distribution_table(dist, seeds) + "\n")
         with open(path + ".tmp", "w") as f:
