@@ -124,7 +124,7 @@ def test_change_one_line_b_no_tail_bucket_in_s4():
 def test_change_one_line_c_beta_zero_in_s3():
     import sdpo
     from infra import flags
-    f = changed("sdpo", "    beta=0.5,", "    beta=0.0,")
+    f = changed("sdpo", "    beta: float = knob(0.5,", "    beta: float = knob(0.0,")
     beta = flags.parser("sdpo", "", "", flags.knob_rows(f)).parse_args([]).beta
     S, T = pair()
     assert beta == 0.0

@@ -88,7 +88,7 @@ def test_a_clone_computes_with_its_own_weights(dtype):
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
 def test_an_sdpo_step_with_alpha_0_leaves_the_teacher_as_it_was(dtype):
     """(T1, α = 0) one SDPO step moves the student, and the teacher's outputs stay bit-identical."""
-    from test_grpo import fake_batch
+    from equations.test_grpo import fake_batch
     model, tok = models.load_model("tiny", "cpu", dtype)
     teacher = sdpo.stage_teacher(model)
     ids = torch.tensor([[3, 4, 5, 6, 7]])
