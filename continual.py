@@ -96,19 +96,31 @@ def main(argv=None):
     """(C1–C2) Every seed of --seed in turn, each in its own run directory (resumable on its own): the base
     θ_0 evaluated once, then every configuration through every stage, in order, each stage evaluated on
     every benchmark. With several seeds, the summary over them: mean accuracies with intervals and the
-    verdict on every claim."""
+    verdict on every claim. The run objects (experiment/rundir.py) keep the directories: they resume a stage
+    where a stop left it and save it when stopped; they call nothing back."""
     ap, args, stages, benchmarks, configs, defaults = parse_args(argv)
     with rundir.Experiment(ap, args, stages, benchmarks, configs, defaults) as experiment:   # a directory per seed
         for one in experiment.seed_args:           # one seed: every configuration through every stage
-            with experiment.seed(one, evaluate_base) as seed:   # θ_0 and (C2) its row of the accuracy matrix
+            with experiment.seed(one) as seed:     # its directory, θ_0 loaded
+                if not seed.has_base_row():        # (C2) row 0 of the accuracy matrix: θ_0 on every benchmark
+                    seed.save_base_row(*evaluate_model(seed.base_model, seed.tok, benchmarks, one))
+                meter = drift.drift_meter(one, seed.base_model, seed.tok, benchmarks, seed.run_dir, experiment.device)
                 for method, settings, name in configs:
                     run = seed.run(method, settings, name)      # θ_0, or where it stopped
                     for k in run.stages_left():    # (C1) the stages in order, each from θ_{k−1}
-                        with run.stage(k, new_stage) as stage:   # a fresh AdamW, the teacher (T3), D_k; kept if stopped
+                        theta_prev = drift.weights_before_stage(meter, run.model, run.done, one, run.resume)  # θ_{k−1}
+                        stage_args, records, opt, frozen = new_stage(run.model, run.tok, stages[k], k, run.method,
+                                                                     settings, one, run.carried_teacher(k))
+                        with run.stage(k, stage_args, records, opt, frozen) as stage:   # resumed; kept if stopped
                             # (C1) θ_k = train(method, θ_{k−1}, D_k): args.steps steps of the method
-                            train.run_steps(run.model, run.tok, stage.records, stage.args, run.method, stage.frozen,
-                                            stage.opt, desc=stage.desc, start_step=stage.start, on_step=stage.on_step)
-                            end_stage(seed, run, stage)   # (C2) acc[k][b] on every benchmark, drift (A4–A8)
+                            train.run_steps(run.model, run.tok, stage.records, stage_args, run.method, frozen, opt,
+                                            desc=stage.desc, start_step=stage.start, on_step=stage.on_step)
+                            # (C2) acc[k][b]: θ_k on every training domain's test set and every OOD benchmark
+                            acc, deg, resp = evaluate_model(run.model, run.tok, benchmarks, one)
+                            # (A4–A8) drift of θ_k vs θ_0 and vs θ_{k−1}, the forward KL on D_k
+                            moved = drift.measure_drift(meter, run.model, seed.base_model, theta_prev, resp,
+                                                        seed.run_dir, name, k, run.tok, one, stages[k])
+                            run.complete(stage, acc, deg, moved)   # its checkpoint; the stage recorded as done
                 seed.write_results()               # results.json (A2–A3) and report.md
     return experiment.finish()
 
@@ -127,24 +139,13 @@ def new_stage(model, tok, domain, k, method, settings, args, carried=None):
     return stage_args, records, opt, method.frozen_model(model, stage_args, carried)
 
 
-def end_stage(seed, run, stage):
-    """(C2) θ_k evaluated on every benchmark (the stage's row of the accuracy matrix) and (A4–A8) its drift vs
-    θ_0 and θ_{k−1}; then the run object saves its checkpoint and records the stage as complete."""
-    args, deg, resp = seed.args, {}, {}
-    # (C2) acc[stage][benchmark]: every training domain's test set and every OOD benchmark
-    acc = evaluate.evaluate(run.model, run.tok, seed.benchmarks, degenerate=deg, responses=resp, **eval_settings(args))
-    # (A4–A8) drift of θ_k vs θ_0 and vs θ_{k−1} (drift.stage_drift)
-    stage_drift = drift.measure_drift(seed.meter, run.model, seed.base_model, stage.prev_state, resp, seed.run_dir,
-                                      run.name, stage.k, run.tok, args, stage.domain)
-    run.complete(stage, acc, deg, stage_drift)
-
-
-def evaluate_base(base_model, tok, benchmarks, args):
-    """(C2) Row 0 of the accuracy matrix: θ_0 on every benchmark, with its responses (for the drift measures).
-    Returns (acc, degenerate shares, responses)."""
+def evaluate_model(model, tok, benchmarks, args):
+    """(C2) One row of the accuracy matrix: the model (θ_0 or θ_k) on every benchmark, from the evaluation's own
+    seed, with its degenerate shares and its responses (for the drift measures). Returns (acc, degenerate,
+    responses)."""
     deg, resp = {}, {}
     torch.manual_seed(args.eval_seed)
-    acc = evaluate.evaluate(base_model, tok, benchmarks, degenerate=deg, responses=resp, **eval_settings(args))
+    acc = evaluate.evaluate(model, tok, benchmarks, degenerate=deg, responses=resp, **eval_settings(args))
     return acc, deg, resp
 
 

@@ -2,14 +2,18 @@
 
     with Experiment(ap, args, stages, benchmarks, configs, defaults) as experiment:   # one directory per seed
         for one in experiment.seed_args:
-            with experiment.seed(one, evaluate_base) as seed:       # θ_0, row 0 (C2), the drift meter
+            with experiment.seed(one) as seed:                       # θ_0 loaded
+                if not seed.has_base_row(): seed.save_base_row(...)  # row 0 (C2), evaluated by continual.py
                 for method, settings, name in configs:
                     run = seed.run(method, settings, name)          # θ_0, or where it stopped
                     for k in run.stages_left():
-                        with run.stage(k, new_stage) as stage:      # saved if stopped, resumed on a rerun
-                            ... train.run_steps(...), evaluate, run.complete(stage, ...)
+                        ... continual.new_stage(...)                 # settings, D_k, AdamW, frozen model
+                        with run.stage(k, ...) as stage:             # saved if stopped, resumed on a rerun
+                            ... train.run_steps(...), evaluate, drift, run.complete(stage, ...)
                 seed.write_results()                                 # results.json (A2–A3), report.md
     experiment.finish()
+
+The calls go one way: continual.py calls this file's objects, which call nothing of continual.py's.
 
 continual.py holds the experiment (C1–C2); this file holds what makes it safe to stop and rerun: one
 directory per seed (runs/<configurations>-s<seed>[-<hash>]) with config.json (which command it belongs to),
@@ -92,7 +96,7 @@ def configuration(method, args, preset):
 class Stage:
     """Stage k of a configuration, as train.run_steps takes it (continual.new_stage's values) and as a stop saves
     it: its settings, prompts D_k, optimizer and frozen model; the step it starts from (a stop's, on a rerun), its
-    step rows and in-stage curve, θ_{k−1} for the drift measures, its timer."""
+    step rows and in-stage curve, its timer."""
     k: int
     domain: str
     args: argparse.Namespace
@@ -100,7 +104,6 @@ class Stage:
     opt: torch.optim.Optimizer
     frozen: object                 # the method's frozen model: SDPO's teacher, GRPO's reference (or None)
     teacher: object = None         # what is saved beside the student (method.teacher_of(frozen))
-    prev_state: object = None      # θ_{k−1} (drift.weights_before_stage)
     start: int = 0
     rows: list = dataclasses.field(default_factory=list)
     curve: list = dataclasses.field(default_factory=list)
@@ -139,13 +142,13 @@ class Experiment:
         return False
 
     @contextlib.contextmanager
-    def seed(self, args, evaluate_base):
+    def seed(self, args):
         """One seed's directory, opened (Seed), inside its clean stops: a non-finite step (exit 1) or a Ctrl-C
         (exit 130) says so in one line, the completed stages (and a stop's mid-stage state) kept for the rerun."""
         run_dir = self.dirs[self.seed_args.index(args)]
         progress = load_progress(os.path.join(run_dir, "progress.json"))
         with stops_cleanly(run_dir):
-            yield Seed(self, args, run_dir, progress, evaluate_base)
+            yield Seed(self, args, run_dir, progress)
 
     def finish(self):
         """The run's last words: one seed's directory, or the summary over several seeds (written and printed)."""
@@ -166,45 +169,50 @@ class Experiment:
 
 
 class Seed:
-    """One seed's run directory, opened: θ_0 loaded, (C2) its row of the accuracy matrix (continual's
-    evaluate_base: once per directory, and once per command for every seed), the drift meter (A4–A8), the log
-    without the lines a kill cut."""
+    """One seed's run directory, opened: θ_0 loaded, the log without the lines a kill cut, and (C2) row 0 of its
+    accuracy matrix once continual.py has evaluated θ_0 (once per directory, and once per command for every seed:
+    the base's evaluation depends on the test prompts and the evaluation seed, not on the training seed)."""
 
-    def __init__(self, experiment, args, run_dir, progress, evaluate_base):
+    def __init__(self, experiment, args, run_dir, progress):
         self.experiment, self.args, self.run_dir, self.progress = experiment, args, run_dir, progress
         self.stages, self.benchmarks, self.configs = experiment.stages, experiment.benchmarks, experiment.configs
         self.progress_path = os.path.join(run_dir, "progress.json")
         self.log_path, self.partial_dir = os.path.join(run_dir, "log.jsonl"), os.path.join(run_dir, "partial")
         self.base_model, self.tok = load_policy(args.model, experiment.device, args.dtype,
                                                 enable_thinking=args.enable_thinking)   # θ_0
-        self.base_row(evaluate_base)
-        self.meter = drift.drift_meter(args, self.base_model, self.tok, self.benchmarks, run_dir, experiment.device)
         repair_log(self.log_path)
+        self.t_base = time.time()
 
-    def base_row(self, evaluate_base):
-        """(C2) Row 0 of the accuracy matrix, once per run directory (progress.json), with its responses saved
-        for the drift measurements. evaluate_base(model, tok, benchmarks, args) -> (acc, degenerate, responses)."""
-        args, progress = self.args, self.progress
-        if "base" in progress and not os.path.exists(drift.responses_path(self.run_dir, "base")):
+    def has_base_row(self):
+        """Whether row 0 is in progress.json with its responses (the drift measures need them); else the row
+        this command evaluated already for another seed (same prompts, same result), or None."""
+        if "base" in self.progress and not os.path.exists(drift.responses_path(self.run_dir, "base")):
             print("the base model's saved responses are missing: evaluating it again (same prompts, same result)")
-            del progress["base"]
-        if "base" in progress:
-            return
-        # the base's evaluation depends on the test prompts and the evaluation seed, not on the training
-        # seed: within one invocation every seed after the first takes the first one's
-        key = json.dumps([args.model, args.dtype, self.benchmarks, args.eval_n, args.eval_k, args.max_new_tokens,
-                          args.eval_seed, args.max_prompt_len, args.sample_batch])
-        t0, cache = time.time(), self.experiment.base_evals
-        if key not in cache:
-            cache[key] = evaluate_base(self.base_model, self.tok, self.benchmarks, args)
-        acc, deg, resp = cache[key]
+            del self.progress["base"]
+        self.t_base = time.time()
+        if "base" in self.progress:
+            return True
+        if self.base_key() in self.experiment.base_evals:
+            self.save_base_row(*self.experiment.base_evals[self.base_key()])
+            return True
+        return False
+
+    def base_key(self):
+        args = self.args
+        return json.dumps([args.model, args.dtype, self.benchmarks, args.eval_n, args.eval_k, args.max_new_tokens,
+                           args.eval_seed, args.max_prompt_len, args.sample_batch])
+
+    def save_base_row(self, acc, deg, resp):
+        """(C2) Row 0 of the accuracy matrix in progress.json, its responses saved for the drift measurements."""
+        self.experiment.base_evals[self.base_key()] = (acc, deg, resp)
+        progress = self.progress
         progress["base"] = {"acc": acc, "degenerate": deg, "seconds": 0.0}
         if is_main():
             drift.save_responses(self.run_dir, "base", resp)
-        progress["base"]["seconds"] = round(time.time() - t0, 1)
+        progress["base"]["seconds"] = round(time.time() - self.t_base, 1)
         atomic_json(self.progress_path, progress)
-        print(f"{self.run_dir}: seed {args.seed}, {torch.get_num_threads()} torch threads (the numbers depend on it)")
-        print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - t0:.0f}s)")
+        print(f"{self.run_dir}: seed {self.args.seed}, {torch.get_num_threads()} torch threads (the numbers depend on it)")
+        print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - self.t_base:.0f}s)")
 
     def run(self, method, settings, name):
         """Where a configuration starts (Run): its completed stages, and the model (θ_0, the last completed stage's
@@ -279,30 +287,32 @@ class Run:
     def carries_teacher(self):
         return self.method_name == "sdpo" and self.settings["teacher_init"] == "carry"
 
-    @contextlib.contextmanager
-    def stage(self, k, new_stage):
-        """Stage k, ready to train (Stage): the log cut back to what was saved, θ_{k−1} kept for drift, (T3) the
-        teacher to carry, then new_stage (continual.py: the stage's settings, prompts, a fresh AdamW and the
-        method's frozen model), replay's prompts (R1, beyond/variants.py), a carried optimizer (--stage-optimizer
-        carry), and a stop's saved state on a rerun. A Ctrl-C or SIGTERM inside saves what is needed to continue
-        exactly (the weights, the optimizer, the teacher, the steps done, the rows) in partial/ and stops; once
-        the stage's steps are all done (its evaluation and drift run inside) a stop saves the trained stage, and
-        the rerun goes straight to its evaluation."""
-        seed, args, model = self.seed, self.seed.args, self.model
-        forget_lost_steps(seed.log_path, self.name, k, self.resume)
-        prev_state = drift.weights_before_stage(seed.meter, model, self.done, args, self.resume)   # θ_{k−1}
-        t0 = time.time()
-        if self.carries_teacher() and self.prev_teacher is None and k > 0:   # (T3) carry: from disk on a rerun
-            self.prev_teacher = sdpo.init_teacher(model)
+    def carried_teacher(self, k):
+        """(T3) With --teacher-init carry: the teacher stage k−1 ended with (from its checkpoint on a rerun); else None."""
+        if not self.carries_teacher():
+            return None
+        if self.prev_teacher is None and k > 0:
+            self.prev_teacher = sdpo.init_teacher(self.model)
             load_teacher(self.done[-1]["checkpoint"], self.prev_teacher)
-        carried = self.prev_teacher if self.carries_teacher() else None
-        stage_args, records, opt, frozen = new_stage(model, self.tok, seed.stages[k], k, self.method, self.settings,
-                                                     args, carried)
+        return self.prev_teacher
+
+    @contextlib.contextmanager
+    def stage(self, k, stage_args, records, opt, frozen):
+        """Stage k as continual.new_stage set it up (its settings, prompts, a fresh AdamW, the method's frozen
+        model), ready to train (Stage): the log cut back to what was saved, replay's prompts (R1,
+        beyond/variants.py), a carried optimizer (--stage-optimizer carry), and a stop's saved state on a rerun.
+        A Ctrl-C or SIGTERM inside saves what is needed to
+        continue exactly (the weights, the optimizer, the teacher, the steps done, the rows) in partial/ and
+        stops; once the stage's steps are all done (its evaluation and drift run inside) a stop saves the
+        trained stage, and the rerun goes straight to its evaluation."""
+        seed, args, model = self.seed, self.seed.args, self.model
+        t0 = time.time()
+        forget_lost_steps(seed.log_path, self.name, k, self.resume)
         records = variants.replayed(records, self.tok, seed.stages[:k], self.settings.get("replay", 0.0), args,
                                     stage_args.seed)   # (R1) with --replay: a share from the earlier domains
         if k > 0 and args.stage_optimizer == "carry" and not self.resume:   # the moments and step count go on
             load_optimizer(stage_checkpoint(seed.run_dir, self.name, k - 1, seed.stages[k - 1]), model, opt)
-        stage = Stage(k, seed.stages[k], stage_args, records, opt, frozen, self.method.teacher_of(frozen), prev_state,
+        stage = Stage(k, seed.stages[k], stage_args, records, opt, frozen, self.method.teacher_of(frozen),
                       desc=f"{seed_label(seed)}{self.name} {k + 1}:{seed.stages[k]}", t0=t0)
         if self.resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
             load_optimizer(seed.partial_dir, model, opt)
@@ -435,12 +445,6 @@ def seed_dirs(args, seeds, configs, defaults):
     """Each seed's run directory: runs/<--name>[-s<seed>], else named by the configurations and flags."""
     return [os.path.join(args.runs_dir, (f"{args.name}-s{one.seed}" if len(seeds) > 1 else args.name)
                          if args.name else run_dir_name(one, configs, defaults)) for one in seeds]
-
-
-
-
-
-
 
 
 def run_dir_name(args, configs, defaults):
@@ -659,8 +663,6 @@ def load_partial(partial_dir, run_name, stage, has_teacher, device, args):
         print(f"warning: the saved mid-stage state in {partial_dir} is damaged ({tasks.one_line(e)[:200]}); it is "
               f"kept in {aside} and stage {stage + 1} of {run_name} restarts from its beginning", file=sys.stderr)
         return None
-
-
 
 
 def forget_lost_steps(log_path, run_name, k, resume):
