@@ -61,17 +61,11 @@ class Protocol:
 SETTINGS = ("alpha", "refresh_every", "gamma", "cot", "mask_ratio", "feedback")
 
 
-# (S8) Environment feedback per data kind, as the release's scripts run it: on for CODING and MATH, off for SCIENCE
-# and TOOLUSE (the files and lines: docs/PROTOCOL.md, rule 5). The built-in world's CODING and MATH records say
-# "feedback_usable": False (its tiny model cannot use a grader's report; docs/PROTOCOL.md, deviation 16).
-RELEASE_FEEDBACK_OFF = ("mcq", "tooluse")
-
-
 def feedback_on(mode, record):
-    """Is (S8) on for a response to this record? mode: "release" (the table above, and the record's own
-    word), "on", "off", or a bool."""
+    """Is (S8) on for a response to this record? mode: "release" (the release's rule for the record's data kind, a
+    field of the world's training records: world/tasks.with_release_rules), "on", "off", or a bool."""
     if mode == "release":
-        return record.get("kind") not in RELEASE_FEEDBACK_OFF and record.get("feedback_usable", True)
+        return record.get("release_feedback", True)
     return mode is True or mode == "on"
 
 

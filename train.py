@@ -46,16 +46,12 @@ def update_seed(seed, step):
     return seed * 100_003 + step + 7
 
 
-# The release's learning-rate warmup per data kind: its SCIENCE and TOOLUSE scripts warm up 10 batches, CODING's
-# and MATH's none (the files and lines: docs/PROTOCOL.md, "Each stage as the release's script for its domain")
-RELEASE_WARMUP = {"mcq": 10, "tooluse": 10}
-
-
 def stage_warmup(warmup_steps, records):
-    """The warmup of a task or stage: --warmup-steps when given, else the release's for its data kind."""
+    """The warmup of a task or stage: --warmup-steps when given, else the release's for its data kind (a field of
+    the world's training records: world/tasks.with_release_rules)."""
     if warmup_steps is not None:
         return warmup_steps
-    return RELEASE_WARMUP.get(records[0].get("kind"), 0) if records else 0
+    return records[0].get("release_warmup", 0) if records else 0
 
 
 def warmup_lr(lr, step, warmup_steps):

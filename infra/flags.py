@@ -173,7 +173,7 @@ def add_protocol(ap, script, knobs):
                    "release's) for a real model, 0 for the built-in tiny one (docs/PROTOCOL.md)")
     g.add_argument("--warmup-steps", type=int, default=None, help="linear learning-rate warmup from 0 over this "
                    "many batches (the first batch moves nothing); default: the release's for the domain, 10 for "
-                   "SCIENCE and TOOLUSE, 0 for MATH and CODING (train.RELEASE_WARMUP)")
+                   "SCIENCE and TOOLUSE, 0 for MATH and CODING (world/tasks.RELEASE_RULES)")
     g.add_argument("--max-new-tokens", type=int, default=64)
     g.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
     g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus sampling")

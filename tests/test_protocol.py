@@ -264,15 +264,16 @@ def test_built_in_graders_give_the_release_feedback():
 def test_feedback_notes_from_grading_and_the_release_table_per_kind():
     """(S8) the notes rollout.collect recorded are the ones distilled (no second grading); under
     'release' feedback is on for MATH and CODING and off for SciKnowEval (mcq) and ToolAlpaca."""
-    recs = [{"prompt": "Q", "kind": "code", "answer": ""}] * 2 + [{"prompt": "Q", "kind": "mcq", "answer": "A"}] * 2
+    recs = tasks.with_release_rules([{"prompt": "Q", "kind": "code", "answer": ""}] * 2
+                                    + [{"prompt": "Q", "kind": "mcq", "answer": "A"}] * 2)
     texts, rewards, notes = ["x", "y", "B", "C"], torch.zeros(4), ["note 0", "", "note 2", "note 3"]
     users, m, demo = sdpo.build_teacher_prompts(recs, texts, rewards, 2, feedback="release", notes=notes)
     assert m.tolist() == [1, 0, 0, 0] and users[0] == fill_reprompt("Q", feedback="note 0") and demo == [None] * 4
     _, m_on, _ = sdpo.build_teacher_prompts(recs, texts, rewards, 2, feedback="on", notes=notes)
     _, m_off, _ = sdpo.build_teacher_prompts(recs, texts, rewards, 2, feedback="off", notes=notes)
     assert m_on.tolist() == [1, 0, 1, 1] and m_off.tolist() == [0, 0, 0, 0]
-    assert [sdpo.feedback_on("release", {"kind": k}) for k in ("code", "math", "mcq", "tooluse")] == \
-        [True, True, False, False]
+    assert [sdpo.feedback_on("release", r) for r in tasks.with_release_rules(
+        [{"kind": k} for k in ("code", "math", "mcq", "tooluse", "gpqa")])] == [True, True, False, False, True]
     # the built-in world's CODING and MATH records: the one deviation (docs/PROTOCOL.md), and --feedback on
     # overrides it; the world's other domains follow the release's table
     for domain in ("coding", "math"):
@@ -334,8 +335,12 @@ def test_with_warmup_the_first_batch_leaves_the_weights_unchanged(tiny, monkeypa
 
 def test_the_release_warmup_per_data_kind():
     """10 batches for SciKnowEval (mcq) and ToolAlpaca, none for CODING and MATH; --warmup-steps wins."""
-    assert [train.stage_warmup(None, [{"kind": k}]) for k in ("mcq", "tooluse", "code", "math")] == [10, 10, 0, 0]
-    assert train.stage_warmup(3, [{"kind": "mcq"}]) == 3 and train.stage_warmup(None, []) == 0
+    rules = tasks.with_release_rules
+    assert [train.stage_warmup(None, rules([{"kind": k}])) for k in ("mcq", "tooluse", "code", "math")] == [10, 10, 0, 0]
+    assert train.stage_warmup(3, rules([{"kind": "mcq"}])) == 3 and train.stage_warmup(None, []) == 0
+    # every record the world gives carries them: a built-in split's, a file's
+    assert [r["release_warmup"] for d in ("math", "science", "tooluse", "coding")
+            for r in tasks.builtin_split(d, "train", 1)] == [0, 10, 10, 0]
 
 
 def test_the_stage_table_is_what_runs():
@@ -349,10 +354,11 @@ def test_the_stage_table_is_what_runs():
     assert [r[0] for r in rows] == ["MATH", "SCIENCE", "TOOLUSE", "CODING"]
     _, args, _, _, _, _ = continual.parse_args([])
     for domain, kind, _, feedback, warmup, optimizer in rows:
-        assert sdpo.feedback_on(args.feedback, {"kind": kind}) == feedback.startswith("on"), domain   # the release's data
+        release = tasks.with_release_rules([{"kind": kind}])[0]   # a record of the release's data of that kind
+        assert sdpo.feedback_on(args.feedback, release) == feedback.startswith("on"), domain
         world = tasks.builtin_split(domain.lower(), "train", 1)[0]   # the built-in world's: "(built-in world: off…)"
         assert sdpo.feedback_on(args.feedback, world) == (feedback == "on"), domain
-        assert train.stage_warmup(args.warmup_steps, [{"kind": kind}]) == int(warmup), domain
+        assert train.stage_warmup(args.warmup_steps, [release]) == int(warmup), domain
         assert args.stage_optimizer == optimizer, domain
         assert tasks.builtin_split(domain.lower(), "train", 1)[0]["kind"] == kind, domain   # the built-in world's
 

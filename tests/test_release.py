@@ -101,5 +101,8 @@ def test_every_mcq_reference_grades_one_and_perturbations_zero():
 
 @pytest.mark.parametrize("path", [TOOLUSE, CHEM])
 def test_release_files_as_a_training_task(path):
-    """A release file is a task: tasks.train_records reads it as it is."""
-    assert tasks.train_records(path) == tasks.load_records(path)
+    """A release file is a task: tasks.train_records reads it as it is, with its kind's release rules added
+    (SCIENCE's and TOOLUSE's: a warmup of 10 batches, no feedback, S8)."""
+    records = tasks.train_records(path)
+    assert [{k: v for k, v in r.items() if not k.startswith("release_")} for r in records] == tasks.load_records(path)
+    assert all(r["release_warmup"] == 10 and r["release_feedback"] is False for r in records)

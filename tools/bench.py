@@ -138,7 +138,7 @@ def padded_tokens(batch, micro_batch):
 def bench_fixed(model, tok, device, args):
     margs = method_args(["--max-new-tokens", str(args.max_new_tokens), "--micro-batch", str(args.micro_batch)])
     records = tasks.builtin_split(args.task, "train", args.prompts, seed=args.seed) \
-        if args.task in tasks.GENERATORS else tasks.load_records(args.task)[:args.prompts]
+        if args.task in tasks.GENERATORS else tasks.task_records(args.task)[:args.prompts]
     out = {"config": {"prompts": len(records), "group_size": args.group_size, "max_new_tokens": args.max_new_tokens,
                       "task": args.task, "repeat": args.repeat, "micro_batch": args.micro_batch}}
 

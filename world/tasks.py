@@ -273,7 +273,7 @@ def builtin_split(name, split, n, seed=0, allow_fewer=False):
         out.append(r)
     if len(out) < n and not allow_fewer:
         raise ValueError(f"task '{name}' has fewer than {n} distinct {split} problems")
-    return out
+    return with_release_rules(out)
 
 
 def train_records(task, n=4000, seed=0):
@@ -281,6 +281,28 @@ def train_records(task, n=4000, seed=0):
     if task in GENERATORS:
         return builtin_split(task, "train", n, seed, allow_fewer=True)
     return task_records(task)
+
+
+# What the release's script for each data kind sets (the files and lines: docs/PROTOCOL.md, "Each stage as the
+# release's script for its domain" and rule 5): the learning-rate warmup in batches (10 for SCIENCE and TOOLUSE,
+# none for MATH and CODING) and whether SDPO's teacher sees the environment's feedback (S8: off for SCIENCE and
+# TOOLUSE, on for MATH and CODING). Other kinds are run as MATH's and CODING's scripts run.
+RELEASE_RULES = {"mcq": {"release_warmup": 10, "release_feedback": False},
+                 "tooluse": {"release_warmup": 10, "release_feedback": False}}
+OTHER_KINDS_RULES = {"release_warmup": 0, "release_feedback": True}
+
+
+def with_release_rules(records):
+    """Records with their kind's release rules as two fields (every record the world gives: builtin_split,
+    task_records), read by train.stage_warmup and sdpo.feedback_on: "release_warmup" (batches) and "release_feedback" (S8). A record that says
+    "feedback_usable": False (the built-in MATH and CODING: the tiny model cannot act on a grader's report;
+    docs/PROTOCOL.md, deviation 16) has its feedback off."""
+    out = []
+    for r in records:
+        rules = dict(RELEASE_RULES.get(r.get("kind"), OTHER_KINDS_RULES))
+        rules["release_feedback"] = rules["release_feedback"] and r.get("feedback_usable", True)
+        out.append({**r, **rules})
+    return out
 
 
 def train_and_test(task, seed, n_test, test_seed, split="test"):
@@ -603,9 +625,7 @@ def load_hub_task(spec, load_dataset=None):
 
 def task_records(name):
     """Records of a non-built-in task: a JSON(-lines) file in the release format, or 'hf:NAME'."""
-    if name.startswith("hf:"):
-        return load_hub_task(name)
-    return load_records(name)
+    return with_release_rules(load_hub_task(name) if name.startswith("hf:") else load_records(name))
 
 
 def one_line(exc):
