@@ -125,12 +125,15 @@ class Experiment:
         self.dirs = seed_dirs(args, self.seed_args, configs, defaults)
         self.device = init_distributed(args.device, args.threads)   # torchrun: data parallel; rank 0 writes files
         self.t_start, self.base_evals, self.results = time.time(), {}, []   # (the base is evaluated once)
+        self.stages_total = len(self.seed_args) * len(configs) * len(stages)   # (the overall ETA: stage_done)
+        self.stages_at_start = self.stages_now = 0
 
     def __enter__(self):
         sigterm_as_ctrl_c()
         try:
             for one, run_dir in zip(self.seed_args, self.dirs):   # every directory is checked before any work
                 claim_run_dir(self.ap, one, run_dir, self.stages, self.benchmarks, self.configs)
+                self.stages_at_start += stages_done_in(run_dir, self.configs)
         except OSError as e:
             self.__exit__(OSError, e, None)
         return self
@@ -149,6 +152,20 @@ class Experiment:
         progress = load_progress(os.path.join(run_dir, "progress.json"))
         with stops_cleanly(run_dir):
             yield Seed(self, args, run_dir, progress)
+
+    def stage_done(self):
+        """After each completed stage of a command with several seeds or configurations: one line with the stages
+        done of all, and the time left at this invocation's pace (its seconds per stage so far, the base's
+        evaluation included)."""
+        self.stages_now += 1
+        done, total = self.stages_at_start + self.stages_now, self.stages_total
+        if total <= len(self.stages) or not is_main():
+            return
+        spent = time.time() - self.t_start
+        left = spent / self.stages_now * (total - done)
+        print(f"overall: {done} of {total} stages done ({len(self.seed_args)} seed(s) × {len(self.configs)} "
+              f"configuration(s) × {len(self.stages)} stages), {minutes(spent)} this invocation"
+              + (f", about {minutes(left)} left at this pace" if done < total else ""))
 
     def finish(self):
         """The run's last words: one seed's directory, or the summary over several seeds (written and printed)."""
@@ -377,6 +394,7 @@ class Run:
             shutil.rmtree(seed.partial_dir, ignore_errors=True)
         print_stage(self.name, k, seed.stages, seed.progress, acc, deg, train_s)
         self.track_stage(stage, acc)
+        seed.experiment.stage_done()
 
 
 def stage_logger(stage, model, tok, log_path, run_name, measure=None, track=None):
@@ -709,6 +727,25 @@ def save_stage(model, tok, run_dir, run_name, k, domain, teacher=None, opt=None)
     ckpt = stage_checkpoint(run_dir, run_name, k, domain)
     save_checkpoint(model, tok, ckpt, opt=opt, teacher=teacher)
     return ckpt
+
+
+def stages_done_in(run_dir, configs):
+    """The completed stages of these configurations that run_dir's progress.json records (0 for a new run; a
+    damaged file is said by load_progress when the seed is opened)."""
+    try:
+        progress = json.load(open(os.path.join(run_dir, "progress.json")))
+        return sum(len(progress.get(name, {}).get("stages", [])) for _, _, name in configs)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
+
+
+def minutes(seconds):
+    """'42 s', '7 min', '2 h 05 min'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
 
 
 def print_stage(run_name, k, stages, progress, acc, deg, train_s):

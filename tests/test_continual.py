@@ -98,6 +98,12 @@ def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
     resumed = run_cli(SMOKE + ["--name", "part"], tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming after stage 1" in resumed.stdout
+    # where the command stands: a line after each stage, the stages done of all and the time left
+    assert "overall: 1 of 4 stages done (1 seed(s) × 2 configuration(s) × 2 stages)" in full.stdout
+    assert "about" in full.stdout.split("overall: 3 of 4")[1].splitlines()[0]
+    assert "left" not in full.stdout.split("overall: 4 of 4")[1].splitlines()[0]
+    assert [l.split(" stages done")[0] for l in resumed.stdout.splitlines() if l.startswith("overall:")] == \
+        ["overall: 4 of 4"]   # the resumed run counts the 3 stages it found done
     assert results_as_if_full(part) == results
 
 
