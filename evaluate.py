@@ -161,6 +161,30 @@ def loop_tokens(ids):
     return out
 
 
+def periodic_loop_tokens(ids, min_copies=3, max_period=12, min_span=8):
+    """[bool per token]: the loops the eye calls loops. Token t is one when it repeats the token one period back
+    inside a stretch of at least `min_copies` back-to-back copies of one pattern of 1–`max_period` tokens, the
+    stretch at least `min_span` tokens long; the first copy is not marked (as in loop_tokens).
+
+    Example: "lambdambdambda" -> the period-4 stretch "ambdambdambda" (13 tokens, 3¼ copies): its tokens after
+    the first "ambd" are marked. A number said twice ("1600 … \\boxed{1600}") is not: two copies, far apart;
+    nor "1000" (a stretch of 3). loop_tokens (any repeated bigram) marks both; the CODING loop probe and the
+    masked arm (tools/collapse.py) use that one, the per-token view (classroom/tokens.py) underlines this one.
+    """
+    out = [False] * len(ids)
+    for period in range(1, max_period + 1):
+        t = period
+        while t < len(ids):
+            start = t
+            while t < len(ids) and ids[t] == ids[t - period]:   # the stretch start−period … t−1 has this period
+                t += 1
+            span = t - start + period
+            if t > start and span >= min_copies * period and span >= min_span:
+                out[start:t] = [True] * (t - start)
+            t = max(t, start + 1)
+    return out
+
+
 def is_degenerate(text, hit_length_limit):
     """(A8) A collapsed response: it runs to the length limit repeating one short pattern."""
     return hit_length_limit and repeated_pattern(text) is not None

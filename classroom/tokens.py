@@ -10,8 +10,9 @@ token twice: by the student π_θ(·|x, y_<t) and by the teacher, the same weigh
 answer (S2). Each token is coloured by its GJSD (S3), the per-token signal SDPO trains on; hovering
 shows the student's and the teacher's probability of the sampled token and the teacher's top
 alternatives. Beside it, GRPO's signal for the same response: one advantage A_i (G1) for every
-token. Loop tokens (§5's artifact loop: the token's bigram with its predecessor already occurred in the
-response, evaluate.loop_tokens) are underlined, the line coloured by the teacher's push on the token,
+token. Loop tokens (§5's artifact loop: at least three back-to-back copies of one short pattern, eight tokens
+or more, evaluate.periodic_loop_tokens; a number said twice is not one) are underlined, the line coloured by
+the teacher's push on the token,
 log p_T − log p_S: blue where the teacher raises it, orange where it lowers it (the CODING collapse,
 docs/RESULTS.md issue 60: does the teacher push the loop up, or fail to push it down?). "Denser" in one
 look: SDPO's signal sits on a few tokens (an answer digit, an argument), and formatting tokens get almost none.
@@ -86,10 +87,11 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
         row = {"prompt": batch["records"][i]["prompt"], "reward": float(batch["rewards"][i]),
                "advantage": float(adv[i]), "has_signal": bool(m[i] > 0), "response": batch["texts"][i]}
         texts = [tok.decode([t]) for t in ids]
-        loops = evaluate.loop_tokens(list(ids))                                                  # [T] (§5's loop)
+        loops = evaluate.periodic_loop_tokens(list(ids))            # [T] (§5's loop, as the eye sees it: underlined)
+        repeats = evaluate.loop_tokens(list(ids))                   # [T] any repeated bigram (the loop probe's)
         if i in scored:
             s_lp, t_lp, g, top_p, top_v = scored[i]
-            row["tokens"] = [{"text": texts[t], "gjsd": g[t].item(), "loop": loops[t],
+            row["tokens"] = [{"text": texts[t], "gjsd": g[t].item(), "loop": loops[t], "repeat": repeats[t],
                               "p_student": s_lp[t].exp().item(), "p_teacher": t_lp[t].exp().item(),
                               # the teacher's push on the sampled token: log p_T(y_t) − log p_S(y_t)
                               "push": (t_lp[t] - s_lp[t]).item(),
@@ -97,7 +99,7 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
                              for t in range(len(ids))]
         else:
             row["tokens"] = [{"text": texts[t], "gjsd": None, "p_student": None, "p_teacher": None, "push": None,
-                              "loop": loops[t], "teacher_top": []} for t in range(len(ids))]
+                              "loop": loops[t], "repeat": repeats[t], "teacher_top": []} for t in range(len(ids))]
         out.append(row)
     return out
 
@@ -151,7 +153,7 @@ def write_html(rows, path, title):
              f"(0) to red (the largest shown, {vmax:.3f} nats). Hover a token: the student's and the teacher's "
              "probability of it, and the teacher's top alternatives. Below: GRPO's signal for the same response, "
              "one advantage A (G1) for every token (green &gt; 0, red &lt; 0). <u>Underlined</u>: a loop token "
-             "(its bigram already occurred in the response); the line is blue where the teacher raises the token "
+             "(three or more back-to-back copies of one short pattern, eight tokens or more); the line is blue where the teacher raises the token "
              "(log p_T − log p_S &gt; 0), orange where it lowers it.</p>"]
     for r in rows:
         parts.append("<div class='row'>")
@@ -217,14 +219,16 @@ def write_png(rows, path, title):
 
 
 def loop_line(rows):
-    """One line: the loop tokens' share of all sampled tokens, and the teacher's mean push on loop tokens and on the
-    others where it has a signal (the quantities of tools/collapse.py's loop probe, on this page's responses)."""
+    """One line: the underlined loop tokens' count, then the quantities of tools/collapse.py's loop probe on this
+    page's responses (its tokens are any repeated bigram, evaluate.loop_tokens): their share of all sampled
+    tokens, and the teacher's mean push on them and on the others where it has a signal."""
     every = [t for r in rows for t in r["tokens"]]
     pushed = [t for t in every if t["push"] is not None]
-    on_loop, on_other = [t["push"] for t in pushed if t["loop"]], [t["push"] for t in pushed if not t["loop"]]
+    on_loop, on_other = [t["push"] for t in pushed if t["repeat"]], [t["push"] for t in pushed if not t["repeat"]]
     mean = lambda v: f"{sum(v) / len(v):+.3f} ({len(v)} tokens)" if v else "— (none)"   # noqa: E731
-    return (f"loop tokens: {sum(t['loop'] for t in every)} of {len(every)} sampled; the teacher's push "
-            f"log p_T − log p_S on loop tokens {mean(on_loop)}, on the others {mean(on_other)}")
+    return (f"loop tokens (underlined): {sum(t['loop'] for t in every)} of {len(every)} sampled; the loop probe's "
+            f"repeated-bigram tokens: {sum(t['repeat'] for t in every)}, the teacher's push log p_T − log p_S on "
+            f"them {mean(on_loop)}, on the others {mean(on_other)}")
 
 
 def main(argv=None):

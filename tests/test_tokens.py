@@ -66,16 +66,18 @@ def test_loop_tokens_are_marked_and_coloured_by_the_teachers_push(tiny, tmp_path
     records = tasks.train_records("coding", seed=0)[:2]   # 'lambda x: x…': the second ' x' is a loop
     teacher = sdpo.stage_teacher(model)
     rows = tokens.token_signals(model, teacher, tok, records, group_size=8, seed=1)
-    assert any(t["loop"] for r in rows for t in r["tokens"])
-    for r in rows:   # the marks are evaluate.loop_tokens of the response (one text per token id here); the push
-        # is log p_T − log p_S of the sampled token
-        assert [t["loop"] for t in r["tokens"]] == evaluate.loop_tokens([t["text"] for t in r["tokens"]])
+    assert any(t["repeat"] for r in rows for t in r["tokens"])
+    for r in rows:   # the underline is evaluate.periodic_loop_tokens of the response (one text per token id here),
+        # the loop probe's mark evaluate.loop_tokens; the push is log p_T − log p_S of the sampled token
+        texts = [t["text"] for t in r["tokens"]]
+        assert [t["loop"] for t in r["tokens"]] == evaluate.periodic_loop_tokens(texts)
+        assert [t["repeat"] for t in r["tokens"]] == evaluate.loop_tokens(texts)
         for t in r["tokens"]:
             if t["push"] is not None:
                 assert t["push"] == pytest.approx(math.log(t["p_teacher"]) - math.log(t["p_student"]), abs=1e-4)
     # a hand-written row: 'ab' then 'ab' again: the second 'b' is a loop token (its bigram (a, b) occurred)
     toks = [{"text": c, "gjsd": 0.1, "p_student": 0.5, "p_teacher": p, "push": math.log(p / 0.5), "loop": loop,
-             "teacher_top": []} for c, p, loop in [("a", 0.5, False), ("b", 0.5, False), ("a", 0.5, False),
+             "repeat": loop, "teacher_top": []} for c, p, loop in [("a", 0.5, False), ("b", 0.5, False), ("a", 0.5, False),
                                                    ("b", 0.9, True), ("c", 0.1, False)]]
     row = {"prompt": "p", "reward": 0.0, "advantage": -1.0, "has_signal": True, "response": "ababc", "tokens": toks}
     page = tmp_path / "t.html"
@@ -86,4 +88,4 @@ def test_loop_tokens_are_marked_and_coloured_by_the_teachers_push(tiny, tmp_path
     assert tokens.push_color(0.3).startswith("rgba(31,119,180") and tokens.push_color(-0.3).startswith("rgba(255,127")
     assert tokens.push_color(None).startswith("rgba(120")
     line = tokens.loop_line([row])
-    assert "1 of 5 sampled" in line and f"{math.log(0.9 / 0.5):+.3f} (1 tokens)" in line
+    assert "(underlined): 1 of 5 sampled" in line and f"{math.log(0.9 / 0.5):+.3f} (1 tokens)" in line
