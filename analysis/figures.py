@@ -11,45 +11,35 @@ import os
 from infra.plots import COLORS, label_of, pyplot, save
 from infra.stats import mean_interval
 
-# The loop, step by step: what tools/collapse.py logs on every CODING step of a cell
-LOOP_METRICS = [("loop_share_failed", "loop tokens, share of failed responses' tokens"),
-                ("logratio_loop", "log p_T − log p_S on loop tokens"),
-                ("logratio_other", "log p_T − log p_S on the other tokens"),
-                ("eos_push", "push on end-of-response: p_T(EOS) − p_S(EOS)"),
-                ("entropy_gap", "H_T − H_S per distilled token (nats)"),
-                ("distilled_token_frac", "distilled share of the batch's tokens"),
-                ("reward", "mean reward")]
+# The loop, step by step: three of what tools/collapse.py logs on every CODING step of a cell, titled by what they
+# ask (the teacher's push and the entropies stay in each cell's result.json and docs/RESULTS.md's tables)
+LOOP_METRICS = [("loop_share_failed", "Does the student loop?\nloop tokens' share of its failed answers"),
+                ("distilled_token_frac", "Does the teacher still teach?\nshare of the batch's tokens distilled"),
+                ("reward", "Training reward\n(mean over the batch's answers)")]
 
 
-def loop_value(row, key):
-    """One step's value of a LOOP_METRICS key (H_T − H_S from the two entropies; None where undefined)."""
-    if key == "entropy_gap":
-        if row.get("skipped") or row.get("teacher_entropy") is None or row.get("entropy") is None:
-            return None
-        return row["teacher_entropy"] - row["entropy"]
-    return row.get(key)
-
-
-def plot_loop_steps(cells, path, labels=None, window=5):
+def plot_loop_steps(cells, path, labels=None, window=5, tests=None):
     """The CODING stage step by step: one panel per LOOP_METRICS key, one line per cell: each seed's running mean
     over `window` steps (a step without a value left out), then the mean over the seeds with its 95% band (drawn only
-    where every seed has a value: a band from two seeds of three would be twelve standard errors wide).
+    where every seed has a value: a band from two seeds of three would be twelve standard errors wide). The fourth
+    panel: each cell's CODING test accuracy before and after the stage (mean over seeds, 95% interval).
 
-    cells: {cell name: [one seed's log rows, ...]}, the rows as tools/collapse.py writes them."""
+    cells: {cell name: [one seed's log rows, ...]}, the rows as tools/collapse.py writes them;
+    tests: {cell name: [(accuracy before, after) per seed]} (fractions)."""
     plt = pyplot()
     if plt is None:
         return None
-    cols = 4
-    fig, grid = plt.subplots(2, cols, figsize=(3.4 * cols, 5.8), squeeze=False)
+    fig, grid = plt.subplots(2, 2, figsize=(10.5, 7.4), squeeze=False)
     axes = [ax for row in grid for ax in row]
     for c, (cell, seeds) in enumerate(cells.items()):
         steps = sorted({r["step"] for rows in seeds for r in rows})
+        color = COLORS[c % len(COLORS)]
         for ax, (key, _) in zip(axes, LOOP_METRICS):
             pts = []
             for s in steps:   # each seed's running mean over the window, then the mean over the seeds
                 per_seed = []
                 for rows in seeds:
-                    near = [loop_value(r, key) for r in rows if abs(r["step"] - s) <= window // 2]
+                    near = [r.get(key) for r in rows if abs(r["step"] - s) <= window // 2]
                     near = [v for v in near if v is not None]
                     if near:
                         per_seed.append(sum(near) / len(near))
@@ -57,22 +47,31 @@ def plot_loop_steps(cells, path, labels=None, window=5):
                     pts.append((s, *mean_interval(per_seed), len(per_seed)))
             if not pts:
                 continue
-            color = COLORS[c % len(COLORS)]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1.2, color=color, label=label_of(labels, cell))
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=1.4, color=color, label=label_of(labels, cell))
             band = [p for p in pts if p[4] == len(seeds) > 1]   # (the band only where every seed has a value)
             if band:
-                ax.fill_between([p[0] for p in band], [p[2] for p in band], [p[3] for p in band], color=color, alpha=0.15)
+                ax.fill_between([p[0] for p in band], [p[2] for p in band], [p[3] for p in band], color=color, alpha=0.12)
+        if (tests or {}).get(cell):   # the test accuracy before and after the stage, the cell's two points joined
+            ends = [mean_interval([100 * v[j] for v in tests[cell]]) for j in (0, 1)]
+            x = [0 + 0.07 * (c - 2), 1 + 0.07 * (c - 2)]
+            axes[3].plot(x, [m for m, _, _ in ends], "o-", color=color, ms=4, lw=1.2)
+            for xi, (m, lo, hi) in zip(x, ends):
+                if lo is not None:
+                    axes[3].plot([xi, xi], [lo, hi], color=color, lw=1.2)
     for ax, (key, title) in zip(axes, LOOP_METRICS):
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("CODING step", fontsize=8)
-        ax.axhline(0, color="grey", lw=0.6)
-        if key in ("loop_share_failed", "distilled_token_frac", "reward"):
-            ax.set_ylim(0, 1)
-    axes[-1].axis("off")
+        ax.set_title(title, fontsize=9.5)
+        ax.set_xlabel("CODING step", fontsize=8.5)
+        ax.set_ylim(0, 1)
+    axes[3].set_title("CODING test accuracy\n(Acc@k, %, before and after the stage)", fontsize=9.5)
+    axes[3].set_xticks([0, 1], ["before (after TOOLUSE)", "after CODING"], fontsize=8.5)
+    axes[3].set_xlim(-0.4, 1.4)
+    axes[3].set_ylim(0, 100)
     handles, names = axes[0].get_legend_handles_labels()
-    axes[-1].legend(handles, names, fontsize=8, loc="center",
-                    title=f"running mean over {window} steps,\nmean over {max(len(s) for s in cells.values())} seeds, 95% band")
-    return save(fig, path)
+    n_seeds = max(len(s) for s in cells.values())
+    fig.legend(handles, names, loc="upper center", ncol=3, fontsize=8.5, frameon=False,
+               title=f"each line: running mean over {window} steps, mean over {n_seeds} seeds, 95% band", title_fontsize=8.5)
+    fig.tight_layout(rect=(0, 0, 1, 0.88))
+    return save(fig, path, layout=False)
 
 
 def plot_loop_stages(probes, path, stages=None, labels=None):

@@ -44,8 +44,9 @@ CURVE_METRICS = [("reward", "mean reward"), ("js", "JS per distilled token (SDPO
 PER_DISTILLED_TOKEN = ("js", "entropy", "teacher_entropy")   # undefined on a step without signal
 
 
-def save(fig, path):
-    fig.tight_layout()
+def save(fig, path, layout=True):
+    if layout:
+        fig.tight_layout()
     fig.savefig(path + ".tmp.png", dpi=90)
     os.replace(path + ".tmp.png", path)
     plt.close(fig)
@@ -108,8 +109,10 @@ def plot_accuracy(results, path, seeds_results=None, labels=None):
             ax.set_ylabel("Acc@k (%)", fontsize=9)
     for j in range(len(benches), rows * cols):
         axes[j // cols][j % cols].axis("off")
-    axes[0][0].legend(fontsize=7)
-    return save(fig, path)
+    handles, names = axes[0][0].get_legend_handles_labels()   # one legend above the panels, off the data
+    fig.legend(handles, names, loc="upper center", ncol=min(len(names), 4), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight() * (1 + (len(names) - 1) // 4)))
+    return save(fig, path, layout=False)
 
 
 def plot_gain_forgetting(results, path, seeds_results=None, labels=None):

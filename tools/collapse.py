@@ -367,22 +367,24 @@ def run_order(out, order, seed):
 COMMITTED = os.path.join(safety.REPO, "results", "collapse")   # the committed cells (issue 60), read by default
 
 # The figures: the three configurations' own CODING stage and θ_0's rescue, step by step; the probe along the stages
-STEP_CELLS = {"sdpo_5-ema5": "SDPO_5%, its own EMA teacher", "sdpo_0-ema5": "SDPO_0, its own EMA teacher",
-              "sdpo_5-base": "SDPO_5%, teacher θ_0", "grpo": "GRPO"}
+STEP_CELLS = {"sdpo_5-ema5": "SDPO_5%, its own EMA teacher", "sdpo_5-ema5-maskloops": "SDPO_5%, own teacher, loops masked",
+              "sdpo_0-ema5": "SDPO_0, its own EMA teacher", "sdpo_5-base": "SDPO_5%, teacher θ_0", "grpo": "GRPO"}
 
 
 def figures(out, into):
     """loop_steps.png and loop_stages.png from the finished cells and probes under `out`, written into `into`."""
-    cells = {}
+    cells, tests = {}, {}
     for cell in STEP_CELLS:
         paths = sorted(glob.glob(os.path.join(out, cell, "seed*", "result.json")))
         if paths:
-            cells[cell] = [json.load(open(p))["rows"] for p in paths]
+            done = [json.load(open(p)) for p in paths]
+            cells[cell] = [d["rows"] for d in done]
+            tests[cell] = [(d["coding_before"], d["coding_after"]) for d in done]
     probes = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "probe", "seed*.json")))]
     if not cells and not probes:
         sys.exit(f"error: no finished cell or probe under {out}")
     os.makedirs(into, exist_ok=True)
-    made = [plot_loop_steps(cells, os.path.join(into, "loop_steps.png"), labels=STEP_CELLS) if cells else None,
+    made = [plot_loop_steps(cells, os.path.join(into, "loop_steps.png"), labels=STEP_CELLS, tests=tests) if cells else None,
             plot_loop_stages(probes, os.path.join(into, "loop_stages.png"),
                                    stages=["math", "science", "tooluse"],   # (the reference's order)
                                    labels={"grpo": "GRPO", "sdpo_0": "SDPO_0", "sdpo_5": "SDPO_5%"}) if probes else None]
