@@ -215,6 +215,15 @@ FIGURES = {2: ["runs/lab2/tokens.png"],
            13: ["runs/lab13/loop_steps.png", "runs/lab13/loop_stages.png"]}
 
 
+def where_to_look(number, out_dir):
+    """The lines that say where an exercise's report and figures are (LAB.md's paths, under the class folder)."""
+    shown = [p for pattern in FIGURES.get(number, []) for p in sorted(glob.glob(os.path.join(out_dir, pattern)))]
+    reports = sorted({os.path.join(os.path.dirname(p), "report.md") for p in shown
+                      if os.path.isfile(os.path.join(os.path.dirname(p), "report.md"))})
+    return ([f"its report: {', '.join(reports)}"] if reports else []) + \
+        ([f"look at: {', '.join(shown)}"] if shown else [])
+
+
 def question(number, sheet=os.path.join(ROOT, "LAB.md")):
     """LAB.md's section of exercise `number`: its question, the prediction asked, its command, what to look at."""
     text = open(sheet).read()
@@ -330,6 +339,8 @@ def main(argv=None):
         found = key_numbers(number, args.out) if status == 0 else {}
         for (name, _), value in found.items():   # the exercise's answer, on the console (SOLUTIONS.md has the class's)
             print(f"   {name}: {fmt(value)}", flush=True)
+        for line in where_to_look(number, args.out) if status == 0 else []:
+            print(f"   {line}", flush=True)
         rows.append((number, title, command, seconds, status))
     table = timing_table(rows, args.fast)
     with open(os.path.join(args.out, "timings.md"), "w") as f:

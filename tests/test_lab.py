@@ -72,6 +72,17 @@ def test_lab_py_runs_an_exercise_and_writes_the_class_folder(tmp_path):
     assert not (tmp_path / "class" / "classroom/SOLUTIONS.md").exists()   # the answers stay with the teacher
 
 
+def test_an_exercise_says_where_its_report_and_figures_are(tmp_path):
+    """lab.py N prints, after the key numbers, the report and the figures LAB.md names, where they are."""
+    run = tmp_path / "runs" / "lab7"
+    run.mkdir(parents=True)
+    assert lab.where_to_look(7, str(tmp_path)) == []   # nothing made: nothing said
+    for f in ("report.md", "accuracy.png", "gain.png"):
+        (run / f).write_text("x")
+    assert lab.where_to_look(7, str(tmp_path)) == [f"its report: {run / 'report.md'}",
+                                                   f"look at: {run / 'accuracy.png'}, {run / 'gain.png'}"]
+
+
 @pytest.mark.parametrize("argv,message", [([], "give --all or exercise numbers"), (["99"], "no exercise 99"),
                                           (["--all", "3"], "not both"),
                                           (["--all", "--fast", "--check"], "not with --fast"),
