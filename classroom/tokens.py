@@ -192,8 +192,8 @@ def write_png(rows, path, title):
     ax.set_xlim(0, width + 9)
     ax.set_ylim(len(rows), -0.8)
     ax.axis("off")
-    ax.set_title(title + f"  (red: SDPO's per-token GJSD, max {vmax:.3f}; underline: a loop token, blue/orange: the "
-                 "teacher raises/lowers it; right: GRPO's one advantage)", fontsize=9)
+    ax.set_title(f"{title}\nred: SDPO's per-token GJSD (max {vmax:.3f}); right: GRPO's one advantage A per response\n"
+                 "underlined: a loop token, blue where the teacher raises it, orange where it lowers it", fontsize=9)
     for y, r in enumerate(rows):
         for x, t in enumerate(r["tokens"]):
             a = 0.0 if t["gjsd"] is None else min(1.0, t["gjsd"] / vmax)
