@@ -11,7 +11,7 @@ answer (S2). Each token is coloured by its GJSD (S3), the per-token signal SDPO 
 shows the student's and the teacher's probability of the sampled token and the teacher's top
 alternatives. Beside it, GRPO's signal for the same response: one advantage A_i (G1) for every
 token. Loop tokens (§5's artifact loop: at least three back-to-back copies of one short pattern, eight tokens
-or more, evaluate.periodic_loop_tokens; a number said twice is not one) are underlined, the line coloured by
+or more, periodic_loop_tokens; a number said twice is not one) are underlined, the line coloured by
 the teacher's push on the token,
 log p_T − log p_S: blue where the teacher raises it, orange where it lowers it (the CODING collapse,
 docs/RESULTS.md issue 60: does the teacher push the loop up, or fail to push it down?). "Denser" in one
@@ -87,7 +87,7 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
         row = {"prompt": batch["records"][i]["prompt"], "reward": float(batch["rewards"][i]),
                "advantage": float(adv[i]), "has_signal": bool(m[i] > 0), "response": batch["texts"][i]}
         texts = [tok.decode([t]) for t in ids]
-        loops = evaluate.periodic_loop_tokens(list(ids))            # [T] (§5's loop, as the eye sees it: underlined)
+        loops = periodic_loop_tokens(list(ids))            # [T] (§5's loop, as the eye sees it: underlined)
         repeats = evaluate.loop_tokens(list(ids))                   # [T] any repeated bigram (the loop probe's)
         if i in scored:
             s_lp, t_lp, g, top_p, top_v = scored[i]
@@ -216,6 +216,30 @@ def write_png(rows, path, title):
     os.replace(path + ".tmp.png", path)
     plt.close(fig)
     return path
+
+
+def periodic_loop_tokens(ids, min_copies=3, max_period=12, min_span=8):
+    """[bool per token]: the loops the eye calls loops. Token t is one when it repeats the token one period back
+    inside a stretch of at least `min_copies` back-to-back copies of one pattern of 1–`max_period` tokens, the
+    stretch at least `min_span` tokens long; the first copy is not marked (as in loop_tokens).
+
+    Example: "lambdambdambda" -> the period-4 stretch "ambdambdambda" (13 tokens, 3¼ copies): its tokens after
+    the first "ambd" are marked. A number said twice ("1600 … \\boxed{1600}") is not: two copies, far apart;
+    nor "1000" (a stretch of 3). evaluate.loop_tokens (any repeated bigram) marks both; the CODING loop probe and
+    the masked arm (tools/collapse.py) use that one, this view underlines this one.
+    """
+    out = [False] * len(ids)
+    for period in range(1, max_period + 1):
+        t = period
+        while t < len(ids):
+            start = t
+            while t < len(ids) and ids[t] == ids[t - period]:   # the stretch start−period … t−1 has this period
+                t += 1
+            span = t - start + period
+            if t > start and span >= min_copies * period and span >= min_span:
+                out[start:t] = [True] * (t - start)
+            t = max(t, start + 1)
+    return out
 
 
 def loop_line(rows):

@@ -133,7 +133,6 @@ class Experiment:
         try:
             for one, run_dir in zip(self.seed_args, self.dirs):   # every directory is checked before any work
                 claim_run_dir(self.ap, one, run_dir, self.stages, self.benchmarks, self.configs)
-                self.stages_at_start += stages_done_in(run_dir, self.configs)
         except OSError as e:
             self.__exit__(OSError, e, None)
         return self
@@ -154,9 +153,8 @@ class Experiment:
             yield Seed(self, args, run_dir, progress)
 
     def stage_done(self):
-        """After each completed stage of a command with several seeds or configurations: one line with the stages
-        done of all, and the time left at this invocation's pace (its seconds per stage so far, the base's
-        evaluation included)."""
+        """With several seeds or configurations, after each stage: the stages done of all, and the time left at
+        this invocation's pace (its seconds per stage so far)."""
         self.stages_now += 1
         done, total = self.stages_at_start + self.stages_now, self.stages_total
         if total <= len(self.stages) or not is_main():
@@ -201,35 +199,27 @@ class Seed:
         self.t_base = time.time()
 
     def has_base_row(self):
-        """Whether row 0 is in progress.json with its responses (the drift measures need them); else the row
-        this command evaluated already for another seed (same prompts, same result), or None."""
+        """Whether row 0 is in progress.json with its responses (the drift measures need them), or taken from
+        another seed of this command (same prompts, same result)."""
         if "base" in self.progress and not os.path.exists(drift.responses_path(self.run_dir, "base")):
             print("the base model's saved responses are missing: evaluating it again (same prompts, same result)")
             del self.progress["base"]
-        self.t_base = time.time()
-        if "base" in self.progress:
-            return True
-        if self.base_key() in self.experiment.base_evals:
-            self.save_base_row(*self.experiment.base_evals[self.base_key()])
-            return True
-        return False
-
-    def base_key(self):
-        args = self.args
-        return json.dumps([args.model, args.dtype, self.benchmarks, args.eval_n, args.eval_k, args.max_new_tokens,
-                           args.eval_seed, args.max_prompt_len, args.sample_batch])
+        self.t_base, args = time.time(), self.args
+        self.base_key = json.dumps([args.model, args.dtype, self.benchmarks, args.eval_n, args.eval_k,
+                                    args.max_new_tokens, args.eval_seed, args.max_prompt_len, args.sample_batch])
+        if "base" not in self.progress and self.base_key in self.experiment.base_evals:
+            self.save_base_row(*self.experiment.base_evals[self.base_key])
+        return "base" in self.progress
 
     def save_base_row(self, acc, deg, resp):
         """(C2) Row 0 of the accuracy matrix in progress.json, its responses saved for the drift measurements."""
-        self.experiment.base_evals[self.base_key()] = (acc, deg, resp)
-        progress = self.progress
-        progress["base"] = {"acc": acc, "degenerate": deg, "seconds": 0.0}
+        self.experiment.base_evals[self.base_key] = (acc, deg, resp)
         if is_main():
             drift.save_responses(self.run_dir, "base", resp)
-        progress["base"]["seconds"] = round(time.time() - self.t_base, 1)
-        atomic_json(self.progress_path, progress)
+        self.progress["base"] = {"acc": acc, "degenerate": deg, "seconds": round(time.time() - self.t_base, 1)}
+        atomic_json(self.progress_path, self.progress)
         print(f"{self.run_dir}: seed {self.args.seed}, {torch.get_num_threads()} torch threads (the numbers depend on it)")
-        print(f"base: {fmt_row(progress['base']['acc'])} ({time.time() - self.t_base:.0f}s)")
+        print(f"base: {fmt_row(acc)} ({time.time() - self.t_base:.0f}s)")
 
     def run(self, method, settings, name):
         """Where a configuration starts (Run): its completed stages, and the model (θ_0, the last completed stage's
@@ -243,6 +233,7 @@ class Seed:
                   f"are trained again")
             del done[gone[0]:]
             atomic_json(self.progress_path, self.progress)
+        self.experiment.stages_at_start += len(done)   # (a resumed command's count: what each seed found done)
         run = Run(self, method, method_of(method, settings, self.base_model), settings, name, done)
         if len(done) == n_stages:
             return run
@@ -729,23 +720,8 @@ def save_stage(model, tok, run_dir, run_name, k, domain, teacher=None, opt=None)
     return ckpt
 
 
-def stages_done_in(run_dir, configs):
-    """The completed stages of these configurations that run_dir's progress.json records (0 for a new run; a
-    damaged file is said by load_progress when the seed is opened)."""
-    try:
-        progress = json.load(open(os.path.join(run_dir, "progress.json")))
-        return sum(len(progress.get(name, {}).get("stages", [])) for _, _, name in configs)
-    except (OSError, ValueError, TypeError, AttributeError):
-        return 0
-
-
 def minutes(seconds):
-    """'42 s', '7 min', '2 h 05 min'."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def print_stage(run_name, k, stages, progress, acc, deg, train_s):

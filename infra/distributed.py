@@ -16,7 +16,6 @@ over every process), `clip_and_step(...)` (the checked, clipped optimizer step),
 import atexit
 import contextlib
 import datetime
-import hashlib
 import os
 import sys
 import warnings
@@ -169,24 +168,9 @@ def my_sample_blocks(sample_blocks=0):
     return blocks, my_share(blocks, rank, world)
 
 
-def local_blocks(sample_blocks=0):
-    """How many of a step's sample blocks this rank holds (`--sample-blocks`, default one per rank): a
-    batch's order and GRPO's mini-batches are made block by block, so N blocks in one process take the
-    same steps as N ranks."""
-    return max(1, len(my_sample_blocks(sample_blocks)[1]))
-
-
 def barrier():
     if rank_and_world()[1] > 1:
         dist.barrier()
-
-
-def weights_digest(model):
-    """sha1 of every parameter's bytes: equal digests = bit-identical weights."""
-    h = hashlib.sha1()
-    for p in model.parameters():
-        h.update(p.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -29,43 +29,6 @@ def test_loop_tokens_on_hand_written_responses(text, loops):
     assert evaluate.loop_tokens(list(text)) == [c == "T" for c in loops]
 
 
-@pytest.mark.parametrize("text,loops", [
-    ("lambdambdambda", "FFFFFTTTTTTTTT"),          # 3¼ copies of 'ambd', 13 tokens: a loop after the first copy
-    ("lambdambda", "FFFFFFFFFF"),                  # 2¼ copies: not yet
-    ("1600 so \\boxed{1600}", "F" * 20),         # a number said twice is no loop (loop_tokens marks '600')
-    ("1000", "FFFF"), ("x = 100000", "F" * 10),    # a few zeros: a stretch under 8 tokens
-    ("aaaaaaaaa", "FTTTTTTTT"),                   # one token 9 times
-    ("abababab", "FFTTTTTT"), ("ababab", "FFFFFF"),   # 4 copies (8 tokens) yes, 3 (6 tokens) no
-    ("\\boxed{7}\\boxed{7}\\boxed{7}", "F" * 9 + "T" * 18),
-    ("", ""), ("a", "F"),
-])
-def test_periodic_loop_tokens_mark_loops_not_repeated_numbers(text, loops):
-    """The per-token view's underline (classroom/tokens.py): three or more back-to-back copies of one pattern of
-    at most 12 tokens, the stretch at least 8 tokens; against a brute force that tries every stretch."""
-    assert evaluate.periodic_loop_tokens(list(text)) == [c == "T" for c in loops]
-    assert evaluate.periodic_loop_tokens(list(text)) == periodic_by_brute_force(list(text))
-
-
-def periodic_by_brute_force(ids, min_copies=3, max_period=12, min_span=8):
-    """Every stretch i..j and period p: if it is p-periodic, at least min_copies·p and min_span long, its tokens
-    after the first p are marked."""
-    out = [False] * len(ids)
-    for p in range(1, max_period + 1):
-        for i in range(len(ids)):
-            for j in range(i + max(min_copies * p, min_span), len(ids) + 1):
-                if all(ids[t] == ids[t - p] for t in range(i + p, j)):
-                    out[i + p:j] = [True] * (j - i - p)
-    return out
-
-
-def test_periodic_loop_tokens_agree_with_brute_force_on_random_strings():
-    import random
-    rng = random.Random(0)
-    for _ in range(300):
-        ids = [rng.choice("ab" if rng.random() < 0.5 else "abc") for _ in range(rng.randrange(0, 30))]
-        assert evaluate.periodic_loop_tokens(ids) == periodic_by_brute_force(ids), "".join(ids)
-
-
 def sdpo_args():
     return flags.one_task_args("sdpo", ["--task", "coding", "--alpha", "0.05"], flags.knob_rows(sdpo))[1]
 

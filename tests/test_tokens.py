@@ -67,10 +67,10 @@ def test_loop_tokens_are_marked_and_coloured_by_the_teachers_push(tiny, tmp_path
     teacher = sdpo.stage_teacher(model)
     rows = tokens.token_signals(model, teacher, tok, records, group_size=8, seed=1)
     assert any(t["repeat"] for r in rows for t in r["tokens"])
-    for r in rows:   # the underline is evaluate.periodic_loop_tokens of the response (one text per token id here),
+    for r in rows:   # the underline is tokens.periodic_loop_tokens of the response (one text per token id here),
         # the loop probe's mark evaluate.loop_tokens; the push is log p_T − log p_S of the sampled token
         texts = [t["text"] for t in r["tokens"]]
-        assert [t["loop"] for t in r["tokens"]] == evaluate.periodic_loop_tokens(texts)
+        assert [t["loop"] for t in r["tokens"]] == tokens.periodic_loop_tokens(texts)
         assert [t["repeat"] for t in r["tokens"]] == evaluate.loop_tokens(texts)
         for t in r["tokens"]:
             if t["push"] is not None:
@@ -89,3 +89,40 @@ def test_loop_tokens_are_marked_and_coloured_by_the_teachers_push(tiny, tmp_path
     assert tokens.push_color(None).startswith("rgba(120")
     line = tokens.loop_line([row])
     assert "(underlined): 1 of 5 sampled" in line and f"{math.log(0.9 / 0.5):+.3f} (1 tokens)" in line
+
+
+@pytest.mark.parametrize("text,loops", [
+    ("lambdambdambda", "FFFFFTTTTTTTTT"),          # 3¼ copies of 'ambd', 13 tokens: a loop after the first copy
+    ("lambdambda", "FFFFFFFFFF"),                  # 2¼ copies: not yet
+    ("1600 so \\boxed{1600}", "F" * 20),         # a number said twice is no loop (loop_tokens marks '600')
+    ("1000", "FFFF"), ("x = 100000", "F" * 10),    # a few zeros: a stretch under 8 tokens
+    ("aaaaaaaaa", "FTTTTTTTT"),                   # one token 9 times
+    ("abababab", "FFTTTTTT"), ("ababab", "FFFFFF"),   # 4 copies (8 tokens) yes, 3 (6 tokens) no
+    ("\\boxed{7}\\boxed{7}\\boxed{7}", "F" * 9 + "T" * 18),
+    ("", ""), ("a", "F"),
+])
+def test_periodic_loop_tokens_mark_loops_not_repeated_numbers(text, loops):
+    """The per-token view's underline (classroom/tokens.py): three or more back-to-back copies of one pattern of
+    at most 12 tokens, the stretch at least 8 tokens; against a brute force that tries every stretch."""
+    assert tokens.periodic_loop_tokens(list(text)) == [c == "T" for c in loops]
+    assert tokens.periodic_loop_tokens(list(text)) == periodic_by_brute_force(list(text))
+
+
+def periodic_by_brute_force(ids, min_copies=3, max_period=12, min_span=8):
+    """Every stretch i..j and period p: if it is p-periodic, at least min_copies·p and min_span long, its tokens
+    after the first p are marked."""
+    out = [False] * len(ids)
+    for p in range(1, max_period + 1):
+        for i in range(len(ids)):
+            for j in range(i + max(min_copies * p, min_span), len(ids) + 1):
+                if all(ids[t] == ids[t - p] for t in range(i + p, j)):
+                    out[i + p:j] = [True] * (j - i - p)
+    return out
+
+
+def test_periodic_loop_tokens_agree_with_brute_force_on_random_strings():
+    import random
+    rng = random.Random(0)
+    for _ in range(300):
+        ids = [rng.choice("ab" if rng.random() < 0.5 else "abc") for _ in range(rng.randrange(0, 30))]
+        assert tokens.periodic_loop_tokens(ids) == periodic_by_brute_force(ids), "".join(ids)

@@ -293,16 +293,11 @@ OTHER_KINDS_RULES = {"release_warmup": 0, "release_feedback": True}
 
 
 def with_release_rules(records):
-    """Records with their kind's release rules as two fields (every record the world gives: builtin_split,
-    task_records), read by train.stage_warmup and sdpo.feedback_on: "release_warmup" (batches) and "release_feedback" (S8). A record that says
-    "feedback_usable": False (the built-in MATH and CODING: the tiny model cannot act on a grader's report;
-    docs/PROTOCOL.md, deviation 16) has its feedback off."""
-    out = []
-    for r in records:
-        rules = dict(RELEASE_RULES.get(r.get("kind"), OTHER_KINDS_RULES))
-        rules["release_feedback"] = rules["release_feedback"] and r.get("feedback_usable", True)
-        out.append({**r, **rules})
-    return out
+    """Every record the world gives (builtin_split, task_records) with its kind's release rules as two fields,
+    "release_warmup" (train.stage_warmup) and "release_feedback" (sdpo.feedback_on); a record that says
+    "feedback_usable": False (the built-in MATH and CODING: docs/PROTOCOL.md, deviation 16) gets no feedback."""
+    return [{**r, **RELEASE_RULES.get(r.get("kind"), OTHER_KINDS_RULES),
+             **({"release_feedback": False} if r.get("feedback_usable", True) is False else {})} for r in records]
 
 
 def train_and_test(task, seed, n_test, test_seed, split="test"):
