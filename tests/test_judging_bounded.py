@@ -45,9 +45,12 @@ def test_a_judging_attack_scores_0_quickly(name, test, program):
 def test_many_sent_fractions_are_cheap_to_read():
     """42,000 sent Fractions once cost 2 s (10**4300 computed afresh for each): the limit is a constant now."""
     values = [{"$fraction": [1, 1]}] * 42000
-    t0 = time.monotonic()
-    sandbox.untagged(values)
-    assert time.monotonic() - t0 < 0.5
+    seconds = []
+    for _ in range(3):   # the least of three: the cost itself, not what a busy machine adds (it failed at 0.61 s once
+        t0 = time.monotonic()   # beside the suite's other worker)
+        sandbox.untagged(values)
+        seconds.append(time.monotonic() - t0)
+    assert min(seconds) < 0.5
 
 
 def test_the_judging_deadline_fails_the_tests_it_does_not_reach():
