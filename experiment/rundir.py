@@ -196,7 +196,6 @@ class Seed:
         self.base_model, self.tok = load_policy(args.model, experiment.device, args.dtype,
                                                 enable_thinking=args.enable_thinking)   # θ_0
         repair_log(self.log_path)
-        self.t_base = time.time()
 
     def has_base_row(self):
         """Whether row 0 is in progress.json with its responses (the drift measures need them), or taken from
