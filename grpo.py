@@ -1,7 +1,7 @@
 """grpo.py — Group Relative Policy Optimization, SPEC (G1)–(G5): the paper's sequence-level baseline.
 
-    python grpo.py --task coding --steps 100 --seed 0                    # as the paper ran it
-    python grpo.py --task coding --steps 100 --seed 0 --mini-batches 1   # the on-policy variant
+    python continual.py --method grpo --stages coding                   # one domain, as the paper ran it
+    python continual.py --method grpo --stages coding --mini-batches 1  # the on-policy variant
 
 One step: take `--prompts-per-step` prompts, sample G responses each, grade them (binary reward),
 turn rewards into group-relative advantages (G1), and minimise the clipped surrogate (G2, G3) —
@@ -28,9 +28,7 @@ import sys
 
 import torch
 
-from infra import flags
 from infra.knobs import knob
-import train
 from infra.distributed import clone_model
 from rollout import batch_order, micro_batches, response_logits, response_logprobs, token_entropy, token_logprobs
 
@@ -284,10 +282,7 @@ def run_name(s):
     return "grpo" + "".join(parts)
 
 
-def main(argv=None):
-    ap, args = flags.one_task_args("grpo", argv, sys.modules[__name__])   # the flags from KNOBS: infra/flags.py
-    return train.train_seeds(ap, args, run_name(args), sys.modules[__name__])
-
-
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":   # (this file is GRPO's equations; train.METHODS runs it)
+    print("error: a one-domain GRPO run is a one-stage continual run: python continual.py --method grpo --stages "
+          "TASK (--task X is --stages X, --out runs/NAME is --name NAME)", file=sys.stderr)
+    sys.exit(2)

@@ -1,8 +1,8 @@
 """sdpo.py — Self-Distillation Policy Optimization, SPEC (S1)–(S8), with the paper's teacher schedules (T1)–(T3).
 
-    python sdpo.py --task math --steps 100 --alpha 0.05         # EMA teacher, the paper's SDPO_5%
-    python sdpo.py --task math --steps 100 --alpha 0            # frozen teacher, SDPO_0
-    python sdpo.py --task math --refresh-every 20 --gamma 1     # StableSDPO: refresh-and-freeze
+    python continual.py --method sdpo --stages math --alpha 0.05         # EMA teacher, the paper's SDPO_5%
+    python continual.py --method sdpo --stages math --alpha 0            # frozen teacher, SDPO_0
+    python continual.py --method sdpo --stages math --refresh-every 20   # StableSDPO: refresh-and-freeze
 
 One step: sample G responses per prompt and grade them (rollout.collect, as GRPO). For response i
 the *teacher* is the same network (a separate copy of its weights, θ_T) shown the prompt plus the
@@ -26,10 +26,8 @@ import sys
 
 import torch
 
-from infra import flags
 from infra.knobs import knob
 from world import graders
-import train
 from infra.distributed import check_weights, clone_model
 from rollout import (batch_positions, chat_messages, encode_chat, fill_reprompt, logsumexp_fp32, micro_batches,
                      response_logits, strip_think, token_entropy)
@@ -427,10 +425,7 @@ def run_name(s):
     return name
 
 
-def main(argv=None):
-    ap, args = flags.one_task_args("sdpo", argv, sys.modules[__name__])   # the flags from KNOBS: infra/flags.py
-    return train.train_seeds(ap, args, run_name(args), sys.modules[__name__])
-
-
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":   # (this file is SDPO's equations; train.METHODS runs it)
+    print("error: a one-domain SDPO run is a one-stage continual run: python continual.py --method sdpo --stages "
+          "TASK (--task X is --stages X, --out runs/NAME is --name NAME)", file=sys.stderr)
+    sys.exit(2)

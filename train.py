@@ -14,20 +14,25 @@ and its *frozen* model (GRPO's reference, G4, or SDPO's teacher, S2: no gradient
     method.after_step(frozen, model, step, args) -> bool                   SDPO's teacher schedule (T1 EMA,
                      T2 refresh: True at a refresh point); GRPO has none
 
-`run_steps` is the loop and `update` one batch's optimizer steps: read them top to bottom. `train_one_task`
-is what `python grpo.py` and `python sdpo.py` run: evaluate, train one task, evaluate, save.
-continual.py calls `run_steps` once per stage (C1). The loop's bookkeeping (the progress bar, the log, clean
-stops) is infra/steps.py's; several processes enter through two calls, `whole_batch` and `clip_and_step`.
+`run_steps` is the loop and `update` one batch's optimizer steps: read them top to bottom. continual.py calls
+`run_steps` once per stage (C1), with the method named in `METHODS`. The loop's bookkeeping (the progress bar,
+the log, clean stops) is infra/steps.py's; several processes enter through two calls, `whole_batch` and
+`clip_and_step`.
 """
 import random
-import time
 
 import torch
 
+import grpo
+import sdpo
 from infra.distributed import clip_and_step, whole_batch
-from infra.one_task import OneTaskRun, over_seeds
 from infra.steps import StepLog
-from rollout import acc_at_k, drop_long_prompts, sample_and_grade
+from rollout import sample_and_grade
+
+# The methods by name: each a module with the five functions above. beyond/variants.py registers its own row,
+# "sdpo_beyond": the method it builds over sdpo.py's functions for a sequence's θ_0, METHODS["sdpo_beyond"](θ_0)
+# (SDPO with another teacher kind or a forgetting defence; beyond the paper, so it is not imported here).
+METHODS = {"grpo": grpo, "sdpo": sdpo}
 
 
 def prompt_order(n_records, args):
@@ -118,42 +123,3 @@ def update(model, opt, method, frozen, batch, args, tok, step, lr=None):
             total, grad_norm = clip_and_step(model, opt, total, len(part["micro_batches"]), args.max_grad_norm)
             results.append((total, parts, grad_norm))
     return {**method.step_stats(plan, results), "lr": opt.param_groups[0]["lr"]}
-
-
-# ----------------------------------------------------------------------------------------------
-# One task: what `python grpo.py` and `python sdpo.py` run
-# ----------------------------------------------------------------------------------------------
-def train_one_task(ap, args, method_name, method):
-    """What `python grpo.py` / `python sdpo.py` run: evaluate, train one task, evaluate, save a HF
-    checkpoint, log.jsonl and summary.json in runs/<method_name>-<task>-s<seed>/ (the name carries every
-    method setting that differs from its default, e.g. sdpo_a0_cot). method: the grpo or sdpo module."""
-    run = OneTaskRun(ap, args, method_name)   # the task's prompts, its directory claimed, θ_0 loaded (infra/one_task.py)
-    model, tok = run.model, run.tok
-    try:
-        records = drop_long_prompts(tok, run.records, args.max_prompt_len, "training prompts")
-        test = drop_long_prompts(tok, run.test, args.max_prompt_len, "test prompts")
-    except ValueError as e:
-        ap.error(str(e))
-
-    def acc():   # the evaluation's own seed: the same test prompts and sampling whatever the training seed
-        torch.manual_seed(args.eval_seed)
-        return acc_at_k(model, tok, test, args.eval_k, args.max_new_tokens, batch_size=args.sample_batch)[0]
-
-    before = acc()
-    print(f"{method_name} on {args.task}: Acc@{args.eval_k} before = {100 * before:.1f}% ({len(test)} test prompts)")
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    frozen = method.frozen_model(model, args)   # GRPO's reference (G4, only with --kl-coef) or SDPO's teacher (T3)
-    t0 = time.time()
-    with run.stops_cleanly():   # a non-finite step or a Ctrl-C: one line and its exit code, nothing saved
-        run_steps(model, tok, records, args, method, frozen, opt, run.log_path, desc=f"{method_name}:{args.task}",
-                  on_step=run.track)
-    train_s = time.time() - t0
-    after = acc()
-    run.save(before, after, train_s, method.teacher_of(frozen))
-    return before, after
-
-
-def train_seeds(ap, args, method_name, method):
-    """`--seed 0,1,2`: train_one_task once per seed, each in its own directory, all scored on the same test
-    prompts; then the change in accuracy, mean over seeds with its 95% interval. Returns [(before, after)]."""
-    return over_seeds(args, method_name, lambda one: train_one_task(ap, one, method_name, method))

@@ -4,35 +4,36 @@ skipping an optimizer step that has nothing to distil.
 
     python continual.py --method sdpo_5 --teacher base        # SDPO_5% taught by θ_0 (T5)
     python continual.py --method sdpo_5 --anchor 0.026        # + (λ/2)‖θ − θ_0‖² on every step (R2)
-    python beyond/variants.py --task math --teacher live      # one task, as sdpo.py runs it
+    python continual.py --method sdpo --stages math --teacher live   # one domain, taught by the live student (T4)
 
 A method with sdpo.py's functions (frozen_model, prepare_batch, micro_batch_loss, step_stats, after_step),
-built from sdpo.py's own: continual.py hands it to train.run_steps when one of the knobs below is set, sdpo.py
+built from sdpo.py's own and registered in train.METHODS: a run takes it when one of the knobs below is set, sdpo.py
 otherwise, so the paper's files never read them. `method(base)` is this file's method for a sequence whose θ_0
 is `base`; its frozen model is a pair {"teacher": the teacher of its kind, "base": θ_0 where R2 or R3 reads it}.
 """
 import dataclasses
 import functools
-import os
 import random
 import sys
 import types
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
+if __name__ == "__main__":   # (a method, not a command: train.METHODS runs it)
+    print("error: a one-domain run with these knobs is a one-stage continual run: python continual.py --method sdpo "
+          "--stages TASK --teacher live (--task X is --stages X, --out runs/NAME is --name NAME)", file=sys.stderr)
+    sys.exit(2)
 
 import sdpo  # noqa: E402
 import train  # noqa: E402
 from grpo import k3_kl  # noqa: E402
-from infra import flags  # noqa: E402
 from infra.knobs import knob  # noqa: E402
 from infra.distributed import clone_model, global_sum  # noqa: E402
 from rollout import drop_long_prompts, response_logits, token_logprobs  # noqa: E402
 from world import tasks  # noqa: E402
 
 # The knobs, one field each as in sdpo.py (infra/knobs.py; --help-all shows them under "beyond the paper").
-# SETTINGS go into every SDPO run's settings, after sdpo.py's; replay is continual.py's alone.
+# SETTINGS go into every SDPO run's settings, after sdpo.py's.
 @dataclasses.dataclass(frozen=True)
 class Knobs:
     """What other implementations add (--help-all, "beyond the paper")."""
@@ -47,7 +48,6 @@ class Knobs:
                                   "no optimizer step when nothing is distilled (the release steps anyway)")
 
 
-CONTINUAL_ONLY = ("replay",)
 SETTINGS = ("skip_empty_steps", "teacher", "replay", "anchor", "base_kl")
 
 
@@ -217,6 +217,9 @@ def method(base=None):
                                  step_stats=step_stats, after_step=after_step)
 
 
+train.METHODS["sdpo_beyond"] = method   # registered by name beside grpo and sdpo (train.METHODS)
+
+
 def run_name(s):
     """sdpo.run_name, then what this file adds: sdpo_a0.05_live, sdpo_a0.05_base_replay0.2, sdpo_a0.05_tr (T6 at
     λ = 0.05; _tr0.1 at another), sdpo_a0.05_anchor0.026, sdpo_a0.05_nofb_skip0. s: a dict (or namespace)."""
@@ -243,18 +246,3 @@ def warnings_of(args, stages):
         out.append("--trust-rate is the trust-region teacher's λ (T6), and --teacher is not trust_region: it changes "
                    "nothing")
     return out
-
-
-def main(argv=None):
-    """One task, as `python sdpo.py` runs it, with this file's knobs too."""
-    knobs = flags.knob_rows(sdpo) + flags.knob_rows(sys.modules[__name__], "beyond")
-    ap, args = flags.one_task_args("sdpo", argv, knobs)
-    args.alpha = [args.alpha]
-    for line in warnings_of(args, [args.task]):
-        print(f"warning: {line}", file=sys.stderr)
-    args.alpha = args.alpha[0]
-    return train.train_seeds(ap, args, run_name(args), method())
-
-
-if __name__ == "__main__":
-    main()

@@ -38,6 +38,7 @@ import drift
 import evaluate
 import grpo
 import sdpo
+import train
 from beyond import variants
 from experiment.report import fmt_row, summarize_seeds, write_report, write_seeds_report
 from infra import flags, safety, trackers
@@ -51,13 +52,12 @@ from infra.stops import Interrupted, sigterm_as_ctrl_c
 from rollout import acc_at_k
 from world import tasks
 
-METHODS = {"grpo": grpo, "sdpo": sdpo}
-
-
 def method_of(method, settings, base):
-    """The module train.run_steps is handed for a configuration: grpo.py, sdpo.py, or beyond/variants.py's method
-    (θ_0 = base) when one of its knobs is set."""
-    return variants.method(base) if method == "sdpo" and variants.wanted(settings) else METHODS[method]
+    """The method train.run_steps is handed for a configuration, by name from train.METHODS: grpo.py, sdpo.py, or
+    beyond/variants.py's method (θ_0 = base) when one of its knobs is set."""
+    if method == "sdpo" and variants.wanted(settings):
+        return train.METHODS["sdpo_beyond"](base)
+    return train.METHODS[method]
 
 
 # ----------------------------------------------------------------------------------------------

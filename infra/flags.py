@@ -1,8 +1,8 @@
-"""infra/flags.py — the command-line flags of continual.py, grpo.py and sdpo.py, and every check on them, in one place.
+"""infra/flags.py — the command-line flags of continual.py, and every check on them, in one place.
 
     python continual.py --help      # the paper's knobs first, then the groups below
 
-`--help` opens with **the paper's knobs**: the method and its rates (α, β, γ), the stages or the task,
+`--help` opens with **the paper's knobs**: the method and its rates (α, β, γ), the stages,
 the steps, the group, the seeds, the model and the learning rate. The rest sits in named groups:
 
     protocol      the release's rules the paper leaves implicit (GRPO's four steps per batch, the clip,
@@ -25,7 +25,6 @@ import os
 import re
 import sys
 import tempfile
-import types
 
 import torch
 import yaml   # (pyyaml: a dependency of datasets) a YAML --config
@@ -57,15 +56,13 @@ MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096
 # ----------------------------------------------------------------------------------------------
 def knob_rows(module, group="paper"):
     """The knobs of a file (grpo, sdpo, continual, beyond.variants), read from the fields of its Knobs and Protocol
-    dataclasses: [{name, default, type, allowed, ok, help, group, choices, only}]. group: the --help group of Knobs
-    ("paper", or "beyond" for beyond/variants.py); Protocol's are "protocol". A name in the file's CONTINUAL_ONLY
-    is a flag of continual.py alone."""
+    dataclasses: [{name, default, type, allowed, ok, help, group, choices}]. group: the --help group of Knobs
+    ("paper", or "beyond" for beyond/variants.py); Protocol's are "protocol"."""
     rows = []
     for table in ("Knobs", "Protocol"):
         for f in dataclasses.fields(getattr(module, table)) if hasattr(module, table) else ():
             row = knob_row(f.name, f.default, f.metadata["allowed"], f.metadata["help"])
-            row.update(group=group if table == "Knobs" else "protocol",
-                       only="continual" if f.name in getattr(module, "CONTINUAL_ONLY", ()) else None)
+            row.update(group=group if table == "Knobs" else "protocol")
             rows.append(row)
     return rows
 
@@ -104,19 +101,18 @@ def knob_row(name, default, allowed, help_text):
 
 
 # ----------------------------------------------------------------------------------------------
-# The flags, group by group (script: "continual", "grpo", "sdpo", or "both": a one-task parser with
-# both methods' flags, for tools/bench.py and the GPU check)
+# The flags, group by group
 # ----------------------------------------------------------------------------------------------
-def add_knobs(g, script, knobs, group):
-    """The knobs of one --help group as flags (knob_rows). A bool is a switch; continual.py's --alpha takes a
-    comma list (a sweep of α, parsed in continual_args)."""
+def add_knobs(g, knobs, group):
+    """The knobs of one --help group as flags (knob_rows). A bool is a switch; --alpha takes a comma list (a sweep
+    of α, parsed in continual_args)."""
     for k in knobs:
-        if k["group"] != group or (k.get("only") or script) != script:
+        if k["group"] != group:
             continue
         flag = "--" + k["name"].replace("_", "-")
         if isinstance(k["default"], bool):
             g.add_argument(flag, action="store_true", help=k["help"])
-        elif k["name"] == "alpha" and script == "continual":
+        elif k["name"] == "alpha":
             g.add_argument(flag, type=str, default=str(k["default"]), help=k["help"])
         else:
             g.add_argument(flag, type=k["type"], default=k["default"], help=k["help"], choices=k.get("choices"))
@@ -132,18 +128,15 @@ def check_knobs(ap, args, knobs):
             ap.error(f"--{k['name'].replace('_', '-')} must be {k['allowed']}")
 
 
-def add_paper_knobs(ap, script, knobs):
+def add_paper_knobs(ap, knobs):
     """The settings the paper varies or states: about a dozen."""
     g = ap.add_argument_group("the paper's knobs")
-    if script == "continual":
-        g.add_argument("--method", default="sdpo", help="comma list of grpo, sdpo (with --alpha and the SDPO flags), "
-                       "or the paper's named configurations (sdpo_0, sdpo_5, sdpo_cot_0, sdpo_cot_5, s_sdpo_0, stable_sdpo)")
-        g.add_argument("--stages", default=DEFAULT_STAGES, help="training domains in order (C1)")
-    else:
-        g.add_argument("--task", default="math", help=f"built-in domain ({', '.join(tasks.GENERATORS)}), a "
-                       "JSON(-lines) file, or hf:NAME")
-    add_knobs(g, script, knobs, "paper")   # the method files' own (sdpo.py's KNOBS: α, β, K, γ)
-    g.add_argument("--steps", type=int, default=100, help="optimizer steps (per stage in continual.py)")
+    g.add_argument("--method", default="sdpo", help="comma list of grpo, sdpo (with --alpha and the SDPO flags), "
+                   "or the paper's named configurations (sdpo_0, sdpo_5, sdpo_cot_0, sdpo_cot_5, s_sdpo_0, stable_sdpo)")
+    g.add_argument("--stages", default=DEFAULT_STAGES, help="training domains in order (C1): built-in ones ("
+                   f"{', '.join(tasks.GENERATORS)}), JSON(-lines) files, or hf:NAME; one for a single-domain run")
+    add_knobs(g, knobs, "paper")   # the method files' own (sdpo.py's KNOBS: α, β, K, γ)
+    g.add_argument("--steps", type=int, default=40, help="optimizer steps per stage")
     g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step")
     g.add_argument("--group-size", "--num-generations", type=int, default=8, dest="group_size",
                    help="responses sampled per prompt (G)")
@@ -157,10 +150,10 @@ def add_paper_knobs(ap, script, knobs):
     return g
 
 
-def add_protocol(ap, script, knobs):
+def add_protocol(ap, knobs):
     """The release's rules (docs/PROTOCOL.md): each default is what the paper's code ran."""
     g = ap.add_argument_group("protocol (the release's rules)")
-    add_knobs(g, script, knobs, "protocol")   # GRPO's (G1–G5), SDPO's (S4–S8), continual.py's (T3): the files' own
+    add_knobs(g, knobs, "protocol")   # GRPO's (G1–G5), SDPO's (S4–S8), continual.py's (T3): the files' own
     g.add_argument("--loss-agg", default="seq-mean-token-mean", choices=["seq-mean-token-mean", "token-mean"],
                    help="(G5, S5) seq-mean-token-mean: the mean over responses of each response's token-mean, what "
                         "the release computes (one response per micro-batch); token-mean: over all tokens")
@@ -179,23 +172,17 @@ def add_protocol(ap, script, knobs):
     g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus sampling")
 
 
-def add_evaluation(ap, script):
+def add_evaluation(ap):
     g = ap.add_argument_group("evaluation (C2, C3)")
-    if script == "continual":
-        g.add_argument("--benchmarks", default="all", help="evaluated after every stage: all | train | ood | list")
-    g.add_argument("--eval-n", type=int, default=64, help="test prompts per benchmark")
+    g.add_argument("--benchmarks", default="all", help="evaluated after every stage: all | train | ood | list")
+    g.add_argument("--eval-n", type=int, default=32, help="test prompts per benchmark")
     g.add_argument("--eval-k", type=int, default=8, help="samples per prompt (Acc@k, C3)")
     g.add_argument("--eval-seed", type=int, default=0, help="picks the test prompts and seeds the evaluation "
                    "sampling, whatever the training seed: every seed and method is scored on the same prompts")
-    if script == "continual":
-        g.add_argument("--curve-every", type=int, default=20, help="in-stage eval of the current domain every N steps "
-                       "(0 = off)")
-        g.add_argument("--curve-n", type=int, default=16, help="prompts of the in-stage curve")
-        g.add_argument("--curve-k", type=int, default=4, help="samples per prompt of the in-stage curve")
-    else:
-        g.add_argument("--eval-split", default="test", choices=["test", "valid"],
-                       help="a built-in task is scored on its test split, or on its validation split (for choosing "
-                            "settings, e.g. the learning rate, without looking at the test split)")
+    g.add_argument("--curve-every", type=int, default=20, help="in-stage eval of the current domain every N steps "
+                   "(0 = off)")
+    g.add_argument("--curve-n", type=int, default=16, help="prompts of the in-stage curve")
+    g.add_argument("--curve-k", type=int, default=4, help="samples per prompt of the in-stage curve")
 
 
 def add_drift(ap, switch=True):
@@ -249,21 +236,16 @@ def add_scale(ap):
                           help="pass enable_thinking=False to the chat template")
 
 
-def add_run(ap, script):
+def add_run(ap):
     g = ap.add_argument_group("run (where results go, resuming, CODING)")
-    if script == "continual":
-        g.add_argument("--name", default=None, help="run directory name under runs/ (default from the flags)")
-        g.add_argument("--runs-dir", default="runs")
-        g.add_argument("--overwrite", action="store_true", help="replace a run directory of continual.py that holds "
-                       "a different run (never a directory continual.py did not make)")
-        g.add_argument("--overwrite-committed", action="store_true", help="write the run directory under the "
-                       "repository's committed folders (results/, docs/, …): only to add to a committed reference")
-        g.add_argument("--keep-optimizer", action="store_true", help="save each stage's final AdamW state in its "
-                       "checkpoint (as --stage-optimizer carry does), for a later run to carry it over")
-    else:
-        g.add_argument("--out", default=None, help=f"output directory (default runs/{script}-<task>-s<seed>)")
-        g.add_argument("--overwrite-committed", action="store_true", help="write --out under the repository's "
-                       "committed folders (results/, docs/, …)")
+    g.add_argument("--name", default=None, help="run directory name under runs/ (default from the flags)")
+    g.add_argument("--runs-dir", default="runs")
+    g.add_argument("--overwrite", action="store_true", help="replace a run directory of continual.py that holds "
+                   "a different run (never a directory continual.py did not make)")
+    g.add_argument("--overwrite-committed", action="store_true", help="write the run directory under the "
+                   "repository's committed folders (results/, docs/, …): only to add to a committed reference")
+    g.add_argument("--keep-optimizer", action="store_true", help="save each stage's final AdamW state in its "
+                   "checkpoint (as --stage-optimizer carry does), for a later run to carry it over")
     g.add_argument("--unsafe-code", action="store_true", help="run CODING programs even where no OS jail (bubblewrap, "
                    "unshare) is available, with the sandbox's inner layers only (docs/RELIABILITY.md)")
     g.add_argument("--report-to", default="none", choices=trackers.CHOICES, help="also log every step, every stage's "
@@ -271,28 +253,25 @@ def add_run(ap, script):
                    "packages: requirements-trackers.txt)")
 
 
-def parser(script, description, usage, knobs=(), show_all=True):
-    """The whole parser of one script, the paper's knobs first. knobs: knob_rows of the files the script runs,
-    each a flag in its group. show_all False: `--help` lists the paper's knobs only, `--help-all` every flag."""
+def parser(description, usage, knobs=(), show_all=True):
+    """continual.py's whole parser, the paper's knobs first. knobs: knob_rows of the files a run reads, each a flag
+    in its group. show_all False: `--help` lists the paper's knobs only, `--help-all` every flag."""
     ap = argparse.ArgumentParser(description=description, usage=usage,
                                  formatter_class=DefaultsShown,
                                  epilog=None if show_all else "--help-all lists every flag: the release's protocol, "
                                  "evaluation, drift, scale, where runs go, and what goes beyond the paper")
-    paper = add_paper_knobs(ap, script, knobs)
-    add_protocol(ap, script, knobs)
+    paper = add_paper_knobs(ap, knobs)
+    add_protocol(ap, knobs)
     if any(k["group"] == "beyond" for k in knobs):
         add_knobs(ap.add_argument_group("beyond the paper (beyond/variants.py: teacher kinds T4–T6, defences R1–R3)"),
-                  script, knobs, "beyond")
-    add_evaluation(ap, script)
-    if script == "continual":
-        add_drift(ap)
+                  knobs, "beyond")
+    add_evaluation(ap)
+    add_drift(ap)
     add_scale(ap)
-    add_run(ap, script)
+    add_run(ap)
     ap.add_argument("--config", default=None, help="a JSON or YAML file of settings, applied before the flags typed "
                     "with it (they win): a run's own config.json reruns it")
     ap.add_argument("--help-all", action="help", help="show every flag, not only the paper's knobs, and exit")
-    if script == "continual":
-        ap.set_defaults(steps=40, eval_n=32)
     if not show_all:   # --help: the paper's knobs; the rest stays in --help-all
         for action in ap._actions:
             if action not in paper._group_actions and action.dest not in ("help", "help_all", "threads", "config"):
@@ -301,7 +280,7 @@ def parser(script, description, usage, knobs=(), show_all=True):
 
 
 # ----------------------------------------------------------------------------------------------
-# The scripts' entry points: parse, check, fill in the model's defaults
+# The entry point: parse, check, fill in the model's defaults
 # ----------------------------------------------------------------------------------------------
 CONFIG_IGNORED = ("runs", "program", "config", "code")   # what a run's config.json records beyond its flags (derived from them)
 
@@ -362,24 +341,6 @@ def with_config(ap, argv):
     return tokens + rest
 
 
-def one_task_args(script, argv=None, knobs=()):
-    """grpo.py / sdpo.py: (parser, checked args). knobs: the method file itself, or knob rows (knob_rows)."""
-    knobs = knob_rows(knobs) if isinstance(knobs, types.ModuleType) else knobs
-    argv = list(sys.argv[1:] if argv is None else argv)
-    method = "GRPO on one task (SPEC G1–G5)." if script == "grpo" else "SDPO on one task (SPEC S1–S8, T1–T3)."
-    ap = parser(script, method, f"python {script}.py [--task TASK] [--steps N] [--lr LR] [--seed S] ... "
-                                "(--help: the paper's knobs; --help-all: every flag)", knobs, "--help-all" in argv)
-    args = ap.parse_args(with_config(ap, argv))
-    check_common(ap, args)
-    check_knobs(ap, args, knobs)
-    if script == "grpo":
-        check_grpo(ap, args)
-    else:
-        check_sdpo(ap, args)
-    args.lr = method_lr(args, script)
-    return ap, args
-
-
 def continual_args(argv, presets, knobs, warnings=None):
     """continual.py: (parser, checked args, stages, benchmarks, defaults). presets: the paper's named
     configurations (continual.PRESETS); knobs: {who reads them ("GRPO", "SDPO", "every method"): their
@@ -387,7 +348,7 @@ def continual_args(argv, presets, knobs, warnings=None):
     default for this model, for naming runs."""
     argv = list(sys.argv[1:] if argv is None else argv)
     rows = [k for who in knobs.values() for k in who]
-    ap = parser("continual", "Continual post-training: GRPO vs SDPO through stages (SPEC C1–C3).",
+    ap = parser("Continual post-training: GRPO vs SDPO through stages (SPEC C1–C3).",
                 "python continual.py [--method grpo,sdpo,...] [--alpha A[,A...]] [--stages S,...] [--seed S] ... "
                 "(--help: the paper's knobs; --help-all: every flag)", rows, "--help-all" in argv)
     defaults = vars(ap.parse_args([]))
@@ -675,6 +636,15 @@ def seed_list(text):
 def per_seed(args):
     """One copy of the parsed flags per training seed, each with `seed` a single integer."""
     return [argparse.Namespace(**{**vars(args), "seed": s}) for s in args.seed]
+
+
+def one_configuration(knobs, argv=()):
+    """The flags of one configuration (one seed, one α), unchecked, with every default: what a tool that calls
+    train.update or train.run_steps itself starts from (tools/bench.py, tools/gpu_check.py, tests)."""
+    args = per_seed(parser("", "", knobs).parse_args(list(argv)))[0]
+    if hasattr(args, "alpha"):   # (the sweep's comma list: one α here)
+        args.alpha = float(args.alpha)
+    return args
 
 
 def method_lr(args, method):

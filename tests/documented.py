@@ -24,7 +24,6 @@ RUN = ["--steps", "1", "--prompts-per-step", "4", "--group-size", "2", "--eval-n
        "--max-new-tokens", "8", "--threads", "1"]
 SMALLEST = {   # script: flags appended to each of its commands
     "continual.py": RUN + ["--curve-every", "0", "--kl-samples", "1"],
-    "grpo.py": RUN, "sdpo.py": RUN, "beyond/variants.py": RUN,
     "evaluate.py": ["--n", "2", "--k", "1", "--max-new-tokens", "16", "--no-teacher-check"],
     "drift.py": ["--kl-samples", "1"],
     "razor.py": [],
@@ -42,7 +41,8 @@ REPLACED = {   # a command whose smallest form is another of its own forms
     "python classroom/lab.py --all": "python classroom/lab.py --all --fast",
     "python classroom/lab.py --all --check": "python classroom/lab.py 9 --check",
     "python classroom/lab.py 3": "python classroom/lab.py 3 --fast",
-    "torchrun --nproc_per_node 2 grpo.py --task math": "torchrun --nproc_per_node 2 grpo.py --task math --device cpu",
+    "torchrun --nproc_per_node 2 continual.py --method grpo --stages math":
+        "torchrun --nproc_per_node 2 continual.py --method grpo --stages math --device cpu",
     "torchrun --standalone --nproc_per_node 2 continual.py --method sdpo --alpha 0.05":
         "torchrun --standalone --nproc_per_node 2 continual.py --method sdpo --alpha 0.05 --device cpu",
     # (on CPU, its memory step on the small real-vocabulary shape tests/test_fsdp.py uses: the 0.6B one needs ~22 GB)
@@ -122,7 +122,7 @@ def how(command):
         words[k] = "runs/" + words[k]
         words.remove("--overwrite-committed")
         command = shlex.join(words)
-    extra = TORCHRUN if command.startswith("torchrun") and script == "grpo.py" else []
+    extra = TORCHRUN if command.startswith("torchrun") and "--method grpo" in command else []
     return "run", fewer_seeds(shlex.split(command)) + SMALLEST.get(script, []) + extra
 
 

@@ -20,16 +20,17 @@ CASES = [
     ("continual.py", ["--clip-ratio-c", "0.5"], "--clip-ratio-c must be 0 or > 1"),
     ("continual.py", ["--mask-ratio", "1"], "--mask-ratio must be in [0, 1)"),
     ("continual.py", ["--teacher-mix", "2"], "--teacher-mix must be in [0, 1]"),
-    ("grpo.py", ["--loss-agg", "sum"], "invalid choice"),
+    ("continual.py", ["--loss-agg", "sum"], "invalid choice"),
     ("continual.py", ["--stages", "math,poetry"], "unknown task 'poetry'"),
     ("continual.py", ["--benchmarks", "mmlu"], "unknown task 'mmlu'"),
     ("continual.py", ["--model", "./no/such/dir"], "no such model directory"),
-    ("grpo.py", ["--task", "poetry"], "unknown task 'poetry'"),
-    ("grpo.py", ["--task", "codng"], "error: --task: unknown task 'codng' (did you mean coding?)"),
+    ("grpo.py", ["--task", "coding"], "error: a one-domain GRPO run is a one-stage continual run: python continual.py "
+                                      "--method grpo --stages TASK"),
     ("continual.py", ["--stages", "math,sciense"], "--stages: unknown task 'sciense' (did you mean science?)"),
-    ("sdpo.py", ["--alpha", "-1"], "--alpha must be in [0, 1]"),
+    ("sdpo.py", ["--alpha", "0"], "python continual.py --method sdpo --stages TASK"),
+    ("beyond/variants.py", ["--teacher", "live"], "python continual.py --method sdpo --stages TASK --teacher live"),
     ("evaluate.py", ["--k", "0"], "--k must be in [1, 1024]"),
-    ("grpo.py", ["--task", "hf:bfcl"], "read from its downloaded file"),
+    ("continual.py", ["--stages", "hf:bfcl"], "read from its downloaded file"),
     ("continual.py", ["--benchmarks", "hf:nope"], "unknown hub task"),
     ("continual.py", ["--prompts-per-step", "6", "--sample-blocks", "4"], "must be divisible by the 4 sample blocks"),
     ("continual.py", ["--max-prompt-len", "-1"], "--max-prompt-len must be >= 0"),
@@ -64,20 +65,19 @@ def test_bad_data_files_name_file_and_line(tmp_path):
     work.mkdir()
     for path, message in [(bad, f"{bad}:2: not valid JSON"), (empty, f"{empty}: no records"),
                           (kindless, f"{kindless}:1: 'kind' must be one of")]:
-        for script, flag in [("continual.py", "--stages"), ("grpo.py", "--task")]:
-            out = subprocess.run([sys.executable, os.path.join(ROOT, script), flag, str(path)], cwd=work,
-                                 capture_output=True, text=True, timeout=120)
-            assert out.returncode == 2 and message in out.stderr, (script, out.stderr)
-            assert "Traceback" not in out.stderr
-            assert os.listdir(work) == []
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "continual.py"), "--stages", str(path)], cwd=work,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and message in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+        assert os.listdir(work) == []
 
 
 def test_unreachable_hub_dataset_is_one_line(tmp_path):
     """No network (offline mode): a hub task stops the run before any work, in one line."""
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "grpo.py"), "--task", "hf:math500"], cwd=tmp_path,
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "continual.py"), "--stages", "hf:math500"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))
-    assert out.returncode == 2 and "--task" in out.stderr and "math-ai/math500" in out.stderr, out.stderr[-800:]
+    assert out.returncode == 2 and "math-ai/math500" in out.stderr, out.stderr[-800:]
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "runs").exists()       # nothing written
 
@@ -91,15 +91,14 @@ def test_a_knob_is_one_field_in_its_file():
     import sdpo
     from beyond import variants
     from infra import flags
-    for module, script in ((grpo, "grpo"), (sdpo, "sdpo"), (variants, "sdpo")):
+    for module in (grpo, sdpo, variants):
         rows = flags.knob_rows(module, "beyond" if module is variants else "paper")
         fields = [f for table in ("Knobs", "Protocol") if hasattr(module, table)
                   for f in dataclasses.fields(getattr(module, table))]
         assert [k["name"] for k in rows] == [f.name for f in fields]
-        args = flags.parser(script, "", "", rows).parse_args([])
+        args = flags.one_configuration(rows)
         for k, f in zip(rows, fields):
-            if k.get("only") != "continual":
-                assert getattr(args, k["name"]) == k["default"] == f.default, k["name"]
+            assert getattr(args, k["name"]) == k["default"] == f.default, k["name"]
             assert k["help"] == f.metadata["help"] and k["allowed"] == f.metadata["allowed"], k["name"]
     # a reworded comment changes nothing now: the knobs' source lines hold no `#` the flags read
     assert "inspect" not in open(flags.__file__).read() and "getsource" not in open(flags.__file__).read()
@@ -108,10 +107,11 @@ def test_a_knob_is_one_field_in_its_file():
     rows = flags.knob_row("new_knob", 0.5, "in (0, 1)", "a knob a student adds"), flags.knob_row("flag", False, "switch", "")
     assert rows[0]["ok"](0.25) and not rows[0]["ok"](1) and not rows[0]["ok"](0) and not rows[0]["ok"](float("nan"))
     knobs = [*flags.knob_rows(sdpo), {**rows[0], "group": "paper"}]
-    assert flags.one_task_args("sdpo", ["--new-knob", "0.25"], knobs)[1].new_knob == 0.25
+    ap = flags.parser("", "", knobs)
+    assert ap.parse_args(["--new-knob", "0.25"]).new_knob == 0.25
     with pytest.raises(SystemExit):
-        flags.one_task_args("sdpo", ["--new-knob", "2"], knobs)
-    assert "--new-knob" in flags.parser("continual", "", "", knobs).format_help()
+        flags.check_knobs(ap, flags.one_configuration(knobs, ["--new-knob", "2"]), knobs)
+    assert "--new-knob" in ap.format_help()
     with pytest.raises(ValueError, match="not in a form"):
         flags.knob_row("odd", 1.0, "between 0 and 1", "")
     assert sdpo.SETTINGS == ("alpha", "refresh_every", "gamma", "cot", "mask_ratio", "feedback")

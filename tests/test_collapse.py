@@ -1,6 +1,7 @@
 """The collapse's interventions (issue 60): the loop-token detector on hand-written responses, loop masking
 zeroes exactly the loop tokens' loss, the probe's numbers against brute force, and a CODING-only cell leaves the
 stages before it byte for byte as they were."""
+import argparse
 import hashlib
 import json
 import os
@@ -8,6 +9,7 @@ import os
 import pytest
 import torch
 
+import continual
 import evaluate
 import sdpo
 from analysis import archive
@@ -30,7 +32,9 @@ def test_loop_tokens_on_hand_written_responses(text, loops):
 
 
 def sdpo_args():
-    return flags.one_task_args("sdpo", ["--task", "coding", "--alpha", "0.05"], flags.knob_rows(sdpo))[1]
+    """One SDPO_5% stage's settings on CODING, as continual.py gives them to train.run_steps."""
+    _, args, _, _, configs, _ = continual.parse_args(["--method", "sdpo", "--stages", "coding", "--alpha", "0.05"])
+    return argparse.Namespace(**{**vars(flags.per_seed(args)[0]), **configs[0][1]})
 
 
 def hand_batch(tok):

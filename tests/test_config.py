@@ -8,8 +8,6 @@ import sys
 import pytest
 
 import continual
-import grpo
-from infra import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = ["--method", "sdpo", "--stages", "math", "--benchmarks", "math", "--steps", "2", "--prompts-per-step", "2",
@@ -68,10 +66,3 @@ def test_a_bad_config_is_one_error_line(tmp_path, capsys, content, says):
     with pytest.raises(SystemExit) as e:
         parsed(["--config", str(cfg)])
     assert e.value.code == 2 and says in capsys.readouterr().err
-
-
-def test_the_one_task_scripts_take_a_config_too(tmp_path):
-    cfg = tmp_path / "g.json"
-    cfg.write_text(json.dumps({"task": "science", "steps": 3, "lr": 2e-4}))
-    _, args = flags.one_task_args("grpo", ["--config", str(cfg), "--steps", "5"], flags.knob_rows(grpo))
-    assert (args.task, args.steps, args.lr) == ("science", 5, 2e-4)

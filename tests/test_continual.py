@@ -8,8 +8,6 @@ import pytest
 
 import continual
 import evaluate
-import grpo
-import sdpo
 from infra import flags
 from experiment import rundir
 from conftest import interrupted_copy, results_as_if_full
@@ -188,8 +186,6 @@ def test_each_method_trains_at_its_own_learning_rate_unless_lr_is_given():
     assert fp["runs"]["sdpo_a0"]["lr"] == flags.LR["sdpo"]
     _, args, _, _, configs, _ = continual.parse_args(["--method", "grpo,sdpo_0", "--lr", "3e-4"])
     assert [s["lr"] for _, s, _ in configs] == [3e-4, 3e-4]
-    assert flags.one_task_args("sdpo", [], flags.knob_rows(sdpo))[1].lr == flags.LR["sdpo"]
-    assert flags.one_task_args("grpo", ["--lr", "5e-5"], flags.knob_rows(grpo))[1].lr == 5e-5
 
 
 def test_a_runs_own_config_json_reruns_that_run_in_its_directory(tmp_path):

@@ -1,6 +1,7 @@
 """torchrun with FSDP2 on CPU (gloo): 2 ranks, each holding half of every weight, give the same losses,
-gradient norms, saved weights (and, for SDPO, the same EMA teacher) as one process with the same
-global batch (--sample-blocks 2 samples exactly what the two ranks sample)."""
+gradient norms and saved weights (for SDPO, step 2's loss is the GJSD to the teacher step 1's EMA made, T1) as one
+process with the same global batch (--sample-blocks 2 samples exactly what the two ranks sample). A one-stage
+continual.py run, as a single-domain run is."""
 import json
 import os
 import subprocess
@@ -15,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # 1% of one step (1.2e-6 at lr 1e-4, measured on design 7c's base). A real data-parallel bug (a rank's
 # half of the gradient lost, a shard saved twice) moves a weight by the order of a whole step, lr.
 LR = 1e-4
-COMMON = ["--task", "math", "--steps", "2", "--prompts-per-step", "4", "--group-size", "4", "--max-new-tokens", "24",
+COMMON = ["continual.py", "--stages", "math", "--benchmarks", "math", "--no-drift", "--curve-every", "0", "--steps", "2", "--prompts-per-step", "4", "--group-size", "4", "--max-new-tokens", "24",
           "--eval-n", "4", "--eval-k", "2", "--device", "cpu", "--seed", "1", "--lr", str(LR)]
 TOL = 0.05 * LR   # max |Δw| between the 2-rank and the 1-process weights (summation order differs, nothing else)
 
@@ -31,13 +32,14 @@ def run(cmd, cwd):
 # paths run under torchrun too; SDPO with token masking drawn per step and its EMA teacher. (GRPO's KL
 # reference is checked in test_fsdp.py: where the true gradient is 0, AdamW turns float-rounding noise
 # into a full lr step, so a run with it cannot match one process to TOL.)
-EXTRA = {"grpo.py": ["--mini-batches", "2"], "sdpo.py": ["--mask-ratio", "0.2"]}
+EXTRA = {"grpo": ["--method", "grpo", "--mini-batches", "2"], "sdpo": ["--method", "sdpo", "--mask-ratio", "0.2"]}
+CHECKPOINT = {"grpo": "grpo_mb2", "sdpo": "sdpo_a0.05_mask0.2"}   # (the configuration's name: its checkpoints' folder)
 
 
-@pytest.mark.parametrize("script", ["grpo.py", "sdpo.py"])
-def test_torchrun_two_ranks_equal_one_process(tmp_path, script):
+@pytest.mark.parametrize("method", ["grpo", "sdpo"])
+def test_torchrun_two_ranks_equal_one_process(tmp_path, method):
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-              os.path.join(ROOT, script), *COMMON, *EXTRA[script], "--out", "dp"]
+              os.path.join(ROOT, COMMON[0]), *COMMON[1:], *EXTRA[method], "--name", "dp"]
     # torchrun's agent picks its ports by bind-and-release, which can race with other processes: a
     # failed *launch* is retried once (a real failure fails twice; the numbers below are deterministic)
     first = subprocess.run(launch, cwd=tmp_path, capture_output=True, text=True, timeout=600,
@@ -45,24 +47,23 @@ def test_torchrun_two_ranks_equal_one_process(tmp_path, script):
     if first.returncode != 0:
         print("first torchrun launch failed, retrying once:\n" + first.stderr[-2000:])
         run(launch, tmp_path)
-    run([sys.executable, os.path.join(ROOT, script), *COMMON, *EXTRA[script], "--sample-blocks", "2", "--out", "single"],
-        tmp_path)
-    summary = json.loads((tmp_path / "dp" / "summary.json").read_text())
-    assert summary["world_size"] == 2
+    run([sys.executable, os.path.join(ROOT, COMMON[0]), *COMMON[1:], *EXTRA[method], "--sample-blocks", "2", "--name",
+         "single"], tmp_path)
     # the same samples: identical rewards and response lengths, step by step
-    logs = {d: [json.loads(l) for l in (tmp_path / d / "log.jsonl").read_text().splitlines()] for d in ("dp", "single")}
+    logs = {d: [json.loads(l) for l in (tmp_path / "runs" / d / "log.jsonl").read_text().splitlines()
+                if '"step"' in l] for d in ("dp", "single")}
     assert len(logs["dp"]) == 2
-    if script == "sdpo.py":   # not vacuous: at least one step distilled something
+    if method == "sdpo":   # not vacuous: at least one step distilled something
         assert any(r["skipped"] == 0 for r in logs["single"])
     for a, b in zip(logs["dp"], logs["single"]):
         assert a["reward"] == b["reward"] and a["response_len"] == b["response_len"]
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
         assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-5, abs=1e-7)   # the summed gradients
     base = load_file(os.path.join(ROOT, "world/tiny_model", "model.safetensors"))
-    for part in ("model", "teacher") if script == "sdpo.py" else ("model",):   # SDPO: the EMA teacher too
-        dp, single = (load_file(str(tmp_path / d / part / "model.safetensors")) for d in ("dp", "single"))
-        assert dp.keys() == single.keys() == base.keys()   # one whole Hugging Face checkpoint, gathered
-        moved = max((dp[k] - base[k]).abs().max().item() for k in dp)
-        diff = max((dp[k] - single[k]).abs().max().item() for k in dp)
-        assert moved > 1e-7, f"training did not change the {part}'s weights"
-        assert diff <= TOL, f"{part}: 2 ranks vs 1 process: max |dw| = {diff:.2e} (weights moved {moved:.2e})"
+    dp, single = (load_file(str(tmp_path / "runs" / d / "checkpoints" / CHECKPOINT[method] / "stage1-math" /
+                                "model.safetensors")) for d in ("dp", "single"))
+    assert dp.keys() == single.keys() == base.keys()   # one whole Hugging Face checkpoint, gathered
+    moved = max((dp[k] - base[k]).abs().max().item() for k in dp)
+    diff = max((dp[k] - single[k]).abs().max().item() for k in dp)
+    assert moved > 1e-7, "training did not change the weights"
+    assert diff <= TOL, f"2 ranks vs 1 process: max |dw| = {diff:.2e} (weights moved {moved:.2e})"

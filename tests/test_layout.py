@@ -341,11 +341,9 @@ FLOOR_FOLDERS = ("world", "infra", "beyond", "experiment")
 MAX_CODE_LINES, MAX_FLOOR_NAMES = 400, 15
 # Every name the reading set takes from the floors' folders, listed once: a new one is a decision, made here.
 FLOOR_NAMES = {"experiment.rundir.Experiment", "experiment.rundir.configuration", "experiment.rundir.knobs",
-               "infra.distributed.check_weights", "infra.distributed.clip_and_step", "infra.distributed.clone_model",
-               "infra.distributed.whole_batch", "infra.flags.continual_args", "infra.flags.one_task_args",
-               "infra.knobs.knob",
-               "infra.one_task.OneTaskRun", "infra.one_task.over_seeds", "infra.steps.StepLog",
-               "world.graders.feedback", "world.tasks.train_records"}
+               "infra.distributed.check_weights", "infra.distributed.clip_and_step",
+               "infra.distributed.clone_model", "infra.distributed.whole_batch", "infra.flags.continual_args",
+               "infra.knobs.knob", "infra.steps.StepLog", "world.graders.feedback", "world.tasks.train_records"}
 BEYOND_TAGS = ("T4", "T5", "T6", "R1", "R2", "R3")
 
 
@@ -431,11 +429,11 @@ def test_the_measures_can_fail():
     with tempfile.TemporaryDirectory() as d:
         ok, bad = os.path.join(d, "ok.py"), os.path.join(d, "bad.py")
         open(ok, "w").write('"""doc."""\nfrom infra import flags\n\n\ndef f(args):\n    """Doc."""\n    # a comment\n\n'
-                            '    return flags.one_task_args(args)\n')
+                            '    return flags.continual_args(args)\n')
         open(bad, "w").write('from infra.distributed import clone_model, global_sum\n\n\ndef g(args):\n'
                              '    return args.teacher, args.anchor   # (R2) the anchor\n')
         assert code_lines(ok) == 3 and code_lines(ok, {5}) == 2 and code_lines(bad) == 3
-        assert floor_names(ok) == {"infra.flags.one_task_args"}
+        assert floor_names(ok) == {"infra.flags.continual_args"}
         assert floor_names(bad) == {"infra.distributed.clone_model", "infra.distributed.global_sum"}
         assert not beyond_the_paper_in(ok)
         assert set(beyond_the_paper_in(bad)) == {"R2", "anchor", "args.teacher / settings['teacher']"}

@@ -98,7 +98,6 @@ def test_overwrite_never_deletes_a_directory_continual_did_not_make(tmp_path):
     ("tools/tiny.py", ["--out", "docs", "--steps", "1"], None),
     ("evaluate.py", ["--benchmarks", "math", "--n", "2", "--k", "1", "--out", "results/base/new.json"],
      "results/base/new.json"),
-    ("sdpo.py", ["--task", "math", "--steps", "1", "--out", "results/base"], None),
 ])
 def test_no_command_writes_into_committed_folders_without_its_flag(script, args, made):
     before = sorted(os.listdir(os.path.join(ROOT, "docs")))
@@ -106,14 +105,6 @@ def test_no_command_writes_into_committed_folders_without_its_flag(script, args,
     assert "committed" in line and "--overwrite-committed" in line
     assert made is None or not os.path.exists(os.path.join(ROOT, made))
     assert sorted(os.listdir(os.path.join(ROOT, "docs"))) == before
-
-
-def test_a_train_run_does_not_replace_another_programs_run(tmp_path):
-    other = tmp_path / "grpo-run"
-    other.mkdir()
-    (other / "summary.json").write_text(json.dumps({"method": "grpo"}))
-    line = one_error_line(run("sdpo.py", ["--task", "math", "--steps", "1", "--out", str(other)]))
-    assert "not a run of this command" in line and (other / "summary.json").exists()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -267,7 +258,6 @@ def test_killing_the_runner_ends_its_children(tmp_path):
 @pytest.mark.parametrize("script,args,says", [
     ("continual.py", ["--lr", "1e-320"], "--lr"),
     ("continual.py", ["--method", "sdpo", "--topk", "100000"], "larger than tiny's vocabulary"),
-    ("sdpo.py", ["--topk", "100000"], "larger than tiny's vocabulary"),
     ("continual.py", ["--method", "sdpo", "--anchor", "1e300"], "--anchor"),
     ("continual.py", ["--method", "sdpo", "--base-kl", "1e300"], "--base-kl"),
     ("tools/gpu_check.py", ["check", "/tmp/x", "--tol", "inf"], "--tol"),
@@ -317,25 +307,6 @@ def test_locks_and_caches_live_in_a_private_folder_of_this_user(tmp_path, monkey
         safety.private_temp("results")
 
 
-def test_a_one_task_run_never_replaces_another_tasks_run_nor_writes_beside_a_running_one(tmp_path, capsys):
-    """Round five: `grpo.py --out runs/keep` for another task and seed replaced a finished run, and two grpo.py runs
-    wrote one folder at once (one-task runs took no lock)."""
-    import grpo
-    keep = tmp_path / "keep"
-    keep.mkdir()
-    (keep / "summary.json").write_text(json.dumps({"method": "grpo", "task": "tooluse", "seed": 3}))
-    with pytest.raises(SystemExit) as e:
-        grpo.main(["--task", "math", "--seed", "0", "--out", str(keep), "--steps", "1"])
-    assert e.value.code == 2 and "is not a run of this command" in capsys.readouterr().err
-    assert json.load(open(keep / "summary.json"))["task"] == "tooluse"
-    busy = tmp_path / "busy"
-    lock = safety.RunLock(str(busy))
-    assert lock.acquire()
-    with pytest.raises(SystemExit) as e:
-        grpo.main(["--task", "math", "--out", str(busy), "--steps", "1"])
-    assert e.value.code == 2 and f"pid {os.getpid()}" in capsys.readouterr().err
-
-
 # ----------------------------------------------------------------------------------------------
 # A full disk while a checkpoint is written (round five, issue 73): one line, no .tmp left, the old one stands
 # ----------------------------------------------------------------------------------------------
@@ -375,8 +346,7 @@ def test_a_full_disk_while_saving_a_checkpoint_leaves_the_old_one_and_no_tmp(tmp
     ("continual.py", ["--method", "grpo", "--mini-batches", "2", "--stages", "math", "--benchmarks", "math", "--steps", "1",
                       "--prompts-per-step", "2", "--group-size", "2", "--eval-n", "2", "--eval-k", "1",
                       "--max-new-tokens", "16", "--curve-every", "0", "--no-drift", "--threads", "1"]),
-    ("grpo.py", ["--task", "math", "--mini-batches", "2", "--steps", "1", "--prompts-per-step", "2", "--group-size", "2", "--eval-n", "2",
-                 "--eval-k", "1", "--max-new-tokens", "16", "--threads", "1", "--out", "runs/g"])])
+])
 def test_a_full_disk_under_a_run_is_one_line_and_leaves_no_tmp(tmp_path, script, args):
     p = full_disk_run(script, args, tmp_path)
     lines = [line for line in p.stderr.splitlines() if line.strip() and "Warning" not in line]

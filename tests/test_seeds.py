@@ -234,17 +234,6 @@ def test_seeds_share_test_prompts_and_resume_one_by_one(tmp_path, capsys):
     assert len(claims.main([summary_dir])) == 2 and "| SDPO forgets more" in capsys.readouterr().out
 
 
-def test_grpo_py_takes_several_seeds(tmp_path, capsys):
-    """python grpo.py --seed 0,1: one directory per seed, the same test prompts, then the change over seeds."""
-    import grpo
-    out = str(tmp_path / "g")
-    runs = grpo.main(["--task", "math", "--steps", "1", "--prompts-per-step", "4", "--group-size", "2", "--eval-n", "3",
-                      "--eval-k", "2", "--max-new-tokens", "16", "--seed", "0,1", "--out", out])
-    assert len(runs) == 2 and runs[0][0] == runs[1][0]   # the same accuracy before training: same prompts
-    assert os.path.isfile(f"{out}-s0/summary.json") and os.path.isfile(f"{out}-s1/summary.json")
-    assert "over seeds 0,1" in capsys.readouterr().out
-
-
 def test_claims_py_reads_the_committed_reference(capsys):
     """`python analysis/claims.py RUN_DIR`: the claims table of finished runs (a summary directory or seed directories)."""
     root = archive.materialized(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results",

@@ -62,12 +62,10 @@ def test_plain_flag_turns_every_speed_up_off(monkeypatch):
     """--plain on a training script's command line sets speedups.ON to False before any work; without
     it the speed-ups stay on."""
     import continual
-    import sdpo
-    from infra import flags
     monkeypatch.setattr(speedups, "ON", True)
-    flags.one_task_args("sdpo", [], flags.knob_rows(sdpo))
+    continual.parse_args([])
     assert speedups.ON is True
-    flags.one_task_args("sdpo", ["--plain"], flags.knob_rows(sdpo))
+    continual.parse_args(["--plain"])
     assert speedups.ON is False
     continual.parse_args([])
     assert speedups.ON is True

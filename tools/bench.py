@@ -105,8 +105,7 @@ def method_args(extra=()):
     """The default GRPO/SDPO settings, as the training scripts parse them, except one GRPO optimizer step
     per batch (`--mini-batches 1`): the FLOP counts below assume one forward and backward per token
     (the release's four steps per batch add a scoring forward of π_old and split the same tokens)."""
-    ap = flags.parser("both", "", "", [*flags.knob_rows(grpo), *flags.knob_rows(sdpo)])
-    args = flags.per_seed(ap.parse_args(["--mini-batches", "1", *extra]))[0]
+    args = flags.one_configuration([*flags.knob_rows(grpo), *flags.knob_rows(sdpo)], ["--mini-batches", "1", *extra])
     args.lr = flags.method_lr(args, "grpo")   # (the timings do not depend on it)
     return args
 

@@ -213,7 +213,7 @@ def run_cell(runs, out, cell, seed, steps=40):
     log = os.path.join(os.path.dirname(path), "log.jsonl")
     if os.path.exists(log):
         os.remove(log)
-    base_method = rundir.METHODS[method]
+    base_method = train.METHODS[method]
     stage = rundir.Stage(CODING_STAGE, "coding", *continual.new_stage(model, tok, "coding", CODING_STAGE, base_method,
                                                                       settings, args))
     if teacher in ("base", "grpo"):   # the swap: a fixed teacher, never moved (α = 0)

@@ -39,9 +39,10 @@ LOSS_ATOL = 1e-3
 
 
 def method_args(method, extra=()):
-    """The method's default settings (what grpo.py / sdpo.py would run), with a small lr."""
-    ap = flags.parser(method, "", "", flags.knob_rows(grpo) if method == "grpo" else flags.knob_rows(sdpo))
-    return ap.parse_args(["--lr", "1e-5", "--mini-batches", "2", *extra] if method == "grpo" else ["--lr", "1e-5", *extra])
+    """The method's default settings (what one stage of continual.py runs it with), with a small lr."""
+    knobs = flags.knob_rows(grpo) + flags.knob_rows(sdpo)
+    return flags.one_configuration(knobs, ["--lr", "1e-5", "--mini-batches", "2", *extra] if method == "grpo"
+                                   else ["--lr", "1e-5", *extra])
 
 
 def update(model, tok, batch, method, blocks=0):

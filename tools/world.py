@@ -4,8 +4,10 @@
     python tools/world.py w2          # W2: 40 steps of GRPO and of SDPO_0 on each domain, 3 seeds, test split
     python tools/world.py errors      # TOOLUSE's errors by kind: the base, and W2's seed-0 models after it
 
-Both run `grpo.py` / `sdpo.py --alpha 0` once per (method, setting, domain, seed) into runs/world/, skip a
-run whose summary.json is already there (so an interrupted check resumes), and print a table. By default
+Both run a one-stage `continual.py --method grpo` / `--method sdpo --alpha 0` once per (method, setting, domain,
+seed) into runs/world/, score θ_0 and the trained model on the setting's split (<run>.json beside the run), skip a
+run whose scores are there (so an interrupted check resumes), and print a table. (The committed tables of
+docs/WORLD.md came from the one-task runner this replaced: the same loop, evaluation and seeds.) By default
 two runs go at a time, one thread each (--jobs 2), which keeps both cores busy through the single-threaded
 parts of a run (grading, the sandbox, Python glue).
 
@@ -27,18 +29,22 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 import evaluate  # noqa: E402
 from infra import flags  # noqa: E402
 from infra import stats  # noqa: E402
+from infra.checkpoints import atomic_json  # noqa: E402
 from world import tasks  # noqa: E402
 from world import graders  # noqa: E402
 from infra.models import load_model  # noqa: E402
 from rollout import acc_at_k  # noqa: E402
 
-METHODS = {"GRPO": ["grpo.py"], "SDPO_0": ["sdpo.py", "--alpha", "0"]}
+METHODS = {"GRPO": ["--method", "grpo"], "SDPO_0": ["--method", "sdpo", "--alpha", "0"]}
+CONFIG = {"GRPO": "grpo", "SDPO_0": "sdpo_a0"}   # each method's configuration name: its checkpoints' folder
 LR_GRID = [1e-4, 2e-4, 4e-4]
 STEPS = 40
+SCORE = {"n": 64, "k": 8}   # the scores: Acc@8 on 64 prompts of the split (--quick: 2 prompts, 1 sample)
 OUT = os.path.join("runs", "world")
 QUICK = []   # --quick: flags appended to every run (one step, few prompts): to see that the commands run
 
@@ -47,27 +53,44 @@ def run_dir(method, domain, lr, seed, split):
     return os.path.join(OUT, f"{split}-{method}-lr{lr:g}-{domain}-s{seed}")
 
 
+def model_dir(method, domain, lr, seed, split):
+    """The trained model of a run: its one stage's checkpoint."""
+    return os.path.join(run_dir(method, domain, lr, seed, split), "checkpoints", CONFIG[method], f"stage1-{domain}")
+
+
 def w2_rate(method, default):
     """The rate W2 ran the method at (its TOOLUSE model of seed 0 under OUT, when there is exactly one), else default."""
-    found = [d for d in glob.glob(os.path.join(OUT, f"test-{method}-lr*-tooluse-s0")) if os.path.isdir(os.path.join(d, "model"))]
+    found = [d for d in glob.glob(os.path.join(OUT, f"test-{method}-lr*-tooluse-s0"))
+             if os.path.isdir(os.path.join(d, "checkpoints", CONFIG[method], "stage1-tooluse"))]
     return float(os.path.basename(found[0]).split("-lr")[1].split("-")[0]) if len(found) == 1 else default
 
 
+def score(path, domain, split):
+    """Acc@k of the model at `path` on the split's first n prompts, sampled from the evaluation's own seed (0)."""
+    model, tok = load_model(path)
+    torch.manual_seed(0)
+    return acc_at_k(model, tok, tasks.builtin_split(domain, split, SCORE["n"], 0), SCORE["k"])[0]
+
+
 def train(job, threads):
-    """Train one method on one domain unless its summary is there; its output goes to <run>.out beside the run
-    (not inside it: the trainer makes its run directory itself, and refuses one it did not make)."""
+    """Train one method on one domain (a one-stage continual.py run) and score θ_0 and the trained model on the
+    split, unless the scores are there (<run>.json); the run's output goes to <run>.out beside it."""
     method, domain, lr, seed, split = job
     out = run_dir(*job)
-    if os.path.exists(os.path.join(out, "summary.json")):
+    if os.path.exists(out + ".json"):
         return
-    cmd = [sys.executable, *METHODS[method], "--task", domain, "--steps", str(STEPS), "--lr", str(lr),
-           "--seed", str(seed), "--eval-split", split, "--out", out, "--threads", str(threads), *QUICK]
+    cmd = [sys.executable, os.path.join(ROOT, "continual.py"), *METHODS[method], "--stages", domain, "--benchmarks",
+           domain, "--no-drift", "--curve-every", "0", "--eval-n", "1", "--eval-k", "1", "--steps", str(STEPS),
+           "--lr", str(lr), "--seed", str(seed), "--runs-dir", OUT, "--name", os.path.basename(out),
+           "--threads", str(threads), *QUICK]
     print("$", " ".join(cmd[1:]), flush=True)
     os.makedirs(OUT, exist_ok=True)
     with open(out + ".out", "w") as f:
         status = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
     if status:
-        sys.exit(f"error: {' '.join(cmd[1:3])} on {domain} stopped (exit {status}); its output is in {out}.out")
+        sys.exit(f"error: {method} on {domain} stopped (exit {status}); its output is in {out}.out")
+    atomic_json(out + ".json", {"acc_before": score("tiny", domain, split),
+                                "acc_after": score(model_dir(*job), domain, split)})
 
 
 def run_all(jobs, n_jobs):
@@ -78,7 +101,7 @@ def run_all(jobs, n_jobs):
 
 def one_run(method, domain, lr, seed, split):
     """(Acc before, Acc after) of a finished run."""
-    s = json.load(open(os.path.join(run_dir(method, domain, lr, seed, split), "summary.json")))
+    s = json.load(open(run_dir(method, domain, lr, seed, split) + ".json"))
     return s["acc_before"], s["acc_after"]
 
 
@@ -129,9 +152,9 @@ def tool_error_kinds(records, responses, scores, k):
 
 def tool_errors(lrs, n=64, k=8):
     """Why TOOLUSE learns little (docs/WORLD.md): its errors by kind, on the same 64 test prompts × 8, for the
-    base and for W2's seed-0 models (`model/` of each run)."""
+    base and for W2's seed-0 models (each run's stage checkpoint)."""
     records = evaluate.benchmark_records("tooluse", n, seed=0)
-    models = [("base", "tiny")] + [(m, os.path.join(run_dir(m, "tooluse", lrs[m], 0, "test"), "model")) for m in METHODS]
+    models = [("base", "tiny")] + [(m, model_dir(m, "tooluse", lrs[m], 0, "test")) for m in METHODS]
     print("| model | Acc@8 % | right | wrong tool | right tool, wrong input | Acc@8 per tool |\n|---|---|---|---|---|---|")
     for label, path in models:
         model, tok = load_model(path)
@@ -152,8 +175,8 @@ def main(argv=None):
                     "one sample): to see that the command runs; its criteria then decide nothing (exit 0)")
     args = ap.parse_args(argv)
     if args.quick:
-        QUICK[:] = ["--steps", "1", "--prompts-per-step", "4", "--group-size", "2", "--eval-n", "2", "--eval-k", "1",
-                    "--max-new-tokens", "16"]
+        QUICK[:] = ["--steps", "1", "--prompts-per-step", "4", "--group-size", "2", "--max-new-tokens", "16"]
+        SCORE.update(n=2, k=1)
     for flag, v in (("--lr-grpo", args.lr_grpo), ("--lr-sdpo", args.lr_sdpo)):
         if v is not None and not (math.isfinite(v) and 1e-12 <= v <= 1):
             ap.error(f"{flag} must be in [1e-12, 1], got {v}")
@@ -162,7 +185,7 @@ def main(argv=None):
     if args.part == "errors":
         lrs = {"GRPO": args.lr_grpo or w2_rate("GRPO", flags.LR["grpo"]),
                "SDPO_0": args.lr_sdpo or w2_rate("SDPO_0", flags.LR["sdpo"])}
-        missing = [m for m in METHODS if not os.path.isdir(os.path.join(run_dir(m, "tooluse", lrs[m], 0, "test"), "model"))]
+        missing = [m for m in METHODS if not os.path.isdir(model_dir(m, "tooluse", lrs[m], 0, "test"))]
         if missing:
             ap.error(f"no W2 model of {', '.join(missing)} on TOOLUSE under {OUT}/: run `python tools/world.py w2` first")
     if args.part == "lr":
