@@ -56,7 +56,7 @@ def check_state(out):
     a, b = distributed.full_state_dict(model), distributed.full_state_dict(again)
     # GRPO's KL reference (G4) is a sharded copy too: one on-policy update with --kl-coef, the reference
     # gathered for its forwards; at the first step the student is the reference, so KL ≈ 0
-    args = flags.parser("grpo", "", "", flags.knob_rows(grpo)).parse_args(["--kl-coef", "0.1", "--mini-batches", "1"])
+    args = flags.one_configuration(flags.knob_rows(grpo), ["--kl-coef", "0.1", "--mini-batches", "1"])
     ref = distributed.clone_model(again).eval().requires_grad_(False)
     torch.manual_seed(0)
     batch = rollout.collect(again, tok, tasks.builtin_split("math", "test", 1), 4, 16)

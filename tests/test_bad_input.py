@@ -12,9 +12,7 @@ from analysis import claims
 import continual
 import drift
 import evaluate
-import grpo
 import razor
-import sdpo
 from tools import tiny
 
 NO_CUDA = not torch.cuda.is_available()
@@ -51,12 +49,10 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (continual, ["--lr", "inf"]),
     (continual, ["--lr", "1e9"]),
     (continual, ["--max-grad-norm", "nan"]),
-    (grpo, ["--out", "FILE"]),
-    (grpo, ["--out", "FILE/x"]),
-    (grpo, ["--model", "not-a-model-id"]),
-    (grpo, ["--eval-n", "100000"]),
-    (sdpo, ["--out", "FILE"]),
-    (sdpo, ["--device", "bogus"]),
+    (continual, ["--method", "grpo", "--runs-dir", "FILE"]),
+    (continual, ["--method", "grpo", "--runs-dir", "FILE/x"]),
+    (continual, ["--method", "grpo", "--model", "not-a-model-id"]),
+    (continual, ["--method", "grpo", "--eval-n", "100000"]),
     (evaluate, ["--model", "not-a-model-id"]),
     (evaluate, ["--n", "100000"]),
     (razor, ["--strength", "nan"]),
@@ -94,7 +90,6 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (continual, ["--runs-dir", ""]),
     (continual, ["--feedback", "sometimes"]),
     (continual, ["--stage-optimizer", "later"]),
-    (grpo, ["--out", ""]),
     (claims, []),
     (claims, ["/nonexistent"]),
     (claims, ["GARBAGE_RUN"]),

@@ -136,7 +136,7 @@ def test_change_one_line_c_beta_zero_in_s3():
     import sdpo
     from infra import flags
     f = changed("sdpo", "    beta: float = knob(0.5,", "    beta: float = knob(0.0,")
-    beta = flags.parser("sdpo", "", "", flags.knob_rows(f)).parse_args([]).beta
+    beta = flags.one_configuration(flags.knob_rows(f)).beta
     S, T = pair()
     assert beta == 0.0
     assert sdpo.generalized_jsd(S, T, beta).item() == pytest.approx(1.3540, abs=1e-4)
