@@ -13,7 +13,7 @@
 #    evaluation (--sample-batch MEM_S, default 8), a GRPO update, an SDPO update at top-k 100 and drift;
 #    each stage's peak per rank next to bench.memory_per_stage, non-zero exit when one is off by > 25%;
 #    and a zeroed clone (the teacher) must compute with its own weights.
-# 4. A few real steps (STEPS, default 3; 0 skips them) of grpo.py and sdpo.py on the GPUs at bf16: step
+# 4. A few real steps (STEPS, default 3; 0 skips them) of GRPO and SDPO (one-stage continual.py runs) on the GPUs at bf16: step
 #    time and peak memory per step.
 # The model of 1, 2 and 4: Qwen/Qwen3-0.6B when it is in the local Hugging Face cache, else the tiny model.
 set -euo pipefail
@@ -45,12 +45,13 @@ echo "== 4. a few real steps of each method"
 [ "${STEPS:-3}" -gt 0 ] || { echo "gpu_check: passed (STEPS=0: no real steps)"; exit 0; }
 for script in grpo sdpo; do
   extra=""; [ "$script" = grpo ] && extra="--mini-batches 2"
-  timeout 300 $RUN "$script.py" --model "$MODEL" --device "$DEVICE" --dtype bf16 --task math --steps "${STEPS:-3}" \
-    --prompts-per-step $((4 * NGPU)) --group-size 4 --max-new-tokens 64 --eval-n 8 --eval-k 2 $extra \
-    --out "$OUT/$script" > "$OUT/$script.log" 2>&1 || { tail -30 "$OUT/$script.log"; exit 1; }
+  timeout 300 $RUN continual.py --method "$script" --model "$MODEL" --device "$DEVICE" --dtype bf16 --stages math \
+    --benchmarks math --no-drift --curve-every 0 --steps "${STEPS:-3}" --prompts-per-step $((4 * NGPU)) --group-size 4 \
+    --max-new-tokens 64 --eval-n 8 --eval-k 2 $extra --runs-dir "$OUT" --name "$script" > "$OUT/$script.log" 2>&1 \
+    || { tail -30 "$OUT/$script.log"; exit 1; }
   python - "$OUT/$script/log.jsonl" "$script" <<'PY'
 import json, sys
-rows = [json.loads(line) for line in open(sys.argv[1])]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r]
 for r in rows:
     print(f"{sys.argv[2]} step {r['step']}: rollout {r['rollout_s']:.2f} s, update {r['update_s']:.2f} s, "
           f"peak {r.get('peak_gpu_gb', float('nan')):.2f} GB (rank 0), loss {r['loss']:.5f}, reward {r['reward']:.2f}")
