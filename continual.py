@@ -25,6 +25,7 @@ sdpo.micro_batch_loss), then backward, clip and step.
 import dataclasses
 import copy
 import sys
+from typing import Literal
 
 import torch
 
@@ -33,7 +34,7 @@ import evaluate
 import train
 from experiment import rundir
 from infra import flags
-from infra.knobs import knob
+from infra.knobs import knob, must
 from rollout import drop_long_prompts
 from world import tasks
 
@@ -54,11 +55,14 @@ PRESETS = {"sdpo_0": {"alpha": 0.0},                                      # SDPO
 @dataclasses.dataclass(frozen=True)
 class Protocol:
     """The stage boundary's knobs (--help-all)."""
-    teacher_init: str = knob("restart", "one of restart, carry",
-                             "SDPO's teacher at a stage start (T3): the student's copy, or carried")
-    teacher_mix: float = knob(1.0, "in [0, 1]", "a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry")
-    stage_optimizer: str = knob("fresh", "one of fresh, carry",
-                                "AdamW at a stage start: fresh (the release) or carried over")
+    teacher_init: Literal["restart", "carry"] = knob("restart", "SDPO's teacher at a stage start (T3): the student's "
+                                                                "copy, or carried")
+    teacher_mix: float = knob(1.0, "a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry")
+    stage_optimizer: Literal["fresh", "carry"] = knob("fresh", "AdamW at a stage start: fresh (the release) or "
+                                                               "carried over")
+
+    def __post_init__(self):   # the values allowed (infra/knobs.must: one error line)
+        must(0 <= self.teacher_mix <= 1, "--teacher-mix must be in [0, 1]")
 
 
 

@@ -24,7 +24,8 @@ import torch
 from infra import safety
 from world import tasks
 from world import graders
-from infra.flags import MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag
+from infra.flags import (MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag,
+                         set_switches)
 from infra.distributed import init_distributed, is_main, shard
 from infra.models import DTYPES, MODEL_DIRS, load_model
 from infra.speedups import SAMPLE_BATCH
@@ -300,6 +301,7 @@ def main(argv=None):
     except Exception as e:
         ap.error(tasks.one_line(e))
     check_code_jail(ap, args, names)
+    set_switches(args)   # (--unsafe-code: the graders may run programs without a jail)
     device = init_distributed(args.device)   # torchrun: the prompts are shared out, the results gathered
     model, tok = load_model(args.model, device, args.dtype, enable_thinking=args.enable_thinking)
     model = shard(model, device)   # torchrun: each rank keeps 1/N of the weights; sampling gathers them

@@ -24,29 +24,36 @@ Simplifications, on purpose (and what the release does instead):
   with the default rollout temperature 1 the two agree).
 """
 import dataclasses
+import math
 import sys
 
 import torch
 
-from infra.knobs import knob
+from infra.knobs import knob, must
 from infra.distributed import clone_model
 from rollout import batch_order, micro_batches, response_logits, response_logprobs, token_entropy, token_logprobs
 
-# GRPO's knobs, one field each (infra/knobs.py): the flag (--mini-batches for mini_batches), its default, the
-# values allowed (checked before any work) and the --help text. The defaults are the release's
+# GRPO's knobs, one field each (infra/knobs.py): the flag (--mini-batches for mini_batches), its default and the
+# --help text; the values allowed are checked in __post_init__. The defaults are the release's
 # (`baseline_grpo.yaml`, docs/PROTOCOL.md); the paper states none of them, so all are the protocol's (--help-all).
 @dataclasses.dataclass(frozen=True)
 class Protocol:
     """GRPO's knobs, all the release's rules (--help-all)."""
-    mini_batches: int = knob(4, ">= 1",
-                             "GRPO: optimizer steps per batch, each on a slice (the release: 4); 1 = on-policy (G2)")
-    epochs: int = knob(1, ">= 1", "GRPO: passes over each batch")
-    epsilon: float = knob(0.2, "in [0, 1)", "GRPO: ε_low of the clip (G3)")
-    epsilon_high: float = knob(0.28, ">= 0", "GRPO: ε_high of the clip (G3)")
-    clip_ratio_c: float = knob(3.0, "0 or > 1",
-                               "GRPO: dual clip c for negative advantages (G3, the release's 3); 0 = off")
-    kl_coef: float = knob(0.0, ">= 0", "GRPO: β_KL of the k3 KL to the start model (G4); 0 = off")
-    adv_std: bool = knob(False, "switch", "GRPO: divide advantages by the group std (G1)")
+    mini_batches: int = knob(4, "GRPO: optimizer steps per batch, each on a slice (the release: 4); 1 = on-policy (G2)")
+    epochs: int = knob(1, "GRPO: passes over each batch")
+    epsilon: float = knob(0.2, "GRPO: ε_low of the clip (G3)")
+    epsilon_high: float = knob(0.28, "GRPO: ε_high of the clip (G3)")
+    clip_ratio_c: float = knob(3.0, "GRPO: dual clip c for negative advantages (G3, the release's 3); 0 = off")
+    kl_coef: float = knob(0.0, "GRPO: β_KL of the k3 KL to the start model (G4); 0 = off")
+    adv_std: bool = knob(False, "GRPO: divide advantages by the group std (G1)")
+
+    def __post_init__(self):   # the values allowed, checked before any work (infra/knobs.must: one error line)
+        must(self.mini_batches >= 1, "--mini-batches must be >= 1")
+        must(self.epochs >= 1, "--epochs must be >= 1")
+        must(0 <= self.epsilon < 1, "--epsilon must be in [0, 1)")
+        must(0 <= self.epsilon_high < math.inf, "--epsilon-high must be >= 0")
+        must(self.clip_ratio_c == 0 or 1 < self.clip_ratio_c < math.inf, "--clip-ratio-c must be 0 or > 1")
+        must(0 <= self.kl_coef < math.inf, "--kl-coef must be >= 0")
 
 
 SETTINGS = ("mini_batches", "epochs", "clip_ratio_c")   # the knobs that name a GRPO configuration (run_name)

@@ -23,37 +23,45 @@ Simplifications, on purpose:
 """
 import dataclasses
 import sys
+from typing import Literal
 
 import torch
 
-from infra.knobs import knob
+from infra.knobs import knob, must
 from world import graders
 from infra.distributed import check_weights, clone_model
 from rollout import (batch_positions, chat_messages, encode_chat, fill_reprompt, logsumexp_fp32, micro_batches,
                      response_logits, strip_think, token_entropy)
 
-# SDPO's knobs, one field each (infra/knobs.py): the flag (--refresh-every for refresh_every), its default, the
-# values allowed (checked before any work) and the --help text. SETTINGS name a configuration (run_name).
+# SDPO's knobs, one field each (infra/knobs.py): the flag (--refresh-every for refresh_every), its default and the
+# --help text; the values allowed are checked in __post_init__. SETTINGS name a configuration (run_name).
 @dataclasses.dataclass(frozen=True)
 class Knobs:
     """The paper's SDPO knobs (--help)."""
-    alpha: float = knob(0.05, "in [0, 1]",
-                        "teacher EMA rate α (T1); 0 = frozen teacher (continual.py: a comma list sweeps)")
-    beta: float = knob(0.5, "in [0, 1]", "GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
-    refresh_every: int = knob(0, ">= 0", "StableSDPO: refresh the teacher every K steps (T2); 0 = off")
-    gamma: float = knob(1.0, "in (0, 1]", "refresh rate γ (T2); 1 = hard restart")
+    alpha: float = knob(0.05, "teacher EMA rate α (T1); 0 = frozen teacher (continual.py: a comma list sweeps)")
+    beta: float = knob(0.5, "GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
+    refresh_every: int = knob(0, "StableSDPO: refresh the teacher every K steps (T2); 0 = off")
+    gamma: float = knob(1.0, "refresh rate γ (T2); 1 = hard restart")
+
+    def __post_init__(self):   # the values allowed, checked before any work (infra/knobs.must: one error line)
+        must(0 <= self.alpha <= 1, "--alpha must be in [0, 1]")
+        must(0 <= self.beta <= 1, "--beta must be in [0, 1]")
+        must(self.refresh_every >= 0, "--refresh-every must be >= 0")
+        must(0 < self.gamma <= 1, "--gamma must be in (0, 1]")
 
 
 @dataclasses.dataclass(frozen=True)
 class Protocol:
     """The release's rules the paper leaves implicit (--help-all)."""
-    topk: int | None = knob(None, "int >= 0",
-                            "distil on the student's top-k ids + a tail (S4); 0 = all; default 100 (tiny: all)")
-    cot: bool = knob(False, "switch", "SDPO-CoT: keep <think> spans in the demonstration (S6)")
-    mask_ratio: float = knob(0.0, "in [0, 1)",
-                             "token masking (S7): drop each distilled token with this probability; 0 = off")
-    feedback: str = knob("release", "one of release, on, off",
-                         "environment feedback (S8); release = per domain, as the release")
+    topk: int | None = knob(None, "distil on the student's top-k ids + a tail (S4); 0 = all; default 100 (tiny: all)")
+    cot: bool = knob(False, "SDPO-CoT: keep <think> spans in the demonstration (S6)")
+    mask_ratio: float = knob(0.0, "token masking (S7): drop each distilled token with this probability; 0 = off")
+    feedback: Literal["release", "on", "off"] = knob("release", "environment feedback (S8); release = per domain, as "
+                                                     "the release")
+
+    def __post_init__(self):
+        must(self.topk is None or self.topk >= 0, "--topk must be int >= 0")
+        must(0 <= self.mask_ratio < 1, "--mask-ratio must be in [0, 1)")
 
 
 SETTINGS = ("alpha", "refresh_every", "gamma", "cot", "mask_ratio", "feedback")

@@ -16,6 +16,7 @@ import functools
 import random
 import sys
 import types
+from typing import Literal
 
 import torch
 
@@ -27,7 +28,7 @@ if __name__ == "__main__":   # (a method, not a command: train.METHODS runs it)
 import sdpo  # noqa: E402
 import train  # noqa: E402
 from grpo import k3_kl  # noqa: E402
-from infra.knobs import knob  # noqa: E402
+from infra.knobs import knob, must  # noqa: E402
 from infra.distributed import clone_model, global_sum  # noqa: E402
 from rollout import drop_long_prompts, response_logits, token_logprobs  # noqa: E402
 from world import tasks  # noqa: E402
@@ -37,15 +38,19 @@ from world import tasks  # noqa: E402
 @dataclasses.dataclass(frozen=True)
 class Knobs:
     """What other implementations add (--help-all, "beyond the paper")."""
-    teacher: str = knob("ema", "one of ema, live, base, trust_region",
-                        "the teacher's kind: T1/T2's (the paper), T4, T5, T6")
-    trust_rate: float = knob(0.05, "in [0, 1]",
-                             "T6's λ in z_T = (1 − λ) z_ref + λ z_θ (the official SDPO's update rate)")
-    replay: float = knob(0.0, "in [0, 1)", "R1: this share of every stage's prompts from the earlier domains; 0 = off")
-    anchor: float = knob(0.0, "in [0, 1e6]", "R2: (λ/2)‖θ − θ_0‖² added to every optimizer step's loss; 0 = off")
-    base_kl: float = knob(0.0, "in [0, 1e6]", "R3: β·k3(π_0, π_θ) added to SDPO's per-token loss; 0 = off")
-    skip_empty_steps: bool = knob(False, "switch",
-                                  "no optimizer step when nothing is distilled (the release steps anyway)")
+    teacher: Literal["ema", "live", "base", "trust_region"] = knob("ema", "the teacher's kind: T1/T2's (the paper), "
+                                                                          "T4, T5, T6")
+    trust_rate: float = knob(0.05, "T6's λ in z_T = (1 − λ) z_ref + λ z_θ (the official SDPO's update rate)")
+    replay: float = knob(0.0, "R1: this share of every stage's prompts from the earlier domains; 0 = off")
+    anchor: float = knob(0.0, "R2: (λ/2)‖θ − θ_0‖² added to every optimizer step's loss; 0 = off")
+    base_kl: float = knob(0.0, "R3: β·k3(π_0, π_θ) added to SDPO's per-token loss; 0 = off")
+    skip_empty_steps: bool = knob(False, "no optimizer step when nothing is distilled (the release steps anyway)")
+
+    def __post_init__(self):   # the values allowed, checked before any work (infra/knobs.must: one error line)
+        must(0 <= self.trust_rate <= 1, "--trust-rate must be in [0, 1]")
+        must(0 <= self.replay < 1, "--replay must be in [0, 1)")
+        must(0 <= self.anchor <= 1e6, "--anchor must be in [0, 1e6]")
+        must(0 <= self.base_kl <= 1e6, "--base-kl must be in [0, 1e6]")
 
 
 SETTINGS = ("skip_empty_steps", "teacher", "replay", "anchor", "base_kl")

@@ -29,6 +29,8 @@ import tempfile
 import torch
 import yaml   # (pyyaml: a dependency of datasets) a YAML --config
 
+from transformers import HfArgumentParser
+
 from world import sandbox
 from world import tasks
 from infra.distributed import sample_blocks_per_step
@@ -50,82 +52,47 @@ MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096
 
 # ----------------------------------------------------------------------------------------------
 # Knobs: a file declares each of its settings as one field of a dataclass (infra/knobs.py), nanoGPT's one line:
-#     beta: float = knob(0.5, "in [0, 1]", "GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
-# the values allowed are checked before any work; the last string is the --help. A file's Knobs are its --help
-# group, its Protocol the release's rules (--help-all).
+#     beta: float = knob(0.5, "GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
+# with its checks in the dataclass's __post_init__; transformers.HfArgumentParser makes the flag from the field (a
+# Literal type gives its choices, a bool a switch). A file's Knobs are its --help group, its Protocol the release's
+# rules (--help-all).
 # ----------------------------------------------------------------------------------------------
 def knob_rows(module, group="paper"):
-    """The knobs of a file (grpo, sdpo, continual, beyond.variants), read from the fields of its Knobs and Protocol
-    dataclasses: [{name, default, type, allowed, ok, help, group, choices}]. group: the --help group of Knobs
-    ("paper", or "beyond" for beyond/variants.py); Protocol's are "protocol"."""
-    rows = []
-    for table in ("Knobs", "Protocol"):
-        for f in dataclasses.fields(getattr(module, table)) if hasattr(module, table) else ():
-            row = knob_row(f.name, f.default, f.metadata["allowed"], f.metadata["help"])
-            row.update(group=group if table == "Knobs" else "protocol")
-            rows.append(row)
-    return rows
-
-
-def knob_row(name, default, allowed, help_text):
-    """One knob from its allowed values in words: 'switch'; 'one of a, b, c'; 'in [lo, hi]' (each end [ or ( ,
-    ] or ) ); '>= lo' or '> lo'; with 'int ' before a bound for a knob whose default is None, and '0 or ' before
-    it for a knob that 0 turns off. Every number must be finite."""
-    row = {"name": name, "default": default, "allowed": allowed, "help": help_text,
-           "type": float if default is None else type(default)}
-    if allowed == "switch":
-        return row
-    if allowed.startswith("one of "):
-        row["choices"] = [c.strip() for c in allowed[len("one of "):].split(",")]
-        return row
-    text = allowed
-    off = text.startswith("0 or ")
-    text = text[len("0 or "):] if off else text
-    if text.startswith("int "):
-        text, row["type"] = text[len("int "):], int
-    bounds = re.fullmatch(r"in ([\[(])(\S+), (\S+)([\])])", text)
-    lower = re.fullmatch(r"(>=|>) (\S+)", text)
-    if bounds:
-        lo, hi, lo_open, hi_open = float(bounds[2]), float(bounds[3]), bounds[1] == "(", bounds[4] == ")"
-    elif lower:
-        lo, hi, lo_open, hi_open = float(lower[2]), math.inf, lower[1] == ">", True
-    else:
-        raise ValueError(f"knob {name}: the allowed values '{allowed}' are not in a form infra/flags.py reads")
-
-    def ok(v):
-        if v is None or (off and v == 0):
-            return True
-        return math.isfinite(v) and (lo < v if lo_open else lo <= v) and (v < hi if hi_open else v <= hi)
-    row["ok"] = ok
-    return row
+    """The knobs of a file (grpo, sdpo, continual, beyond.variants), the fields of its Knobs and Protocol dataclasses:
+    [{name, default, help, group, table, field}]. group: the --help group of Knobs ("paper", or "beyond" for
+    beyond/variants.py); Protocol's are "protocol". table: the dataclass whose __post_init__ checks the knob."""
+    return [{"name": f.name, "default": f.default, "help": f.metadata["help"], "table": getattr(module, table),
+             "group": group if table == "Knobs" else "protocol", "field": f}
+            for table in ("Knobs", "Protocol") if hasattr(module, table)
+            for f in dataclasses.fields(getattr(module, table))]
 
 
 # ----------------------------------------------------------------------------------------------
 # The flags, group by group
 # ----------------------------------------------------------------------------------------------
 def add_knobs(g, knobs, group):
-    """The knobs of one --help group as flags (knob_rows). A bool is a switch; --alpha takes a comma list (a sweep
-    of α, parsed in continual_args)."""
+    """The knobs of one --help group as flags, each made by HfArgumentParser from its dataclass field; --alpha takes a
+    comma list (a sweep of α, parsed in continual_args)."""
     for k in knobs:
         if k["group"] != group:
             continue
-        flag = "--" + k["name"].replace("_", "-")
-        if isinstance(k["default"], bool):
-            g.add_argument(flag, action="store_true", help=k["help"])
-        elif k["name"] == "alpha":
-            g.add_argument(flag, type=str, default=str(k["default"]), help=k["help"])
+        if k["name"] == "alpha":
+            g.add_argument("--alpha", type=str, default=str(k["default"]), help=k["help"])
         else:
-            g.add_argument(flag, type=k["type"], default=k["default"], help=k["help"], choices=k.get("choices"))
+            HfArgumentParser._parse_dataclass_field(g, k["field"])
 
 
 def check_knobs(ap, args, knobs):
-    """Each knob's own check (its `ok`, said as `allowed`): one error line for the first that fails."""
-    for k in knobs:
-        if "ok" not in k or not hasattr(args, k["name"]):
-            continue
-        value = getattr(args, k["name"])
-        if not all(k["ok"](v) for v in (value if isinstance(value, list) else [value])):   # (a sweep: each α)
-            ap.error(f"--{k['name'].replace('_', '-')} must be {k['allowed']}")
+    """Each knob dataclass built from the parsed values, so its __post_init__ checks them (with a sweep of α, once per
+    α): the first that fails is one error line."""
+    for table in {id(k["table"]): k["table"] for k in knobs}.values():   # (each dataclass once)
+        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(table) if hasattr(args, f.name)}
+        sweep = values.pop("alpha", None)
+        try:
+            for alpha in sweep if isinstance(sweep, list) else [sweep]:
+                table(**values, **({} if alpha is None else {"alpha": alpha}))
+        except (ValueError, TypeError) as e:
+            ap.error(str(e))
 
 
 def add_paper_knobs(ap, knobs):
@@ -256,8 +223,7 @@ def add_run(ap):
 def parser(description, usage, knobs=(), show_all=True):
     """continual.py's whole parser, the paper's knobs first. knobs: knob_rows of the files a run reads, each a flag
     in its group. show_all False: `--help` lists the paper's knobs only, `--help-all` every flag."""
-    ap = argparse.ArgumentParser(description=description, usage=usage,
-                                 formatter_class=DefaultsShown,
+    ap = HfArgumentParser([], description=description, usage=usage, formatter_class=DefaultsShown,
                                  epilog=None if show_all else "--help-all lists every flag: the release's protocol, "
                                  "evaluation, drift, scale, where runs go, and what goes beyond the paper")
     paper = add_paper_knobs(ap, knobs)
@@ -378,6 +344,7 @@ def continual_args(argv, presets, knobs, warnings=None):
     check_unused_flags(args, defaults, knobs, typed_flags(ap, [a for a in argv if a != "--help-all"]))
     for line in warnings(args, stages) if warnings else []:
         print(f"warning: {line}", file=sys.stderr)
+    set_switches(args)
     return ap, args, stages, benchmarks, defaults
 
 
@@ -423,7 +390,6 @@ def check_common(ap, args):
     for key, value in model_defaults(args.model).items():   # flags left to the model's default
         if getattr(args, key) is None:
             setattr(args, key, value)
-    speedups.ON = not args.plain   # --plain: the plain path, every speed-up off (infra/speedups.py's switch)
 
 
 def check_grpo(ap, args, used=True):
@@ -614,12 +580,18 @@ def check_device_flag(ap, device):
 def check_code_jail(ap, args, names):
     """A task or benchmark among names whose records are code runs its programs in an OS jail
     (world/sandbox.py, layer 0): where this machine has none, one line and exit 2, unless --unsafe-code."""
-    sandbox.ALLOW_UNJAILED = bool(getattr(args, "unsafe_code", False))
     if any(tasks.has_code(name) for name in names):
         try:
-            sandbox.check_jail()
+            sandbox.check_jail(allow_unjailed=bool(getattr(args, "unsafe_code", False)))
         except sandbox.NoJail as e:
             ap.error(str(e))
+
+
+def set_switches(args):
+    """The command's two process-wide switches, set once every check has passed (no check sets one): the speed-ups
+    (infra/speedups.ON; --plain turns them off) and running CODING programs without an OS jail (--unsafe-code)."""
+    speedups.ON = not getattr(args, "plain", False)
+    sandbox.ALLOW_UNJAILED = bool(getattr(args, "unsafe_code", False))
 
 
 def seed_list(text):

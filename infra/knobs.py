@@ -1,9 +1,17 @@
-"""infra/knobs.py — a knob is one field of a file's Knobs or Protocol dataclass: its default, the values allowed (the
-words infra/flags.knob_row reads and checks) and its --help, e.g. `beta: float = knob(0.5, "in [0, 1]", "GJSD mix
-β (S3)…")`; infra/flags.py makes the flags from the fields. Nothing here is in the paper."""
+"""infra/knobs.py — a knob is one field of a file's Knobs or Protocol dataclass, with its default and its --help (tag
+included), e.g. `beta: float = knob(0.5, "GJSD mix β (S3)…")`; the values allowed are checked in the dataclass's
+`__post_init__`, one `must` line each. infra/flags.py makes the flags from the fields with transformers'
+HfArgumentParser (the Hugging Face convention: TRL's GRPOConfig is such a dataclass). Nothing here is in the paper."""
 import dataclasses
 
 
-def knob(default, allowed, help_text):
-    """One knob: a dataclass field with its default, the values allowed and its --help text."""
-    return dataclasses.field(default=default, metadata={"allowed": allowed, "help": help_text})
+def knob(default, help_text):
+    """One knob: a dataclass field with its default and its --help text (HfArgumentParser reads both)."""
+    return dataclasses.field(default=default, metadata={"help": help_text})
+
+
+def must(ok, message):
+    """A knob's check, in its dataclass's __post_init__: False stops the command before any work, with the one line
+    `error: <message>` and exit code 2 (infra/flags.check_knobs says it)."""
+    if not ok:
+        raise ValueError(message)

@@ -83,14 +83,18 @@ def test_unreachable_hub_dataset_is_one_line(tmp_path):
 
 
 def test_a_knob_is_one_field_in_its_file():
-    """(issues 44, 61, 72) Every knob is one field of its file's Knobs or Protocol dataclass (infra/knobs.py): the
-    flag, its default, the values allowed (checked: one error line) and its --help text, as data, never read out of a
-    comment; a student's new field becomes a flag, checked, with no edit anywhere else."""
+    """(issues 44, 61, 72) Every knob is one field of its file's Knobs or Protocol dataclass (infra/knobs.py): the flag
+    (made by transformers.HfArgumentParser), its default and its --help text, as data, never read out of a comment; its
+    values checked in the dataclass's __post_init__ (one error line). A student's new field becomes a flag, checked,
+    with no edit anywhere else."""
     import dataclasses
+    from typing import Literal
     import grpo
     import sdpo
     from beyond import variants
     from infra import flags
+    from infra.knobs import knob, must
+    from transformers import HfArgumentParser
     for module in (grpo, sdpo, variants):
         rows = flags.knob_rows(module, "beyond" if module is variants else "paper")
         fields = [f for table in ("Knobs", "Protocol") if hasattr(module, table)
@@ -99,21 +103,33 @@ def test_a_knob_is_one_field_in_its_file():
         args = flags.one_configuration(rows)
         for k, f in zip(rows, fields):
             assert getattr(args, k["name"]) == k["default"] == f.default, k["name"]
-            assert k["help"] == f.metadata["help"] and k["allowed"] == f.metadata["allowed"], k["name"]
-    # a reworded comment changes nothing now: the knobs' source lines hold no `#` the flags read
+            assert k["help"] == f.metadata["help"] and set(f.metadata) == {"help"}, k["name"]
+    assert isinstance(flags.parser("", "", []), HfArgumentParser)
+    # a reworded comment or help text changes nothing: no knob is read out of text
     assert "inspect" not in open(flags.__file__).read() and "getsource" not in open(flags.__file__).read()
     assert [k["name"] for k in flags.knob_rows(sdpo) if k["group"] == "paper"] == ["alpha", "beta", "refresh_every",
                                                                                     "gamma"]
-    rows = flags.knob_row("new_knob", 0.5, "in (0, 1)", "a knob a student adds"), flags.knob_row("flag", False, "switch", "")
-    assert rows[0]["ok"](0.25) and not rows[0]["ok"](1) and not rows[0]["ok"](0) and not rows[0]["ok"](float("nan"))
-    knobs = [*flags.knob_rows(sdpo), {**rows[0], "group": "paper"}]
+
+    @dataclasses.dataclass(frozen=True)
+    class Knobs:   # what a student adds: a field, and its check
+        new_knob: float = knob(0.5, "a knob a student adds (S3)")
+        style: Literal["a", "b"] = knob("a", "a choice")
+        flag: bool = knob(False, "a switch")
+
+        def __post_init__(self):
+            must(0 < self.new_knob < 1, "--new-knob must be in (0, 1)")
+    student = type("student", (), {"Knobs": Knobs})
+    knobs = [*flags.knob_rows(sdpo), *flags.knob_rows(student)]
     ap = flags.parser("", "", knobs)
-    assert ap.parse_args(["--new-knob", "0.25"]).new_knob == 0.25
+    args = flags.one_configuration(knobs, ["--new-knob", "0.25", "--style", "b", "--flag"])
+    assert (args.new_knob, args.style, args.flag) == (0.25, "b", True)
+    flags.check_knobs(ap, args, knobs)   # (passes)
+    for bad in (["--new-knob", "1"], ["--new-knob", "nan"]):
+        with pytest.raises(SystemExit):
+            flags.check_knobs(ap, flags.one_configuration(knobs, bad), knobs)
     with pytest.raises(SystemExit):
-        flags.check_knobs(ap, flags.one_configuration(knobs, ["--new-knob", "2"]), knobs)
-    assert "--new-knob" in ap.format_help()
-    with pytest.raises(ValueError, match="not in a form"):
-        flags.knob_row("odd", 1.0, "between 0 and 1", "")
+        flags.one_configuration(knobs, ["--style", "c"])   # not among the Literal's choices
+    assert "--new-knob" in ap.format_help() and "a knob a student adds (S3)" in ap.format_help()
     assert sdpo.SETTINGS == ("alpha", "refresh_every", "gamma", "cot", "mask_ratio", "feedback")
     assert grpo.SETTINGS == ("mini_batches", "epochs", "clip_ratio_c")
 

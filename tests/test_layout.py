@@ -343,7 +343,8 @@ MAX_CODE_LINES, MAX_FLOOR_NAMES = 400, 15
 FLOOR_NAMES = {"experiment.rundir.Experiment", "experiment.rundir.configuration", "experiment.rundir.knobs",
                "infra.distributed.check_weights", "infra.distributed.clip_and_step",
                "infra.distributed.clone_model", "infra.distributed.whole_batch", "infra.flags.continual_args",
-               "infra.knobs.knob", "infra.steps.StepLog", "world.graders.feedback", "world.tasks.train_records"}
+               "infra.knobs.knob", "infra.knobs.must", "infra.steps.StepLog", "world.graders.feedback",
+               "world.tasks.train_records"}
 BEYOND_TAGS = ("T4", "T5", "T6", "R1", "R2", "R3")
 
 

@@ -702,9 +702,10 @@ def jail():
     return first_working_jail(kinds)
 
 
-def check_jail():
-    """Raise NoJail unless programs can run jailed here (or --unsafe-code allowed running them without)."""
-    if not ALLOW_UNJAILED and jail() is None:
+def check_jail(allow_unjailed=None):
+    """Raise NoJail unless programs can run jailed here (or --unsafe-code allows running them without: allow_unjailed,
+    by default this process's ALLOW_UNJAILED)."""
+    if not (ALLOW_UNJAILED if allow_unjailed is None else allow_unjailed) and jail() is None:
         raise NoJail(NO_JAIL)
 
 
