@@ -73,8 +73,8 @@ def score(path, domain, split):
 
 
 def train(job, threads):
-    """Train one method on one domain (a one-stage continual.py run) and score θ_0 and the trained model on the
-    split, unless the scores are there (<run>.json); the run's output goes to <run>.out beside it."""
+    """Train one method on one domain (a one-stage continual.py run, which resumes a stopped one) unless its scores
+    are there (<run>.json); the run's output goes to <run>.out beside it."""
     method, domain, lr, seed, split = job
     out = run_dir(*job)
     if os.path.exists(out + ".json"):
@@ -89,14 +89,18 @@ def train(job, threads):
         status = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
     if status:
         sys.exit(f"error: {method} on {domain} stopped (exit {status}); its output is in {out}.out")
-    atomic_json(out + ".json", {"acc_before": score("tiny", domain, split),
-                                "acc_after": score(model_dir(*job), domain, split)})
 
 
 def run_all(jobs, n_jobs):
-    """Every job, n_jobs at a time (each with 2 // n_jobs threads, at least 1)."""
+    """Every job, n_jobs at a time (each with 2 // n_jobs threads, at least 1); then, one at a time in this process
+    (models are not loaded from two threads at once), θ_0 and each trained model scored on the job's split."""
     with ThreadPoolExecutor(n_jobs) as pool:
         list(pool.map(lambda job: train(job, max(1, 2 // n_jobs)), jobs))
+    for method, domain, lr, seed, split in jobs:
+        out = run_dir(method, domain, lr, seed, split)
+        if not os.path.exists(out + ".json"):
+            atomic_json(out + ".json", {"acc_before": score("tiny", domain, split),
+                                        "acc_after": score(model_dir(method, domain, lr, seed, split), domain, split)})
 
 
 def one_run(method, domain, lr, seed, split):
