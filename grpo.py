@@ -142,11 +142,6 @@ def frozen_model(model, args, carried=None):
     return clone_model(model).eval().requires_grad_(False) if args.kl_coef > 0 else None
 
 
-def teacher_of(frozen):
-    """GRPO has no teacher to save beside the student (its reference is the starting model)."""
-    return None
-
-
 def prepare_batch(model, ref_model, batch, args, tok, step):
     """(G1) advantages and (G2) π_old for one batch, and its `epochs × mini_batches` optimizer steps: for
     each, its micro-batches and the mini-batch's token and sequence counts. train.update takes the steps.
@@ -219,11 +214,6 @@ def step_stats(plan, results):
     stats["groups_with_signal"] = (groups.abs().sum(1) > 0).float().mean().item()
     stats["clip_frac_by_step"] = clip_by_step
     return stats
-
-
-def after_step(ref_model, model, step, args):
-    """GRPO has no teacher to move after a step (train.run_steps asks every method)."""
-    return False
 
 
 # ----------------------------------------------------------------------------------------------

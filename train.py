@@ -12,7 +12,9 @@ and its *frozen* model (GRPO's reference, G4, or SDPO's teacher, S2: no gradient
                      the loss of one micro-batch: GRPO (G2–G5) or SDPO (S2–S5), every equation called there
     method.step_stats(plan, results) -> dict                               what the step logs
     method.after_step(frozen, model, step, args) -> bool                   SDPO's teacher schedule (T1 EMA,
-                     T2 refresh: True at a refresh point); GRPO has none
+                     T2 refresh: True at a refresh point); GRPO, with no teacher, has no after_step
+    method.teacher_of(frozen) -> model                                     what is saved beside the student
+                     (SDPO's teacher); GRPO has none
 
 `run_steps` is the loop and `update` one batch's optimizer steps: read them top to bottom. continual.py calls
 `run_steps` once per stage (C1), with the method named in `METHODS`. The loop's bookkeeping (the progress bar,
@@ -86,8 +88,8 @@ def run_steps(model, tok, records, args, method, frozen, opt, log_path=None, des
             lr = warmup_lr(args.lr, step, warmup)   # this batch's rate (the release's warmup)
             stats = update(model, opt, method, frozen, batch, args, tok, step + 1, lr)
             model.zero_grad(set_to_none=True)   # the gradients' memory is free for the next rollout
-            # ---- 3. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none ----
-            if method.after_step(frozen, model, step + 1, args):
+            # ---- 3. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none (no after_step) ----
+            if hasattr(method, "after_step") and method.after_step(frozen, model, step + 1, args):
                 stats["teacher_refresh"] = True   # a T2 refresh point, marked on curves.png
             # ---- 4. log the step; a Ctrl-C stops here, after a whole step ----
             log.step(batch, stats)

@@ -319,7 +319,8 @@ class Run:
                                     stage_args.seed)   # (R1) with --replay: a share from the earlier domains
         if k > 0 and args.stage_optimizer == "carry" and not self.resume:   # the moments and step count go on
             load_optimizer(stage_checkpoint(seed.run_dir, self.name, k - 1, seed.stages[k - 1]), model, opt)
-        stage = Stage(k, seed.stages[k], stage_args, records, opt, frozen, self.method.teacher_of(frozen),
+        teacher = self.method.teacher_of(frozen) if hasattr(self.method, "teacher_of") else None   # (GRPO: none)
+        stage = Stage(k, seed.stages[k], stage_args, records, opt, frozen, teacher,
                       desc=f"{seed_label(seed)}{self.name} {k + 1}:{seed.stages[k]}", t0=t0)
         if self.resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
             load_optimizer(seed.partial_dir, model, opt)
