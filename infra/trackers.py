@@ -5,7 +5,7 @@ beside the run directory's own log.jsonl and figures. Nothing here is in the pap
     --report-to trackio       trackio's local store (TRACKIO_DIR, default ~/.cache/huggingface/trackio), one
                               project per run directory: `trackio show --project <its name>`
 
-Each configuration (each one-task run) is one tracked run, logged:
+Each configuration of a run is one tracked run, logged:
   per step   train/<key> for every number of the step's log line (reward, js, entropy, teacher_entropy,
              demo_frac, feedback_frac, update_rel, lr, …), at the step counted over every stage;
   per stage  stage/acc/<benchmark> for every benchmark, stage/G (the gain on the stage's own domain, A3) and
@@ -43,7 +43,7 @@ def numbers(row):
 
 class Tracker:
     """One tracked run. kind: "tensorboard" or "trackio"; directory: the run directory; name: the configuration's
-    (or the one-task run's) name; config: its settings, logged once as hyper-parameters."""
+    name; config: its settings, logged once as hyper-parameters."""
 
     def __init__(self, kind, directory, name, config):
         self.kind = kind

@@ -7,7 +7,8 @@
 Both run a one-stage `continual.py --method grpo` / `--method sdpo --alpha 0` once per (method, setting, domain,
 seed) into runs/world/, score θ_0 and the trained model on the setting's split (<run>.json beside the run), skip a
 run whose scores are there (so an interrupted check resumes), and print a table. (The committed tables of
-docs/WORLD.md came from the one-task runner this replaced: the same loop, evaluation and seeds.) By default
+docs/WORLD.md came from the one-task runner this replaced: the same loop and evaluation; a stage's prompt order is
+seeded by 1000·seed, so seeds other than 0 draw other prompts.) By default
 two runs go at a time, one thread each (--jobs 2), which keeps both cores busy through the single-threaded
 parts of a run (grading, the sandbox, Python glue).
 

@@ -150,7 +150,8 @@ BASE_EVAL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path
 
 
 def test_validation_split_is_held_out_of_training_and_test():
-    """--eval-split valid scores a one-task run on prompts that neither RL training nor the test split has."""
+    """The validation split (tools/world.py's lr rule scores on it) holds prompts that neither RL training nor the test
+    split has."""
     valid = {r["prompt"] for r in evaluate.benchmark_records("tooluse", 32, 0, split="valid")}
     test = {r["prompt"] for r in evaluate.benchmark_records("tooluse", 32, 0)}
     trained = {r["prompt"] for r in tasks.train_records("tooluse", n=2000)}
