@@ -18,6 +18,7 @@ cache (or be a local directory). A flag a model gives its own default to (weight
 is filled in here (`model_defaults`, `default_topk`).
 """
 import argparse
+import copy
 import dataclasses
 import json
 import math
@@ -168,11 +169,17 @@ def add_drift(ap, switch=True):
 
 class DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
     """--help with each flag's default, once: none where the default is None (its help says what happens) or the
-    help already names it."""
+    help already names it; and each flag spelled once (--mini-batches, not also HfArgumentParser's --mini_batches)."""
     def _get_help_string(self, action):
         if action.default is None or "default" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
+
+    def _format_action_invocation(self, action):
+        one = copy.copy(action)
+        one.option_strings = [o for o in action.option_strings if "_" not in o or o.replace("_", "-") not in
+                              action.option_strings]
+        return super()._format_action_invocation(one)
 
 
 def add_scale(ap):
