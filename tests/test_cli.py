@@ -130,7 +130,8 @@ def test_a_knob_is_one_field_in_its_file():
     with pytest.raises(SystemExit):
         flags.one_configuration(knobs, ["--style", "c"])   # not among the Literal's choices
     assert "--new-knob" in ap.format_help() and "a knob a student adds (S3)" in ap.format_help()
-    assert "--new_knob" not in ap.format_help() and ap.parse_args(["--new_knob", "0.5"]).new_knob == 0.5   # (spelled once)
+    # spelled once in --help, and HfArgumentParser's underscore spelling still parses
+    assert "--new_knob" not in ap.format_help() and ap.parse_args(["--new_knob", "0.5"]).new_knob == 0.5
     assert sdpo.SETTINGS == ("alpha", "refresh_every", "gamma", "cot", "mask_ratio", "feedback")
     assert grpo.SETTINGS == ("mini_batches", "epochs", "clip_ratio_c")
 
