@@ -92,7 +92,7 @@ def check_knobs(ap, args, knobs):
         try:
             for alpha in sweep if isinstance(sweep, list) else [sweep]:
                 table(**values, **({} if alpha is None else {"alpha": alpha}))
-        except (ValueError, TypeError) as e:
+        except ValueError as e:   # (a knob's must(); a TypeError would be a bug, and shows as one)
             ap.error(str(e))
 
 
