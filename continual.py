@@ -72,12 +72,12 @@ def run_configs(args):
     settings of every knob that names a configuration, the method's learning rate, and the name they give)."""
     configs = []
     for item in args.method:
-        if item == "grpo":
-            configs.append(rundir.configuration("grpo", args, {}))
-        elif item == "sdpo":
+        if item == "sdpo":         # the sweep of α (T1): one configuration per value
             configs += [rundir.configuration("sdpo", args, {"alpha": a}) for a in args.alpha]
-        else:
+        elif item in PRESETS:      # a configuration of the paper's, by name
             configs.append(rundir.configuration("sdpo", args, {"alpha": 0.0, **PRESETS[item]}))
+        else:                      # grpo, or any other method of train.METHODS, as its flags say
+            configs.append(rundir.configuration(item, args, {}))
     return configs
 
 

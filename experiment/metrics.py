@@ -11,6 +11,8 @@ def role_of(run):
     s = run["settings"]
     if run["method"] == "grpo":
         return "GRPO" if (s["mini_batches"], s["epochs"], s["clip_ratio_c"]) == (4, 1, 3.0) else None
+    if run["method"] != "sdpo":   # a method the paper does not run
+        return None
     # (S8) the release's per-domain feedback is the paper's protocol; "off" (or False) is the protocol of the
     # reference committed before 2026-12-02; feedback on everywhere is another setting
     if s.get("mask_ratio") or s.get("feedback") in (True, "on") or s.get("skip_empty_steps") \

@@ -36,7 +36,6 @@ import torch
 
 import drift
 import evaluate
-import grpo
 import sdpo
 import train
 from beyond import variants
@@ -67,26 +66,26 @@ T3_SETTINGS = ("teacher_init", "teacher_mix")   # continual.py's knobs that name
 
 
 def knobs(continual):
-    """continual.py's flags (infra/flags.continual_args): the knob rows by who reads them, GRPO's (grpo.py), SDPO's
-    (sdpo.py's, beyond/variants.py's, continual.py's T3) and continual.py's own for every method; and the function
-    that names the flags of beyond/variants.py a command sets to no effect."""
+    """continual.py's flags (infra/flags.continual_args): the knob rows by who reads them, each method of train.METHODS
+    by its name (grpo.py's; sdpo.py's with beyond/variants.py's and continual.py's T3) and continual.py's own for
+    every method; and the function that names the flags of beyond/variants.py a command sets to no effect."""
     own = flags.knob_rows(continual)
-    return {"GRPO": flags.knob_rows(grpo),
-            "SDPO": flags.knob_rows(sdpo) + flags.knob_rows(variants, "beyond") + [k for k in own if k["name"] in T3_SETTINGS],
-            "every method": [k for k in own if k["name"] not in T3_SETTINGS]}, variants.warnings_of
+    rows = {name: flags.knob_rows(m) for name, m in train.METHODS.items() if hasattr(m, "SETTINGS")}
+    rows["sdpo"] += flags.knob_rows(variants, "beyond") + [k for k in own if k["name"] in T3_SETTINGS]
+    return {**rows, "every method": [k for k in own if k["name"] not in T3_SETTINGS]}, variants.warnings_of
 
 
 def configuration(method, args, preset):
     """(method, settings, run name) of one configuration: the settings of every knob that names a configuration
-    (grpo.SETTINGS; sdpo.SETTINGS, beyond/variants.py's, T3's), the preset's values over them, and the method's
-    learning rate (flags.method_lr); the name carries every setting away from its default (run_name)."""
-    if method == "grpo":
-        settings = {k: getattr(args, k) for k in grpo.SETTINGS}
-        return "grpo", {**settings, "lr": flags.method_lr(args, "grpo")}, grpo.run_name(settings)
-    settings = {**{k: getattr(args, k) for k in sdpo.SETTINGS}, **variants.settings_of(args),
-                **{k: getattr(args, k) for k in T3_SETTINGS}, **preset}
-    name = variants.run_name(settings) if variants.wanted(settings) else sdpo.run_name(settings)
-    return "sdpo", {**settings, "lr": flags.method_lr(args, "sdpo")}, name
+    (the method's SETTINGS; for SDPO beyond/variants.py's and T3's too), the preset's values over them, and the
+    method's learning rate (flags.method_lr); the name carries every setting away from its default (run_name)."""
+    module = train.METHODS[method]
+    settings = {k: getattr(args, k) for k in module.SETTINGS}
+    if method == "sdpo":   # beyond/variants.py's knobs and T3's name an SDPO configuration too
+        settings.update({**variants.settings_of(args), **{k: getattr(args, k) for k in T3_SETTINGS}})
+    settings.update(preset)
+    name = variants.run_name(settings) if method == "sdpo" and variants.wanted(settings) else module.run_name(settings)
+    return method, {**settings, "lr": flags.method_lr(args, method)}, name
 
 
 # ----------------------------------------------------------------------------------------------
@@ -239,7 +238,7 @@ class Seed:
         if is_main():   # --report-to: this configuration's steps and stages in TensorBoard or trackio
             run.tracker = trackers.open_tracker(args.report_to, self.run_dir, name, {**vars(args), **settings,
                                                                                      "method": method})
-        has_teacher = method == "sdpo" and settings.get("teacher", "ema") != "live"
+        has_teacher = hasattr(run.method, "teacher_of") and settings.get("teacher", "ema") != "live"   # (T4: none)
         device = self.experiment.device
         partial = load_partial(self.partial_dir, name, len(done), has_teacher, device, args)
         run.resume = partial[0] if partial else None
@@ -292,7 +291,7 @@ class Run:
         return range(len(self.done), len(self.seed.stages))
 
     def carries_teacher(self):
-        return self.method_name == "sdpo" and self.settings["teacher_init"] == "carry"
+        return self.settings.get("teacher_init") == "carry"   # (SDPO's T3 knob)
 
     def carried_teacher(self, k):
         """(T3) With --teacher-init carry: the teacher stage k−1 ended with (from its checkpoint on a rerun); else None."""
@@ -460,7 +459,8 @@ def run_dir_name(args, configs, defaults):
     """runs/<configurations>-s<seed>[-<hash>]: the hash of every other flag that differs from its default,
     so two different experiments never share a directory (the same command always finds its own)."""
     per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "overwrite_committed", "config", "seed", "threads",
-                  "plain", "report_to", *grpo.SETTINGS, *sdpo.SETTINGS, *variants.SETTINGS, "trust_rate",
+                  "plain", "report_to", *variants.SETTINGS, "trust_rate",
+                  *(k for m in train.METHODS.values() for k in getattr(m, "SETTINGS", ())),
                   *T3_SETTINGS}
     changed = {k: v for k, v in sorted(vars(args).items()) if k not in per_config and v != defaults.get(k)}
     suffix = "-" + hashlib.sha1(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:6] if changed else ""

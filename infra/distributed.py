@@ -149,11 +149,6 @@ def my_share(n, rank=None, world=None):
     return range(min(n, rank * per), min(n, (rank + 1) * per))
 
 
-def process_count():
-    """How many processes share the run (torchrun's world size; 1 without torchrun)."""
-    return rank_and_world()[1]
-
-
 def sample_blocks_per_step(sample_blocks=0):
     """How many blocks a step's prompts are cut into: --sample-blocks, or one per process (read from
     torchrun's environment, so that the flags can be checked before the process group exists)."""

@@ -96,11 +96,12 @@ def check_knobs(ap, args, knobs):
             ap.error(str(e))
 
 
-def add_paper_knobs(ap, knobs):
-    """The settings the paper varies or states: about a dozen."""
+def add_paper_knobs(ap, knobs, methods):
+    """The settings the paper varies or states: about a dozen. methods: the names --method takes."""
     g = ap.add_argument_group("the paper's knobs")
-    g.add_argument("--method", default="sdpo", help="comma list of grpo, sdpo (with --alpha and the SDPO flags), "
-                   "or the paper's named configurations (sdpo_0, sdpo_5, sdpo_cot_0, sdpo_cot_5, s_sdpo_0, stable_sdpo)")
+    g.add_argument("--method", default="sdpo", help=f"comma list of {', '.join(methods)} (sdpo with --alpha and the "
+                   "SDPO flags), or the paper's named configurations (sdpo_0, sdpo_5, sdpo_cot_0, sdpo_cot_5, s_sdpo_0, "
+                   "stable_sdpo)")
     g.add_argument("--stages", default=DEFAULT_STAGES, help="training domains in order (C1): built-in ones ("
                    f"{', '.join(tasks.GENERATORS)}), JSON(-lines) files, or hf:NAME; one for a single-domain run")
     add_knobs(g, knobs, "paper")   # the method files' own (sdpo.py's KNOBS: α, β, K, γ)
@@ -227,13 +228,14 @@ def add_run(ap):
                    "packages: requirements-trackers.txt)")
 
 
-def parser(description, usage, knobs=(), show_all=True):
+def parser(description, usage, knobs=(), show_all=True, methods=("grpo", "sdpo")):
     """continual.py's whole parser, the paper's knobs first. knobs: knob_rows of the files a run reads, each a flag
-    in its group. show_all False: `--help` lists the paper's knobs only, `--help-all` every flag."""
+    in its group. show_all False: `--help` lists the paper's knobs only, `--help-all` every flag. methods: the
+    names --method takes beside the presets (train.METHODS')."""
     ap = HfArgumentParser([], description=description, usage=usage, formatter_class=DefaultsShown,
                                  epilog=None if show_all else "--help-all lists every flag: the release's protocol, "
                                  "evaluation, drift, scale, where runs go, and what goes beyond the paper")
-    paper = add_paper_knobs(ap, knobs)
+    paper = add_paper_knobs(ap, knobs, methods)
     add_protocol(ap, knobs)
     if any(k["group"] == "beyond" for k in knobs):
         add_knobs(ap.add_argument_group("beyond the paper (beyond/variants.py: teacher kinds T4–T6, defences R1–R3)"),
@@ -316,23 +318,24 @@ def with_config(ap, argv):
 
 def continual_args(argv, presets, knobs, warnings=None):
     """continual.py: (parser, checked args, stages, benchmarks, defaults). presets: the paper's named
-    configurations (continual.PRESETS); knobs: {who reads them ("GRPO", "SDPO", "every method"): their
-    knob_rows}; warnings(args, stages): lines naming flags that change nothing here. defaults: every flag's
-    default for this model, for naming runs."""
+    configurations (continual.PRESETS, each an SDPO one); knobs: {who reads them (each method by its name,
+    "every method"): their knob_rows}; warnings(args, stages): lines naming flags that change nothing here.
+    defaults: every flag's default for this model, for naming runs."""
     argv = list(sys.argv[1:] if argv is None else argv)
     rows = [k for who in knobs.values() for k in who]
+    methods = [who for who in knobs if who != "every method"]
     ap = parser("Continual post-training: GRPO vs SDPO through stages (SPEC C1–C3).",
                 "python continual.py [--method grpo,sdpo,...] [--alpha A[,A...]] [--stages S,...] [--seed S] ... "
-                "(--help: the paper's knobs; --help-all: every flag)", rows, "--help-all" in argv)
+                "(--help: the paper's knobs; --help-all: every flag)", rows, "--help-all" in argv, methods)
     defaults = vars(ap.parse_args([]))
     args = ap.parse_args(with_config(ap, argv))
     for flag, value in (("--method", args.method), ("--alpha", args.alpha), ("--stages", args.stages),
                         ("--benchmarks", args.benchmarks)):
         check_list_flag(ap, flag, value)
     args.method = [m.strip() for m in args.method.split(",") if m.strip()]
-    bad = [m for m in args.method if m not in ("grpo", "sdpo", *presets)]
+    bad = [m for m in args.method if m not in (*methods, *presets)]
     if bad or not args.method:
-        ap.error(f"--method: unknown '{','.join(bad)}'; known: grpo, sdpo, {', '.join(presets)}")
+        ap.error(f"--method: unknown '{','.join(bad)}'; known: {', '.join([*methods, *presets])}")
     try:
         args.alpha = [float(a) for a in str(args.alpha).split(",") if a.strip()]
     except ValueError:
@@ -348,7 +351,7 @@ def continual_args(argv, presets, knobs, warnings=None):
     check_run_dir_flags(ap, args)
     # a flag left to the model's own default is not a change (model_defaults, default_topk)
     defaults.update(model_defaults(args.model), topk=default_topk(args.model))
-    check_unused_flags(args, defaults, knobs, typed_flags(ap, [a for a in argv if a != "--help-all"]))
+    check_unused_flags(args, defaults, knobs, presets, typed_flags(ap, [a for a in argv if a != "--help-all"]))
     for line in warnings(args, stages) if warnings else []:
         print(f"warning: {line}", file=sys.stderr)
     set_switches(args)
@@ -502,19 +505,19 @@ def typed_flags(ap, argv):
     return set(vars(typed)) - {"config"}
 
 
-def check_unused_flags(args, defaults, knobs, typed=()):
+def check_unused_flags(args, defaults, knobs, presets=(), typed=()):
     """continual.py: a knob that only the method(s) not chosen read is named in a warning (it changes nothing),
-    when it differs from its default or is typed. knobs: {"GRPO": rows, "SDPO": rows, ...}. (α is not among them:
-    it names every SDPO run, and its default is always there.)"""
-    sdpo_used = any(m != "grpo" for m in args.method)
-    used = {"GRPO": "grpo" in args.method, "SDPO": sdpo_used}
+    when it differs from its default or is typed. knobs: {"grpo": rows, "sdpo": rows, ..., "every method": rows};
+    presets: the named configurations, each SDPO's. (α is not among them: it names every SDPO run, and its default
+    is always there.)"""
+    runs = {"sdpo" if m in presets else m for m in args.method}   # the methods that will run
     for who, rows in knobs.items():
-        for name in [k["name"] for k in rows if k["name"] != "alpha"] if not used.get(who, True) else []:
+        for name in [k["name"] for k in rows if k["name"] != "alpha"] if who not in runs | {"every method"} else []:
             if getattr(args, name) != defaults.get(name) or name in typed:
-                print(f"warning: --{name.replace('_', '-')} is read only by {who}, which --method "
+                print(f"warning: --{name.replace('_', '-')} is read only by {who.upper()}, which --method "
                       f"{','.join(args.method)} does not run: it changes nothing", file=sys.stderr)
     alpha_given = args.alpha != [float(a) for a in str(defaults.get("alpha", "0.05")).split(",")] or "alpha" in typed
-    if alpha_given and not sdpo_used:
+    if alpha_given and "sdpo" not in runs:
         print(f"warning: --alpha is SDPO's teacher rate (T1), and --method {','.join(args.method)} runs no SDPO: it "
               f"changes nothing", file=sys.stderr)
 

@@ -3,13 +3,16 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
 import continual
 import evaluate
+import grpo
+import train
 from infra import flags
-from experiment import rundir
+from experiment import metrics, rundir
 from conftest import interrupted_copy, results_as_if_full
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -186,6 +189,29 @@ def test_each_method_trains_at_its_own_learning_rate_unless_lr_is_given():
     assert fp["runs"]["sdpo_a0"]["lr"] == flags.LR["sdpo"]
     _, args, _, _, configs, _ = continual.parse_args(["--method", "grpo,sdpo_0", "--lr", "3e-4"])
     assert [s["lr"] for _, s, _ in configs] == [3e-4, 3e-4]
+
+
+def test_a_method_beside_grpo_and_sdpo_is_its_file_its_row_and_its_rate(tmp_path, monkeypatch):
+    """Issue 72 item 6: a new method touches its own file, its row of train.METHODS and its rate in flags.LR, nothing
+    else: here GRPO's functions under another name (no knobs of its own, so no settings) run a one-step stage, are
+    named by their run_name, and take their own rate; a GRPO knob typed beside it changes nothing and says so."""
+    same = types.SimpleNamespace(**{f: getattr(grpo, f) for f in ("frozen_model", "prepare_batch",
+                                                                   "micro_batch_loss", "step_stats")},
+                                 SETTINGS=(), run_name=lambda settings: "pg")
+    monkeypatch.setitem(train.METHODS, "pg", same)
+    monkeypatch.setitem(flags.LR, "pg", 2e-4)
+    _, args, _, _, configs, _ = continual.parse_args(["--method", "pg,grpo"])
+    assert [(m, s["lr"], name) for m, s, name in configs][0] == ("pg", 2e-4, "pg") and configs[1][0] == "grpo"
+    argv = ["--method", "pg", "--stages", "math", "--benchmarks", "math", "--steps", "1", "--prompts-per-step", "2",
+            "--group-size", "2", "--eval-n", "2", "--eval-k", "1", "--max-new-tokens", "8", "--curve-every", "0",
+            "--no-drift", "--threads", "1", "--runs-dir", str(tmp_path), "--name", "pg"]
+    continual.main(argv)
+    results = json.loads((tmp_path / "pg" / "results.json").read_text())
+    assert list(results["runs"]) == ["pg"] and results["runs"]["pg"]["method"] == "pg"
+    assert results["runs"]["pg"]["settings"] == {"lr": 2e-4} and metrics.role_of(results["runs"]["pg"]) is None
+    with pytest.raises(SystemExit) as e:   # an unknown name still says which it knows, the new one among them
+        continual.parse_args(["--method", "pgg"])
+    assert e.value.code == 2
 
 
 def test_a_runs_own_config_json_reruns_that_run_in_its_directory(tmp_path):

@@ -300,15 +300,6 @@ def with_release_rules(records):
              **({"release_feedback": False} if r.get("feedback_usable", True) is False else {})} for r in records]
 
 
-def train_and_test(task, seed, n_test, test_seed, split="test"):
-    """(training records, test records) of one task: a built-in task's train split and the first n_test of its
-    test split (or split="valid": for choosing settings without looking at the test split), drawn with test_seed;
-    a file or hub task's records and their first n_test. A bad name or file raises (naming file:line)."""
-    check_task(task)
-    records = train_records(task, seed=seed)
-    return records, builtin_split(task, split, n_test, test_seed) if task in GENERATORS else records[:n_test]
-
-
 # ----------------------------------------------------------------------------------------------
 # Records from files (the release's JSON / JSON-lines format)
 # ----------------------------------------------------------------------------------------------
