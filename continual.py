@@ -65,8 +65,6 @@ class Protocol:
         must(0 <= self.teacher_mix <= 1, "--teacher-mix must be in [0, 1]")
 
 
-
-
 def run_configs(args):
     """[(method, settings, run name)] for every configuration of --method, in order (rundir.configuration: the
     settings of every knob that names a configuration, the method's learning rate, and the name they give)."""

@@ -30,13 +30,12 @@ import evaluate
 from infra import flags
 from world import tasks
 from evaluate import collapse
-from infra.flags import MASK_Q, RANK_FRAC, check_device_flag
+from infra.flags import MASK_Q, RANK_FRAC, check_device_flag, check_model_flag
 from infra.distributed import full_state_dict, gathered, is_main, setup_torch
 from infra.checkpoints import with_stage_checkpoints, write_atomically
 from infra.models import load_model
 from infra.speedups import SAMPLE_BATCH
 from rollout import chat_messages, encode_chat, response_logits, sample, sampled_logprobs
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -481,14 +480,18 @@ def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name,
 
 def main(argv=None):
     ap = argparse.ArgumentParser(usage="python drift.py RUN_DIR [--embed-model M] ... (--help lists all)",
+                                 formatter_class=flags.DefaultsShown,
                                  description="Recompute parameter/response drift, KL to base and collapse "
                                              "for a finished continual.py run (SPEC A4–A8).")
     ap.add_argument("run_dir", help="a runs/<name>/ directory written by continual.py")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences per forward or generate call")
-    flags.add_drift(ap, switch=False)
+    knobs = [k for k in flags.run_rows() if k["group"] == "drift" and k["name"] != "no_drift"]   # (flags.Drift)
+    flags.add_knobs(ap.add_argument_group("drift (A4–A8)"), knobs, "drift")
     args = ap.parse_args(argv)
-    flags.check_drift(ap, args)
+    flags.check_knobs(ap, args, knobs)
+    if args.embed_model:
+        check_model_flag(ap, "--embed-model", args.embed_model)
     check_device_flag(ap, args.device)
     if args.sample_batch < 1:
         ap.error(f"--sample-batch must be >= 1, got {args.sample_batch}")

@@ -49,7 +49,6 @@ def encode_chat(tok, messages, enable_thinking=None):
     return tok(text, add_special_tokens=False)["input_ids"]
 
 
-
 # ----------------------------------------------------------------------------------------------
 # The teacher's prompt text (SDPO, S1 and S6). It lives here, beside the student's chat prompt,
 # because evaluate.py's teacher check builds it too; sdpo.py chooses *which* demonstration to show.
@@ -103,7 +102,6 @@ def fill_reprompt(prompt, demonstration=None, feedback=None):
     return head + prompt + solution + feedback_part + tail
 
 
-
 # ----------------------------------------------------------------------------------------------
 # Sampling and scoring (layout in the module docstring)
 # ----------------------------------------------------------------------------------------------
@@ -121,7 +119,6 @@ def eos_ids_of(model, tok):
     gen = model.generation_config.eos_token_id
     ids.update(gen if isinstance(gen, (list, tuple)) else [gen])
     return {i for i in ids if i is not None}
-
 
 
 def sample(model, tok, prompt_ids, group_size=1, max_new_tokens=48, temperature=1.0, top_p=1.0, batch_size=SAMPLE_BATCH,
@@ -233,7 +230,6 @@ def decode(tok, response_ids):
     return tok.batch_decode(response_ids, skip_special_tokens=True)
 
 
-
 @torch.no_grad()
 def response_logprobs(model, prompt_ids, response_ids, pad_id, micro_batch=0):
     """log π(y_t | h_t) of every response under `model`, no gradient (GRPO's π_old, G2): a list of [|y_i|]
@@ -291,7 +287,6 @@ def collect(model, tok, records, group_size, max_new_tokens, temperature=1.0, to
     return {"records": expanded, "prompt_ids": [p for p in prompt_ids for _ in range(group_size)],
             "response_ids": response_ids, "texts": texts, "rewards": rewards,
             "feedback": [note for _, note in graded], "group_size": group_size}
-
 
 
 @torch.no_grad()

@@ -113,8 +113,6 @@ def expected_by_chance(n_claims, level=0.95):
     return n_claims * p, 1 - (1 - p) ** n_claims
 
 
-
-
 def seeds_for_half_width(diffs, target):
     """Power: the fewest seeds n for which the 95% half-width t(0.975, n−1) · s/√n of a paired difference
     reaches `target`, with s the spread (sample standard deviation) of the per-seed differences measured
@@ -516,7 +514,6 @@ IN_POINTS = {
     "C3": lambda x: diff(lambda r: forget(x.get("continual"), r, "earlier", points=True), "SDPO_0", "GRPO"),
     "C4": lambda x: diff(lambda r: forget(x.get("continual"), r, "ood", points=True), "SDPO_5%", "GRPO"),
 }
-
 
 
 def measure_declared(bundles, claims=None):

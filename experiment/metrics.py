@@ -35,7 +35,6 @@ def defence_of(s):
     return ", ".join(parts)
 
 
-
 # The α sweep's rates by the paper's naming (SDPO_α%), for the tables' role column
 ALPHAS = {0.0: "SDPO_0", 0.005: "SDPO_0.5%", 0.01: "SDPO_1%", 0.02: "SDPO_2%", 0.05: "SDPO_5%"}
 

@@ -730,5 +730,3 @@ def print_stage(run_name, k, stages, progress, acc, deg, train_s):
     print(f"{run_name} stage {k + 1}/{len(stages)} {domain}: {domain} {100 * base_d:.1f}% -> "
           f"{100 * acc[domain]:.1f}%, mean reward {done[-1]['mean_reward']:.2f}, "
           f"degenerate {100 * sum(deg.values()) / len(deg):.1f}%, {train_s:.0f}s training | {fmt_row(acc)}")
-
-

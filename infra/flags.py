@@ -1,21 +1,13 @@
 """infra/flags.py — the command-line flags of continual.py, and every check on them, in one place.
 
-    python continual.py --help      # the paper's knobs first, then the groups below
+    python continual.py --help      # the paper's knobs; --help-all: every group
 
-`--help` opens with **the paper's knobs**: the method and its rates (α, β, γ), the stages,
-the steps, the group, the seeds, the model and the learning rate. The rest sits in named groups:
-
-    protocol      the release's rules the paper leaves implicit (GRPO's four steps per batch, the clip,
-                  the loss aggregation, the batch order, warmup, SDPO's top-k, CoT, masking, feedback, T3)
-    evaluation    which benchmarks, how many prompts and samples (C2, C3), the in-stage curve
-    drift         the drift measurements (A4–A8)
-    scale         devices, precision, threads, memory (micro-batches, KV cache), torchrun's blocks
-    run           where results go, resuming, and running CODING programs
-
-Every check runs before any work starts, says what is wrong in one `error:` line and exits with code 2
-(argparse's convention). No check touches the network: a hub model must be in the local Hugging Face
-cache (or be a local directory). A flag a model gives its own default to (weight decay, warmup, top-k)
-is filled in here (`model_defaults`, `default_topk`).
+A knob is a dataclass field (infra/knobs.py) made a flag by transformers.HfArgumentParser: the methods' in their
+files (grpo.py, sdpo.py, beyond/variants.py, continual.py's T3), the run's own here, one dataclass per --help group
+(Experiment, Rules, Evaluation, Drift, Scale, Output). Every check runs before any work starts, says what is wrong in
+one `error:` line and exits with code 2 (argparse's convention). No check touches the network: a hub model must be in
+the local Hugging Face cache (or be a local directory). A flag a model gives its own default to (weight decay,
+warmup, top-k) is filled in here (`model_defaults`, `default_topk`).
 """
 import argparse
 import copy
@@ -26,6 +18,7 @@ import os
 import re
 import sys
 import tempfile
+from typing import Literal, Optional
 
 import torch
 import yaml   # (pyyaml: a dependency of datasets) a YAML --config
@@ -38,6 +31,7 @@ from infra.distributed import sample_blocks_per_step
 from infra.safety import committed_path
 from infra.models import BUILT_IN_MODELS, DTYPES, MODEL_DIRS
 from infra import speedups, trackers
+from infra.knobs import knob, must
 from infra.speedups import SAMPLE_BATCH
 
 DEFAULT_STAGES = "math,science,tooluse,coding"
@@ -52,20 +46,21 @@ MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096
 
 
 # ----------------------------------------------------------------------------------------------
-# Knobs: a file declares each of its settings as one field of a dataclass (infra/knobs.py), nanoGPT's one line:
-#     beta: float = knob(0.5, "GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
-# with its checks in the dataclass's __post_init__; transformers.HfArgumentParser makes the flag from the field (a
-# Literal type gives its choices, a bool a switch). A file's Knobs are its --help group, its Protocol the release's
-# rules (--help-all).
+# Knobs as rows: each field of a knob dataclass with its --help group (a file's Knobs are its group, its Protocol the
+# release's rules, --help-all)
 # ----------------------------------------------------------------------------------------------
+def rows_of(table, group):
+    """A knob dataclass's fields as rows, [{name, default, help, group, table, field}]: group, their --help group;
+    table, the dataclass whose __post_init__ checks them."""
+    return [{"name": f.name, "default": f.default, "help": f.metadata["help"], "table": table, "group": group,
+             "field": f} for f in dataclasses.fields(table)]
+
+
 def knob_rows(module, group="paper"):
-    """The knobs of a file (grpo, sdpo, continual, beyond.variants), the fields of its Knobs and Protocol dataclasses:
-    [{name, default, help, group, table, field}]. group: the --help group of Knobs ("paper", or "beyond" for
-    beyond/variants.py); Protocol's are "protocol". table: the dataclass whose __post_init__ checks the knob."""
-    return [{"name": f.name, "default": f.default, "help": f.metadata["help"], "table": getattr(module, table),
-             "group": group if table == "Knobs" else "protocol", "field": f}
-            for table in ("Knobs", "Protocol") if hasattr(module, table)
-            for f in dataclasses.fields(getattr(module, table))]
+    """The knobs of a file (grpo, sdpo, continual, beyond.variants): its Knobs in `group` ("paper", or "beyond" for
+    beyond/variants.py), its Protocol in "protocol" (the release's rules). The run's own are run_rows."""
+    return [row for table, g in (("Knobs", group), ("Protocol", "protocol")) if hasattr(module, table)
+            for row in rows_of(getattr(module, table), g)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -96,81 +91,172 @@ def check_knobs(ap, args, knobs):
             ap.error(str(e))
 
 
-def add_paper_knobs(ap, knobs, methods):
-    """The settings the paper varies or states: about a dozen. methods: the names --method takes."""
-    g = ap.add_argument_group("the paper's knobs")
-    g.add_argument("--method", default="sdpo", help=f"comma list of {', '.join(methods)} (sdpo with --alpha and the "
-                   "SDPO flags), or the paper's named configurations (sdpo_0, sdpo_5, sdpo_cot_0, sdpo_cot_5, s_sdpo_0, "
-                   "stable_sdpo)")
-    g.add_argument("--stages", default=DEFAULT_STAGES, help="training domains in order (C1): built-in ones ("
-                   f"{', '.join(tasks.GENERATORS)}), JSON(-lines) files, or hf:NAME; one for a single-domain run")
-    add_knobs(g, knobs, "paper")   # the method files' own (sdpo.py's KNOBS: α, β, K, γ)
-    g.add_argument("--steps", type=int, default=40, help="optimizer steps per stage")
-    g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step")
-    g.add_argument("--group-size", "--num-generations", type=int, default=8, dest="group_size",
-                   help="responses sampled per prompt (G)")
-    g.add_argument("--seed", "--seeds", dest="seed", type=seed_list, default=[0], metavar="S[,S...]",
-                   help="training seed(s): a comma list runs everything once per seed (each resumable on its own)")
-    g.add_argument("--model", default="tiny", help="'tiny' (built in), 'tiny_think', a local HF directory, or a "
-                   "hub id in the local cache")
-    g.add_argument("--lr", type=float, default=None,
-                   help="AdamW learning rate; when not given, each method's own: " +
-                        ", ".join(f"{m.upper()} {lr:g}" for m, lr in LR.items()))
-    return g
+# The run's own knobs: one dataclass per --help group (the methods' are in their files), each field its flag, default
+# and help, each check one `must` line in __post_init__, as for the methods' knobs. --seed (a comma list), α (a sweep),
+# --enable-thinking/--disable-thinking (a pair) are made by hand in `parser`.
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """The paper's knobs that are the run's, not a method's."""
+    method: str = knob("sdpo", "comma list of methods (train.METHODS: grpo, sdpo with --alpha and the SDPO flags), or "
+                               "the paper's named configurations (sdpo_0, sdpo_5, sdpo_cot_0, sdpo_cot_5, s_sdpo_0, "
+                               "stable_sdpo)")
+    stages: str = knob(DEFAULT_STAGES, "training domains in order (C1): built-in ones (" + ", ".join(tasks.GENERATORS)
+                       + "), JSON(-lines) files, or hf:NAME; one for a single-domain run")
+    steps: int = knob(40, "optimizer steps per stage")
+    prompts_per_step: int = knob(8, "prompts per step")
+    group_size: int = knob(8, "responses sampled per prompt (G)", aliases=["--num-generations"])
+    model: str = knob("tiny", "'tiny' (built in), 'tiny_think', a local HF directory, or a hub id in the local cache")
+    lr: Optional[float] = knob(None, "AdamW learning rate; when not given, each method's own: "
+                               + ", ".join(f"{m.upper()} {lr:g}" for m, lr in LR.items()))
+
+    def __post_init__(self):
+        must(1 <= self.steps <= MAX_STEPS, f"--steps must be in [1, {MAX_STEPS}]")
+        must(1 <= self.prompts_per_step <= MAX_PROMPTS, f"--prompts-per-step must be in [1, {MAX_PROMPTS}]")
+        must(2 <= self.group_size <= 1024, "--group-size must be in [2, 1024] (advantages and teachers need siblings)")
+        must(self.lr is None or (math.isfinite(self.lr) and 1e-12 <= self.lr <= 1),
+             "--lr must be in [1e-12, 1] (smaller is 0 or a denormal in fp32/bf16 weights' updates)")
 
 
-def add_protocol(ap, knobs):
-    """The release's rules (docs/PROTOCOL.md): each default is what the paper's code ran."""
-    g = ap.add_argument_group("protocol (the release's rules)")
-    add_knobs(g, knobs, "protocol")   # GRPO's (G1–G5), SDPO's (S4–S8), continual.py's (T3): the files' own
-    g.add_argument("--loss-agg", default="seq-mean-token-mean", choices=["seq-mean-token-mean", "token-mean"],
-                   help="(G5, S5) seq-mean-token-mean: the mean over responses of each response's token-mean, what "
-                        "the release computes (one response per micro-batch); token-mean: over all tokens")
-    g.add_argument("--mini-batch-order", choices=["balanced", "contiguous"], default="balanced",
-                   help="the batch's order: 'balanced', the release's length-balanced order (GRPO's mini-batches are "
-                        "bands of similar length; SDPO's demonstration is the first success in it), or "
-                        "'contiguous', whole groups in sampling order")
-    g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping")
-    g.add_argument("--weight-decay", type=float, default=None, help="AdamW's weight decay; default 0.01 (the "
-                   "release's) for a real model, 0 for the built-in tiny one (docs/PROTOCOL.md)")
-    g.add_argument("--warmup-steps", type=int, default=None, help="linear learning-rate warmup from 0 over this "
-                   "many batches (the first batch moves nothing); default: the release's for the domain, 10 for "
-                   "SCIENCE and TOOLUSE, 0 for MATH and CODING (world/tasks.RELEASE_RULES)")
-    g.add_argument("--max-new-tokens", type=int, default=64)
-    g.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
-    g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus sampling")
+@dataclasses.dataclass(frozen=True)
+class Rules:
+    """The release's rules that are the run's (docs/PROTOCOL.md): each default is what the paper's code ran."""
+    loss_agg: Literal["seq-mean-token-mean", "token-mean"] = knob(
+        "seq-mean-token-mean", "(G5, S5) seq-mean-token-mean: the mean over responses of each response's token-mean, "
+        "what the release computes (one response per micro-batch); token-mean: over all tokens")
+    mini_batch_order: Literal["balanced", "contiguous"] = knob(
+        "balanced", "the batch's order: 'balanced', the release's length-balanced order (GRPO's mini-batches are "
+        "bands of similar length; SDPO's demonstration is the first success in it), or 'contiguous', whole groups in "
+        "sampling order")
+    max_grad_norm: float = knob(1.0, "gradient clipping")
+    weight_decay: Optional[float] = knob(None, "AdamW's weight decay; default 0.01 (the release's) for a real model, 0 "
+                                               "for the built-in tiny one (docs/PROTOCOL.md)")
+    warmup_steps: Optional[int] = knob(None, "linear learning-rate warmup from 0 over this many batches (the first "
+                                             "batch moves nothing); default: the release's for the domain, 10 for "
+                                             "SCIENCE and TOOLUSE, 0 for MATH and CODING (world/tasks.RELEASE_RULES)")
+    max_new_tokens: int = knob(64, "the longest response, in tokens")
+    temperature: float = knob(1.0, "rollout sampling temperature")
+    top_p: float = knob(1.0, "rollout nucleus sampling")
+
+    def __post_init__(self):
+        must(math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0, "--max-grad-norm must be finite and > 0")
+        must(self.weight_decay is None or (math.isfinite(self.weight_decay) and 0 <= self.weight_decay <= 1),
+             "--weight-decay must be in [0, 1]")
+        must(self.warmup_steps is None or 0 <= self.warmup_steps <= 10**6, "--warmup-steps must be in [0, 10^6]")
+        must(1 <= self.max_new_tokens <= MAX_TOKENS, f"--max-new-tokens must be in [1, {MAX_TOKENS}]")
+        must(math.isfinite(self.temperature) and 1e-3 <= self.temperature <= 100, "--temperature must be in [0.001, 100]")
+        must(0 < self.top_p <= 1, "--top-p must be in (0, 1]")
 
 
-def add_evaluation(ap):
-    g = ap.add_argument_group("evaluation (C2, C3)")
-    g.add_argument("--benchmarks", default="all", help="evaluated after every stage: all | train | ood | list")
-    g.add_argument("--eval-n", type=int, default=32, help="test prompts per benchmark")
-    g.add_argument("--eval-k", type=int, default=8, help="samples per prompt (Acc@k, C3)")
-    g.add_argument("--eval-seed", type=int, default=0, help="picks the test prompts and seeds the evaluation "
-                   "sampling, whatever the training seed: every seed and method is scored on the same prompts")
-    g.add_argument("--curve-every", type=int, default=20, help="in-stage eval of the current domain every N steps "
-                   "(0 = off)")
-    g.add_argument("--curve-n", type=int, default=16, help="prompts of the in-stage curve")
-    g.add_argument("--curve-k", type=int, default=4, help="samples per prompt of the in-stage curve")
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """Which benchmarks, how many prompts and samples (C2, C3), the in-stage curve."""
+    benchmarks: str = knob("all", "evaluated after every stage: all | train | ood | list")
+    eval_n: int = knob(32, "test prompts per benchmark")
+    eval_k: int = knob(8, "samples per prompt (Acc@k, C3)")
+    eval_seed: int = knob(0, "picks the test prompts and seeds the evaluation sampling, whatever the training seed: "
+                             "every seed and method is scored on the same prompts")
+    curve_every: int = knob(20, "in-stage eval of the current domain every N steps (0 = off)")
+    curve_n: int = knob(16, "prompts of the in-stage curve")
+    curve_k: int = knob(4, "samples per prompt of the in-stage curve")
+
+    def __post_init__(self):
+        must(1 <= self.eval_n <= MAX_EVAL_N, f"--eval-n must be in [1, {MAX_EVAL_N}]")
+        must(1 <= self.eval_k <= 1024, "--eval-k must be in [1, 1024]")
+        must(0 <= self.eval_seed < 2**31, "--eval-seed must be in [0, 2^31)")
+        must(self.curve_every >= 0, "--curve-every must be >= 0")
+        must(self.curve_n >= 1, "--curve-n must be >= 1")
+        must(self.curve_k >= 1, "--curve-k must be >= 1")
 
 
-def add_drift(ap, switch=True):
-    """switch: --no-drift too (continual.py; drift.py's own command always measures)."""
-    g = ap.add_argument_group("drift (A4–A8)")
-    if switch:
-        g.add_argument("--no-drift", action="store_true", help="skip the drift measurements after each stage")
-    g.add_argument("--rank-frac", type=float, default=RANK_FRAC, help="r = ceil(rank_frac · min(m, n)) (A5, A6)")
-    g.add_argument("--mask-q", type=float, default=MASK_Q, help="principal mask: top-q fraction of entries (A6)")
-    g.add_argument("--kl-samples", type=int, default=2, help="samples per prompt for KL(π_θ‖π_0)")
-    g.add_argument("--embed-model", default=None, help="HF encoder for response drift (default: the base model)")
-    g.add_argument("--embed-samples", type=int, default=1, help="response drift (A7) compares the first N of each "
-                   "prompt's --eval-k responses (0 = all k: about 5x the time; the mean moved by up to 0.002 here, "
-                   "docs/HISTORY.md)")
+@dataclasses.dataclass(frozen=True)
+class Drift:
+    """The drift measurements (A4–A8); drift.py's own command takes these too."""
+    no_drift: bool = knob(False, "skip the drift measurements after each stage")
+    rank_frac: float = knob(RANK_FRAC, "r = ceil(rank_frac · min(m, n)) (A5, A6)")
+    mask_q: float = knob(MASK_Q, "principal mask: top-q fraction of entries (A6)")
+    kl_samples: int = knob(2, "samples per prompt for KL(π_θ‖π_0)")
+    embed_model: Optional[str] = knob(None, "HF encoder for response drift (default: the base model)")
+    embed_samples: int = knob(1, "response drift (A7) compares the first N of each prompt's --eval-k responses (0 = "
+                                 "all k: about 5x the time; the mean moved by up to 0.002 here, docs/HISTORY.md)")
+
+    def __post_init__(self):
+        must(0 < self.rank_frac <= 1, f"--rank-frac must be in (0, 1], got {self.rank_frac}")
+        must(0 < self.mask_q <= 1, f"--mask-q must be in (0, 1], got {self.mask_q}")
+        must(self.kl_samples >= 1, f"--kl-samples must be >= 1, got {self.kl_samples}")
+        must(self.embed_samples >= 0, f"--embed-samples must be >= 0 (0 = all), got {self.embed_samples}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """Where and how fast: none of these changes what is computed, except --dtype."""
+    device: str = knob("auto", "auto | cpu | cuda | cuda:N")
+    dtype: Literal[("auto", *DTYPES)] = knob("auto", "bf16: bf16 compute over fp32 weights; bf16-weights: the weights "
+                                                     "in bf16 too (AdamW loses small updates); auto: fp32 on CPU, bf16 "
+                                                     "on CUDA")
+    threads: int = knob(0, "torch CPU threads (0 = all cores of this process; use 1 when other jobs share the cores). "
+                           "The numbers depend on it: config.json records it")
+    micro_batch: int = knob(0, "sequences per forward (0 = all); same update")
+    sample_batch: int = knob(SAMPLE_BATCH, "sequences per generate or scoring call in rollouts, evaluation and drift "
+                                           "(whole groups; their KV cache bounds the memory: python tools/bench.py "
+                                           "--memory)")
+    sample_blocks: int = knob(0, "sample each step's prompts in this many independently seeded blocks (0 = one per "
+                                 "rank); a one-process run with --sample-blocks N reproduces an N-rank torchrun run")
+    grad_checkpointing: bool = knob(False, "recompute activations in the backward (big models)")
+    plain: bool = knob(False, "turn every speed-up off (speedups.ON): plain generate with its own cache, one packed "
+                              "forward per (prompt, response), no chunking; the same numbers up to float summation "
+                              "order, slower")
+    max_prompt_len: int = knob(0, "drop prompts longer than this many tokens (0 = keep all)")
+
+    def __post_init__(self):
+        must(self.micro_batch >= 0, "--micro-batch must be >= 0")
+        must(self.sample_batch >= 1, "--sample-batch must be >= 1")
+        must(self.sample_blocks >= 0, "--sample-blocks must be >= 0")
+        must(0 <= self.threads <= 1024, "--threads must be in [0, 1024]")
+        must(self.max_prompt_len >= 0, "--max-prompt-len must be >= 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """Where results go, resuming, and running CODING programs."""
+    name: Optional[str] = knob(None, "run directory name under runs/ (default from the flags)")
+    runs_dir: str = knob("runs", "where run directories go")
+    overwrite: bool = knob(False, "replace a run directory of continual.py that holds a different run (never a "
+                                  "directory continual.py did not make)")
+    overwrite_committed: bool = knob(False, "write the run directory under the repository's committed folders "
+                                            "(results/, docs/, …): only to add to a committed reference")
+    keep_optimizer: bool = knob(False, "save each stage's final AdamW state in its checkpoint (as --stage-optimizer "
+                                       "carry does), for a later run to carry it over")
+    unsafe_code: bool = knob(False, "run CODING programs even where no OS jail (bubblewrap, unshare) is available, "
+                                    "with the sandbox's inner layers only (docs/RELIABILITY.md)")
+    report_to: Literal[trackers.CHOICES] = knob("none", "also log every step, every stage's accuracies, G and F, and "
+                                                        "the configuration to TensorBoard or trackio "
+                                                        "(infra/trackers.py; the packages: requirements-trackers.txt)")
+
+    def __post_init__(self):
+        must(self.name is None or (bool(self.name.strip()) and self.name not in (".", "..") and os.sep not in self.name
+                                   and not (os.altsep and os.altsep in self.name) and not has_control(self.name)),
+             f"--name must be a plain directory name inside --runs-dir (no '/', no control character, not '.' or "
+             f"'..'), got {self.name!r}")
+
+
+# The run's knobs by --help group, in --help's order (the methods' knobs join the first two)
+RUN_KNOBS = {"paper": Experiment, "protocol": Rules, "evaluation": Evaluation, "drift": Drift, "scale": Scale,
+             "run": Output}
+GROUPS = {"paper": "the paper's knobs", "protocol": "protocol (the release's rules)",
+          "beyond": "beyond the paper (beyond/variants.py: teacher kinds T4–T6, defences R1–R3)",
+          "evaluation": "evaluation (C2, C3)", "drift": "drift (A4–A8)", "scale": "scale (devices, memory, torchrun)",
+          "run": "run (where results go, resuming, CODING)"}
+
+
+def run_rows():
+    """The run's own knobs as rows, each in its --help group."""
+    return [row for group, table in RUN_KNOBS.items() for row in rows_of(table, group)]
 
 
 class DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
     """--help with each flag's default, once: none where the default is None (its help says what happens) or the
-    help already names it; and each flag spelled once (--mini-batches, not also HfArgumentParser's --mini_batches)."""
+    help already names it; each flag spelled once (--mini-batches, not also HfArgumentParser's --mini_batches); a
+    switch without a value (--plain, though `--plain false` parses too)."""
     def _get_help_string(self, action):
         if action.default is None or "default" in (action.help or ""):
             return action.help
@@ -180,76 +266,42 @@ class DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
         one = copy.copy(action)
         one.option_strings = [o for o in action.option_strings if "_" not in o or o.replace("_", "-") not in
                               action.option_strings]
+        if one.nargs == "?" and one.const is True:   # a switch (a bool knob): --plain, as argparse shows its own
+            one.nargs = 0
         return super()._format_action_invocation(one)
 
 
-def add_scale(ap):
-    """Where and how fast: none of these changes what is computed, except --dtype."""
-    g = ap.add_argument_group("scale (devices, memory, torchrun)")
-    g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    g.add_argument("--dtype", default="auto", choices=["auto", *DTYPES],
-                   help="bf16: bf16 compute over fp32 weights; bf16-weights: the weights in bf16 too (AdamW "
-                        "loses small updates); auto: fp32 on CPU, bf16 on CUDA")
-    g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = all cores of this process; use 1 "
-                   "when other jobs share the cores). The numbers depend on it: config.json records it")
-    g.add_argument("--micro-batch", type=int, default=0, help="sequences per forward (0 = all); same update")
-    g.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences per generate or scoring "
-                   "call in rollouts, evaluation and drift (whole groups; their KV cache bounds the memory: python "
-                   "tools/bench.py --memory)")
-    g.add_argument("--sample-blocks", type=int, default=0,
-                   help="sample each step's prompts in this many independently seeded blocks (0 = one per rank); "
-                        "a one-process run with --sample-blocks N reproduces an N-rank torchrun run")
-    g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in the backward (big models)")
-    g.add_argument("--plain", action="store_true", help="turn every speed-up off (speedups.ON): plain generate "
-                   "with its own cache, one packed forward per (prompt, response), no chunking; the same numbers up "
-                   "to float summation order, slower")
-    g.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this many tokens (0 = keep all)")
-    thinking = g.add_mutually_exclusive_group()   # (one or the other, never both)
+def parser(description, usage, knobs=(), show_all=True):
+    """continual.py's whole parser, the paper's knobs first. knobs: knob_rows of the files a run reads, each a flag
+    in its group beside the run's own (run_rows). show_all False: `--help` lists the paper's knobs only,
+    `--help-all` every flag."""
+    ap = HfArgumentParser([], description=description, usage=usage, formatter_class=DefaultsShown,
+                          epilog=None if show_all else "--help-all lists every flag: the release's protocol, "
+                          "evaluation, drift, scale, where runs go, and what goes beyond the paper")
+    run, groups = run_rows(), {}
+    for group, title in GROUPS.items():
+        if group != "beyond" or any(k["group"] == "beyond" for k in knobs):
+            groups[group] = ap.add_argument_group(title)
+    first = [r for r in run if r["name"] in ("method", "stages")]   # the paper's: the method and its rates first
+    add_knobs(groups["paper"], first + list(knobs), "paper")
+    add_knobs(groups["paper"], [r for r in run if r not in first], "paper")
+    groups["paper"].add_argument("--seed", "--seeds", dest="seed", type=seed_list, default=[0], metavar="S[,S...]",
+                                 help="training seed(s): a comma list runs everything once per seed (each resumable "
+                                      "on its own)")
+    for group in list(groups)[1:]:   # the methods' protocol and beyond, then the run's own
+        add_knobs(groups[group], [*knobs, *run], group)
+    thinking = groups["scale"].add_mutually_exclusive_group()   # (one or the other, never both)
     thinking.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None,
                           help="pass enable_thinking=True to the chat template (Qwen3 thinking models)")
     thinking.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False,
                           help="pass enable_thinking=False to the chat template")
-
-
-def add_run(ap):
-    g = ap.add_argument_group("run (where results go, resuming, CODING)")
-    g.add_argument("--name", default=None, help="run directory name under runs/ (default from the flags)")
-    g.add_argument("--runs-dir", default="runs")
-    g.add_argument("--overwrite", action="store_true", help="replace a run directory of continual.py that holds "
-                   "a different run (never a directory continual.py did not make)")
-    g.add_argument("--overwrite-committed", action="store_true", help="write the run directory under the "
-                   "repository's committed folders (results/, docs/, …): only to add to a committed reference")
-    g.add_argument("--keep-optimizer", action="store_true", help="save each stage's final AdamW state in its "
-                   "checkpoint (as --stage-optimizer carry does), for a later run to carry it over")
-    g.add_argument("--unsafe-code", action="store_true", help="run CODING programs even where no OS jail (bubblewrap, "
-                   "unshare) is available, with the sandbox's inner layers only (docs/RELIABILITY.md)")
-    g.add_argument("--report-to", default="none", choices=trackers.CHOICES, help="also log every step, every stage's "
-                   "accuracies, G and F, and the configuration to TensorBoard or trackio (infra/trackers.py; the "
-                   "packages: requirements-trackers.txt)")
-
-
-def parser(description, usage, knobs=(), show_all=True, methods=("grpo", "sdpo")):
-    """continual.py's whole parser, the paper's knobs first. knobs: knob_rows of the files a run reads, each a flag
-    in its group. show_all False: `--help` lists the paper's knobs only, `--help-all` every flag. methods: the
-    names --method takes beside the presets (train.METHODS')."""
-    ap = HfArgumentParser([], description=description, usage=usage, formatter_class=DefaultsShown,
-                                 epilog=None if show_all else "--help-all lists every flag: the release's protocol, "
-                                 "evaluation, drift, scale, where runs go, and what goes beyond the paper")
-    paper = add_paper_knobs(ap, knobs, methods)
-    add_protocol(ap, knobs)
-    if any(k["group"] == "beyond" for k in knobs):
-        add_knobs(ap.add_argument_group("beyond the paper (beyond/variants.py: teacher kinds T4–T6, defences R1–R3)"),
-                  knobs, "beyond")
-    add_evaluation(ap)
-    add_drift(ap)
-    add_scale(ap)
-    add_run(ap)
     ap.add_argument("--config", default=None, help="a JSON or YAML file of settings, applied before the flags typed "
                     "with it (they win): a run's own config.json reruns it")
     ap.add_argument("--help-all", action="help", help="show every flag, not only the paper's knobs, and exit")
     if not show_all:   # --help: the paper's knobs; the rest stays in --help-all
         for action in ap._actions:
-            if action not in paper._group_actions and action.dest not in ("help", "help_all", "threads", "config"):
+            if action not in groups["paper"]._group_actions and action.dest not in ("help", "help_all", "threads",
+                                                                                    "config"):
                 action.help = argparse.SUPPRESS
     return ap
 
@@ -291,29 +343,24 @@ def config_settings(ap, path):
 
 
 def with_config(ap, argv):
-    """The command line with --config FILE's settings in front of the flags typed after it (so a typed flag wins):
-    each setting becomes the flag that sets it (`lr: 1e-4` -> --lr 1e-4, a list -> a comma list, true -> the
-    switch). A run's own config.json reruns it: `python continual.py --config runs/X/config.json`."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """--config FILE: its settings become the parser's defaults (as TRL's parser does with its YAML), so a flag typed
+    with it wins. Each is given as its flag's text (`lr: 1e-4` -> "1e-4", a list -> a comma list), so argparse checks
+    its type; a switch pair's (--enable-thinking) as its value. A run's own config.json reruns it:
+    `python continual.py --config runs/X/config.json`. Returns the command line without --config."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config", default=None)
     known, rest = pre.parse_known_args(argv)
-    if known.config is None:
-        return argv
-    tokens = []
-    for key, value in config_settings(ap, known.config).items():
+    path = known.config
+    for key, value in (config_settings(ap, path) if path else {}).items():
+        actions = [a for a in ap._actions if a.dest == key and a.option_strings]
         if key in CONFIG_IGNORED or value is None:
             continue
-        actions = [a for a in ap._actions if a.dest == key and a.option_strings]
-        if not actions:
-            ap.error(f"--config {known.config}: '{key}' is not a setting of this command")
-        if all(a.nargs == 0 for a in actions):   # switches: the one whose constant is the value (or none)
-            hit = [a for a in actions if a.const == value]
-            tokens += hit[0].option_strings[:1] if hit else []
-            continue
-        flag = actions[0].option_strings[0]
-        tokens += [flag, ",".join(map(str, value)) if isinstance(value, list) else str(value)]
-    return tokens + rest
+        if not actions or (actions[0].nargs == 0 and value not in [a.const for a in actions]):
+            ap.error(f"--config {path}: '{key}' is not a setting of this command" if not actions else
+                     f"--config {path}: '{key}' takes {' or '.join(str(a.const) for a in actions)}, got {value!r}")
+        ap.set_defaults(**{key: value if actions[0].nargs == 0 else
+                           ",".join(map(str, value)) if isinstance(value, list) else str(value)})
+    return rest
 
 
 def continual_args(argv, presets, knobs, warnings=None):
@@ -326,7 +373,7 @@ def continual_args(argv, presets, knobs, warnings=None):
     methods = [who for who in knobs if who != "every method"]
     ap = parser("Continual post-training: GRPO vs SDPO through stages (SPEC C1–C3).",
                 "python continual.py [--method grpo,sdpo,...] [--alpha A[,A...]] [--stages S,...] [--seed S] ... "
-                "(--help: the paper's knobs; --help-all: every flag)", rows, "--help-all" in argv, methods)
+                "(--help: the paper's knobs; --help-all: every flag)", rows, "--help-all" in argv)
     defaults = vars(ap.parse_args([]))
     args = ap.parse_args(with_config(ap, argv))
     for flag, value in (("--method", args.method), ("--alpha", args.alpha), ("--stages", args.stages),
@@ -342,11 +389,10 @@ def continual_args(argv, presets, knobs, warnings=None):
         ap.error(f"--alpha must be a number in [0, 1] or a comma list of them, got '{args.alpha}'")
     if not args.alpha:
         ap.error("--alpha must be a number in [0, 1] or a comma list of them")
+    check_knobs(ap, args, [*run_rows(), *rows])   # every knob's own check (__post_init__), the run's first
     check_common(ap, args)
-    check_knobs(ap, args, rows)
     check_grpo(ap, args, used="grpo" in args.method)
     check_sdpo(ap, args)
-    check_drift(ap, args)
     stages, benchmarks = check_stages_and_benchmarks(ap, args)
     check_run_dir_flags(ap, args)
     # a flag left to the model's own default is not a change (model_defaults, default_topk)
@@ -362,33 +408,12 @@ def continual_args(argv, presets, knobs, warnings=None):
 # The checks
 # ----------------------------------------------------------------------------------------------
 def check_common(ap, args):
-    """One-line errors (exit code 2) for values outside their range, before any work starts or any file
-    is written. Every float must be finite; sizes have a generous upper bound (a typo like 1e9 prompts
-    per step would otherwise run for minutes into a MemoryError). Then the model's own defaults."""
-    finite = lambda v: math.isfinite(v)   # noqa: E731
-    checks = [("--steps", 1 <= args.steps <= MAX_STEPS, f"in [1, {MAX_STEPS}]"),
-              ("--prompts-per-step", 1 <= args.prompts_per_step <= MAX_PROMPTS, f"in [1, {MAX_PROMPTS}]"),
-              ("--group-size", 2 <= args.group_size <= 1024, "in [2, 1024] (advantages and teachers need siblings)"),
-              ("--max-new-tokens", 1 <= args.max_new_tokens <= MAX_TOKENS, f"in [1, {MAX_TOKENS}]"),
-              ("--lr", args.lr is None or (finite(args.lr) and 1e-12 <= args.lr <= 1),
-               "in [1e-12, 1] (smaller is 0 or a denormal in fp32/bf16 weights' updates)"),
-              ("--weight-decay", args.weight_decay is None or (finite(args.weight_decay) and 0 <= args.weight_decay <= 1),
-               "in [0, 1]"),
-              ("--warmup-steps", args.warmup_steps is None or 0 <= args.warmup_steps <= 10**6, "in [0, 10^6]"),
-              ("--temperature", finite(args.temperature) and 1e-3 <= args.temperature <= 100, "in [0.001, 100]"),
-              ("--top-p", 0 < args.top_p <= 1, "in (0, 1]"),
-              ("--eval-n", 1 <= args.eval_n <= MAX_EVAL_N, f"in [1, {MAX_EVAL_N}]"),
-              ("--eval-k", 1 <= args.eval_k <= 1024, "in [1, 1024]"),
-              ("--micro-batch", args.micro_batch >= 0, ">= 0"),
-              ("--sample-batch", args.sample_batch >= 1, ">= 1"),
-              ("--max-grad-norm", finite(args.max_grad_norm) and args.max_grad_norm > 0, "finite and > 0"),
-              ("--max-prompt-len", args.max_prompt_len >= 0, ">= 0"), ("--sample-blocks", args.sample_blocks >= 0, ">= 0"),
-              ("--threads", 0 <= args.threads <= 1024, "in [0, 1024]"),
-              ("--eval-seed", 0 <= args.eval_seed < 2**31, "in [0, 2^31)")]
-    for flag, ok, allowed in checks:
-        if not ok:
-            ap.error(f"{flag} must be {allowed}")
+    """What the knobs' own checks (check_knobs) cannot see alone, before any work starts or any file is written: the
+    models and the device exist, the tracker is installed, the sample blocks fit the ranks. Then the model's own
+    defaults."""
     check_model_flag(ap, "--model", args.model)
+    if args.embed_model:
+        check_model_flag(ap, "--embed-model", args.embed_model)
     check_device_flag(ap, args.device)
     trackers.check_available(ap.error, args.report_to)
     world, blocks = sample_blocks_per_step(0), sample_blocks_per_step(args.sample_blocks)   # (torchrun's ranks)
@@ -431,19 +456,6 @@ def vocabulary_size(model):
         return None
 
 
-def check_drift(ap, args):
-    if args.embed_model:
-        check_model_flag(ap, "--embed-model", args.embed_model)
-    if not 0 < args.rank_frac <= 1:
-        ap.error(f"--rank-frac must be in (0, 1], got {args.rank_frac}")
-    if not 0 < args.mask_q <= 1:
-        ap.error(f"--mask-q must be in (0, 1], got {args.mask_q}")
-    if args.kl_samples < 1:
-        ap.error(f"--kl-samples must be >= 1, got {args.kl_samples}")
-    if args.embed_samples < 0:
-        ap.error(f"--embed-samples must be >= 0 (0 = all), got {args.embed_samples}")
-
-
 def check_stages_and_benchmarks(ap, args):
     """continual.py's stages and benchmarks: known names, readable files, enough test prompts; every
     trained domain is evaluated too. Returns (stages, benchmarks)."""
@@ -478,18 +490,12 @@ def check_stages_and_benchmarks(ap, args):
     for s in stages:  # every trained domain is evaluated too
         if s not in benchmarks:
             benchmarks.insert(len([b for b in benchmarks if b in stages]), s)
-    for flag in ("curve_every", "curve_n", "curve_k"):
-        if getattr(args, flag) < (0 if flag == "curve_every" else 1):
-            ap.error(f"--{flag.replace('_', '-')} must be >= {0 if flag == 'curve_every' else 1}")
     return stages, benchmarks
 
 
 def check_run_dir_flags(ap, args):
+    """--runs-dir: a directory that can be made and written (--name's form is Output's __post_init__)."""
     check_dir_flag(ap, "--runs-dir", args.runs_dir)
-    if args.name is not None and (not args.name.strip() or args.name in (".", "..") or os.sep in args.name
-                                  or (os.altsep and os.altsep in args.name) or has_control(args.name)):
-        ap.error(f"--name must be a plain directory name inside --runs-dir (no '/', no control character, not "
-                 f"'.' or '..'), got {args.name!r}")
 
 
 def typed_flags(ap, argv):

@@ -5,9 +5,10 @@ HfArgumentParser (the Hugging Face convention: TRL's GRPOConfig is such a datacl
 import dataclasses
 
 
-def knob(default, help_text):
-    """One knob: a dataclass field with its default and its --help text (HfArgumentParser reads both)."""
-    return dataclasses.field(default=default, metadata={"help": help_text})
+def knob(default, help_text, **flag):
+    """One knob: a dataclass field with its default and its --help text (HfArgumentParser reads both); flag: what else
+    the flag takes (aliases=["--num-generations"])."""
+    return dataclasses.field(default=default, metadata={"help": help_text, **flag})
 
 
 def must(ok, message):

@@ -32,4 +32,3 @@ def right_pad(seqs, pad_id, device):
         ids[b, :len(s)] = torch.tensor(s, dtype=torch.long)
         mask[b, :len(s)] = 1
     return ids.to(device), mask.to(device)
-

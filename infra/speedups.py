@@ -183,4 +183,3 @@ def sampled_logprobs(logits, targets):
     """log π(y_t | h_t) = x_{y_t} − logsumexp(x), [B, T, V] logits in any dtype -> [B, T] fp32, without an
     fp32 copy of the logits (chunked_logsumexp): for measurements, where nothing flows back."""
     return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1).float() - chunked_logsumexp(logits)
-

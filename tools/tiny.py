@@ -90,8 +90,6 @@ def build_tokenizer():
     return tok
 
 
-
-
 def corpus_example(rng, tok, think=False):
     """One pretraining example: (prompt ids, response ids incl. EOS), from the train split only.
     think: the thinking variant (a trace before every answer; demonstrations with or without theirs)."""
