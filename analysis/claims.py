@@ -29,7 +29,8 @@ from analysis import archive
 from experiment.metrics import (ALPHAS, METRICS, final_drift, forget_points, per_seed_metric_of, reference_role,
                                 role_of)
 from infra.checkpoints import result_changed
-from infra.stats import holm, mean_interval, p_value, spread, t_quantile
+from analysis.significance import holm, p_value
+from infra.stats import mean_interval, spread, t_quantile
 
 
 # The relative metrics (A2–A3: % of the base's accuracy) that decide a claim, and their companion in

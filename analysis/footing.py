@@ -18,11 +18,11 @@ import math
 import os
 import statistics
 
-from analysis import archive, claims
+from analysis import archive, claims, significance
 from experiment import metrics
-from infra import stats
 from analysis.claims import diff, find, forget, verdict
-from infra.stats import mean_interval, p_value
+from analysis.significance import p_value
+from infra.stats import mean_interval
 
 RATES = {"per-method": None, "1e-4": 1e-4, "4e-4": 4e-4}
 PREFIXES = ("continual", "math", "tooluse")
@@ -163,7 +163,7 @@ def measure_row(bundles, cid, footing):
 def measure_family(bundles):
     """Every test of the new family, raw and with Holm's correction over the family."""
     rows = [measure_row(bundles, cid, footing) for footing, cid in family()]
-    for r, rejected in zip(rows, stats.holm([r["p"] for r in rows])):
+    for r, rejected in zip(rows, significance.holm([r["p"] for r in rows])):
         r["corrected"] = "not run" if r["verdict"] == "not run" else (
             ("shown" if r["sign"] * r["effect"] > 0 else "opposite") if rejected else "not separable")
     return rows

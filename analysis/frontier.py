@@ -26,8 +26,7 @@ GRPO's, with its bootstrap interval)?
 import os
 import random
 
-from analysis import archive, claims
-from infra import stats
+from analysis import archive, claims, significance
 
 ROLES = ("GRPO", "SDPO_0", "SDPO_5%")
 PAIRS = (("SDPO_0", "GRPO"), ("SDPO_5%", "GRPO"))
@@ -174,7 +173,7 @@ def family(cells, draws=BOOTSTRAP):
 
 
 def with_holm(rows):
-    for r, rejected in zip(rows, stats.holm([r["p"] for r in rows])):
+    for r, rejected in zip(rows, significance.holm([r["p"] for r in rows])):
         r["corrected"] = r["verdict"] if r["verdict"] in ("not comparable", "too few seeds") else (
             ("shown" if r["d"] > 0 else "opposite") if rejected else "not separable")
     return rows
@@ -270,7 +269,7 @@ def law_cells(runs):
 
 def frontier_table(cells, measure="peak"):
     """configuration × rate × stage → mean gain and mean `measure` with their 95% t-intervals, and the seeds."""
-    lines = [f"| configuration | lr | seeds | " + " | ".join(f"stage {k}: gain / {measure}" for k in (1, 2, 3, 4)) + " |",
+    lines = ["| configuration | lr | seeds | " + " | ".join(f"stage {k}: gain / {measure}" for k in (1, 2, 3, 4)) + " |",
              "|---|---|---|---|---|---|---|"]
     for role in ROLES:
         for (r, lr) in sorted(c for c in cells if c[0] == role):

@@ -9,8 +9,7 @@ import random
 import pytest
 
 from infra.stats import mean_interval
-from analysis import claims
-from infra import stats
+from analysis import claims, significance
 
 B8 = ["math", "science", "tooluse", "coding", "math_hard", "science_boxed", "tool_unseen", "logic"]
 SDPO = {"alpha": 0.05, "cot": False, "refresh_every": 0, "gamma": 1.0, "mask_ratio": 0.0, "feedback": "release",
@@ -37,9 +36,9 @@ def central_mass(t, df, steps=20000):
 
 @pytest.mark.parametrize("t,df", [(2.0, 5), (0.3, 2), (4.303, 2), (1.0, 19), (3.5, 9), (-2.2, 4)])
 def test_the_two_sided_p_against_the_density(t, df):
-    assert stats.t_two_sided_p(t, df) == pytest.approx(1 - central_mass(abs(t), df), abs=1e-6)
+    assert significance.t_two_sided_p(t, df) == pytest.approx(1 - central_mass(abs(t), df), abs=1e-6)
     if df == 2:   # the closed form: P(|T| ≥ t) = 1 − t / √(2 + t²)
-        assert stats.t_two_sided_p(t, df) == pytest.approx(1 - abs(t) / math.sqrt(2 + t * t), abs=1e-12)
+        assert significance.t_two_sided_p(t, df) == pytest.approx(1 - abs(t) / math.sqrt(2 + t * t), abs=1e-12)
 
 
 def test_p_below_5_percent_exactly_when_the_interval_leaves_0():
@@ -49,17 +48,17 @@ def test_p_below_5_percent_exactly_when_the_interval_leaves_0():
         _, lo, hi = mean_interval(d)
         if min(abs(lo), abs(hi)) < 1e-3:
             continue   # (on the boundary the two round differently)
-        assert (stats.p_value(d) < 0.05) == (lo > 0 or hi < 0)
+        assert (significance.p_value(d) < 0.05) == (lo > 0 or hi < 0)
 
 
 def test_holm_on_worked_examples():
     # sorted: 0.005 ≤ 0.05/4, 0.01 ≤ 0.05/3, then 0.03 > 0.05/2: stop (0.04 is not rejected either)
-    assert stats.holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
+    assert significance.holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
     # 0.01 ≤ 0.05/5; 0.02 > 0.05/4: only the first, though each is below 0.05 on its own
-    assert stats.holm([0.01, 0.02, 0.03, 0.04, 0.05]) == [True, False, False, False, False]
+    assert significance.holm([0.01, 0.02, 0.03, 0.04, 0.05]) == [True, False, False, False, False]
     # everything tiny: all rejected; a None (a claim not run) takes no part and is never rejected
-    assert stats.holm([1e-4, None, 1e-3]) == [True, False, True]
-    assert stats.holm([]) == []
+    assert significance.holm([1e-4, None, 1e-3]) == [True, False, True]
+    assert significance.holm([]) == []
 
 
 def continual_results(shift):
