@@ -1,27 +1,12 @@
-"""experiment/rundir.py — a continual run's directories, as objects continual.main walks through:
+"""experiment/rundir.py — a continual run's directories, which make it safe to stop and rerun.
 
-    with Experiment(ap, args, stages, benchmarks, configs, defaults) as experiment:   # one directory per seed
-        for one in experiment.seed_args:
-            with experiment.seed(one) as seed:                       # θ_0 loaded
-                if not seed.has_base_row(): seed.save_base_row(...)  # row 0 (C2), evaluated by continual.py
-                for method, settings, name in configs:
-                    run = seed.run(method, settings, name)          # θ_0, or where it stopped
-                    for k in run.stages_left():
-                        ... continual.new_stage(...)                 # settings, D_k, AdamW, frozen model
-                        with run.stage(k, ...) as stage:             # saved if stopped, resumed on a rerun
-                            ... train.run_steps(...), evaluate, drift, run.complete(stage, ...)
-                seed.write_results()                                 # results.json (A2–A3), report.md
-    experiment.finish()
-
-The calls go one way: continual.py calls this file's objects, which call nothing of continual.py's.
-
-continual.py holds the experiment (C1–C2); this file holds what makes it safe to stop and rerun: one
-directory per seed (runs/<configurations>-s<seed>[-<hash>]) with config.json (which command it belongs to),
-progress.json (the completed stages: a stage is done once it is written there), log.jsonl, a checkpoint per
-stage (checksummed), and a stop's mid-stage state in partial/. Damage to any of them stops the run with one
-line naming the file and a safe next step, or is set aside loudly; nothing is deleted silently. Which method
-runs a configuration (sdpo.py, or beyond/variants.py when one of its knobs is set) is decided here too.
-"""
+continual.main walks them: Experiment (one directory per seed, claimed before any work) → Seed (θ_0 loaded,
+row 0 of the accuracy matrix) → Run (one configuration, from θ_0 or where it stopped) → Run.stage (one stage,
+saved if stopped) → Run.complete. The calls go one way: nothing here calls continual.py.
+A seed's directory, runs/<configurations>-s<seed>[-<hash>], holds config.json (the command it belongs to),
+progress.json (a stage is done once it is written there), log.jsonl, a checksummed checkpoint per stage and a
+stop's mid-stage state in partial/. Damage stops the run with one line naming the file and a safe next step, or
+is set aside loudly; nothing is deleted silently."""
 import argparse
 import contextlib
 import dataclasses
@@ -52,8 +37,8 @@ from rollout import acc_at_k
 from world import tasks
 
 def method_of(method, settings, base):
-    """The method train.run_steps is handed for a configuration, by name from train.METHODS: grpo.py, sdpo.py, or
-    beyond/variants.py's method (θ_0 = base) when one of its knobs is set."""
+    """The method train.run_steps is handed: train.METHODS[method], or beyond/variants.py's when one of its knobs is
+    set."""
     if method == "sdpo" and variants.wanted(settings):
         return train.METHODS["sdpo_beyond"](base)
     return train.METHODS[method]
@@ -66,9 +51,8 @@ T3_SETTINGS = ("teacher_init", "teacher_mix")   # continual.py's knobs that name
 
 
 def knobs(continual):
-    """continual.py's flags (infra/flags.continual_args): the knob rows by who reads them, each method of train.METHODS
-    by its name (grpo.py's; sdpo.py's with beyond/variants.py's and continual.py's T3) and continual.py's own for
-    every method; and the function that names the flags of beyond/variants.py a command sets to no effect."""
+    """continual.py's knob rows by who reads them (each method of train.METHODS, SDPO's with beyond/variants.py's and
+    T3's; "every method": continual.py's own), and beyond/variants.py's function naming flags set to no effect."""
     own = flags.knob_rows(continual)
     rows = {name: flags.knob_rows(m) for name, m in train.METHODS.items() if hasattr(m, "SETTINGS")}
     rows["sdpo"] += flags.knob_rows(variants, "beyond") + [k for k in own if k["name"] in T3_SETTINGS]
@@ -76,9 +60,8 @@ def knobs(continual):
 
 
 def configuration(method, args, preset):
-    """(method, settings, run name) of one configuration: the settings of every knob that names a configuration
-    (the method's SETTINGS; for SDPO beyond/variants.py's and T3's too), the preset's values over them, and the
-    method's learning rate (flags.method_lr); the name carries every setting away from its default (run_name)."""
+    """(method, settings, run name) of one configuration: the method's SETTINGS (SDPO: beyond/variants.py's and
+    T3's too), the preset over them, and the method's rate; the name carries every setting away from its default."""
     module = train.METHODS[method]
     settings = {k: getattr(args, k) for k in module.SETTINGS}
     if method == "sdpo":   # beyond/variants.py's knobs and T3's name an SDPO configuration too
@@ -93,9 +76,8 @@ def configuration(method, args, preset):
 # ----------------------------------------------------------------------------------------------
 @dataclasses.dataclass
 class Stage:
-    """Stage k of a configuration, as train.run_steps takes it (continual.new_stage's values) and as a stop saves
-    it: its settings, prompts D_k, optimizer and frozen model; the step it starts from (a stop's, on a rerun), its
-    step rows and in-stage curve, its timer."""
+    """Stage k of a configuration as train.run_steps takes it and a stop saves it: settings, prompts D_k, optimizer,
+    frozen model, the step it starts from, its step rows and in-stage curve."""
     k: int
     domain: str
     args: argparse.Namespace
@@ -113,9 +95,8 @@ class Stage:
 
 
 class Experiment:
-    """The run directories of one continual.py command, one per seed, each claimed before any work starts (it
-    holds this command's run or nothing, and is locked while written). As a context: SIGTERM stops like Ctrl-C,
-    and a file that cannot be read or written stops the run with one line, the completed stages kept."""
+    """The run directories of one command, one per seed, each claimed (and locked) before any work starts. As a
+    context: SIGTERM stops like Ctrl-C, and an unreadable or unwritable file stops the run with one line."""
 
     def __init__(self, ap, args, stages, benchmarks, configs, defaults):
         self.ap, self.args, self.stages, self.benchmarks, self.configs, self.defaults = \
@@ -144,16 +125,14 @@ class Experiment:
 
     @contextlib.contextmanager
     def seed(self, args):
-        """One seed's directory, opened (Seed), inside its clean stops: a non-finite step (exit 1) or a Ctrl-C
-        (exit 130) says so in one line, the completed stages (and a stop's mid-stage state) kept for the rerun."""
+        """One seed's directory, opened (Seed), inside stops_cleanly."""
         run_dir = self.dirs[self.seed_args.index(args)]
         progress = load_progress(os.path.join(run_dir, "progress.json"))
         with stops_cleanly(run_dir):
             yield Seed(self, args, run_dir, progress)
 
     def stage_done(self):
-        """With several seeds or configurations, after each stage: the stages done of all, and the time left at
-        this invocation's pace (its seconds per stage so far)."""
+        """After each stage of a several-stage command: the stages done of all, and the time left at this pace."""
         self.stages_now += 1
         done, total = self.stages_at_start + self.stages_now, self.stages_total
         if total <= len(self.stages) or not is_main():
@@ -183,9 +162,8 @@ class Experiment:
 
 
 class Seed:
-    """One seed's run directory, opened: θ_0 loaded, the log without the lines a kill cut, and (C2) row 0 of its
-    accuracy matrix once continual.py has evaluated θ_0 (once per directory, and once per command for every seed:
-    the base's evaluation depends on the test prompts and the evaluation seed, not on the training seed)."""
+    """One seed's run directory, opened: θ_0 loaded, the log without lines a kill cut, and (C2) row 0 once
+    continual.py has evaluated θ_0 (once per command: it does not depend on the training seed)."""
 
     def __init__(self, experiment, args, run_dir, progress):
         self.experiment, self.args, self.run_dir, self.progress = experiment, args, run_dir, progress
@@ -197,8 +175,7 @@ class Seed:
         repair_log(self.log_path)
 
     def has_base_row(self):
-        """Whether row 0 is in progress.json with its responses (the drift measures need them), or taken from
-        another seed of this command (same prompts, same result)."""
+        """Whether row 0 is in progress.json with its responses, or taken from another seed of this command."""
         if "base" in self.progress and not os.path.exists(drift.responses_path(self.run_dir, "base")):
             print("the base model's saved responses are missing: evaluating it again (same prompts, same result)")
             del self.progress["base"]
@@ -210,7 +187,7 @@ class Seed:
         return "base" in self.progress
 
     def save_base_row(self, acc, deg, resp):
-        """(C2) Row 0 of the accuracy matrix in progress.json, its responses saved for the drift measurements."""
+        """(C2) Row 0 of the accuracy matrix in progress.json, its responses saved for the drift measures."""
         self.experiment.base_evals[self.base_key] = (acc, deg, resp)
         if is_main():
             drift.save_responses(self.run_dir, "base", resp)
@@ -220,8 +197,8 @@ class Seed:
         print(f"base: {fmt_row(acc)} ({time.time() - self.t_base:.0f}s)")
 
     def run(self, method, settings, name):
-        """Where a configuration starts (Run): its completed stages, and the model (θ_0, the last completed stage's
-        checkpoint, or the state a stop saved mid-stage)."""
+        """Where a configuration starts (Run): its completed stages, and θ_0, the last stage's checkpoint or a stop's
+        state."""
         args, n_stages = self.args, len(self.stages)
         done = self.progress.setdefault(name, {"stages": []})["stages"]
         check_saved_stages(self.run_dir, name, done, n_stages)
@@ -258,7 +235,7 @@ class Seed:
         return run
 
     def write_results(self):
-        """results.json (the accuracy matrix, A2–A3's changes, drift) and report.md (rank 0)."""
+        """results.json (the accuracy matrix, A2–A3, drift) and report.md (rank 0)."""
         if not is_main():
             return None
         results = build_results(self.configs, self.stages, self.benchmarks, self.progress, self.args)
@@ -279,8 +256,7 @@ class Seed:
 
 
 class Run:
-    """One configuration of one seed, where it starts or resumes: its method (the module train.run_steps is handed),
-    settings and name, the completed stages (`done`), the model, a stop's saved state (`resume`)."""
+    """One configuration of one seed: its method, settings, name, completed stages (`done`), model, a stop's state."""
 
     def __init__(self, seed, method_name, method, settings, name, done):
         self.seed, self.method_name, self.method, self.settings, self.name, self.done = \
@@ -294,7 +270,7 @@ class Run:
         return self.settings.get("teacher_init") == "carry"   # (SDPO's T3 knob)
 
     def carried_teacher(self, k):
-        """(T3) With --teacher-init carry: the teacher stage k−1 ended with (from its checkpoint on a rerun); else None."""
+        """(T3) With --teacher-init carry: the teacher stage k−1 ended with; else None."""
         if not self.carries_teacher():
             return None
         if self.prev_teacher is None and k > 0:
@@ -304,13 +280,10 @@ class Run:
 
     @contextlib.contextmanager
     def stage(self, k, stage_args, records, opt, frozen):
-        """Stage k as continual.new_stage set it up (its settings, prompts, a fresh AdamW, the method's frozen
-        model), ready to train (Stage): the log cut back to what was saved, replay's prompts (R1,
-        beyond/variants.py), a carried optimizer (--stage-optimizer carry), and a stop's saved state on a rerun.
-        A Ctrl-C or SIGTERM inside saves what is needed to
-        continue exactly (the weights, the optimizer, the teacher, the steps done, the rows) in partial/ and
-        stops; once the stage's steps are all done (its evaluation and drift run inside) a stop saves the
-        trained stage, and the rerun goes straight to its evaluation."""
+        """Stage k, ready to train (Stage): the log cut back to what was saved, replay's prompts (R1), a carried
+        optimizer, a stop's state on a rerun. A Ctrl-C or SIGTERM inside saves the weights, optimizer, teacher, steps
+        and rows in partial/ and stops; once the steps are all done, a stop saves the trained stage and the rerun
+        goes straight to its evaluation."""
         seed, args, model = self.seed, self.seed.args, self.model
         t0 = time.time()
         forget_lost_steps(seed.log_path, self.name, k, self.resume)
@@ -343,13 +316,13 @@ class Run:
             raise Interrupted(done) from None
 
     def track_step(self, stage, step, row):
-        """--report-to: a step's line, at the step counted over every stage."""
+        """--report-to: a step's row, at the step counted over every stage."""
         if self.tracker:
             self.tracker.step(row, stage.k * stage.args.steps + step)
 
     def track_stage(self, stage, acc):
-        """--report-to: a stage's accuracies, its gain G on its own domain and the mean forgetting F of the earlier
-        domains (A3, evaluate.change_metrics), at its last step; the tracked run closes after the last stage."""
+        """--report-to: a stage's accuracies, its gain G and the mean forgetting F of the earlier domains (A3);
+        the tracked run closes after the last stage."""
         if not self.tracker:
             return
         base, earlier = self.seed.progress["base"]["acc"], self.seed.stages[:stage.k]
@@ -362,9 +335,8 @@ class Run:
             self.tracker = None
 
     def complete(self, stage, acc, deg, stage_drift):
-        """Stage k is done: its checkpoint saved (with the teacher when it is carried, the optimizer when that is
-        carried or kept), its row in progress.json (the stage is complete once that is written), the stop's state
-        removed, one line printed."""
+        """Stage k is done: its checkpoint (with the teacher or optimizer when carried or kept), its row in
+        progress.json (done once that is written), the stop's state removed, one line printed."""
         seed, args, k = self.seed, self.seed.args, stage.k
         self.prev_teacher = stage.teacher if self.carries_teacher() else None
         self.resume, train_s = None, (stage.trained_at or stage.t0) - stage.t0
@@ -388,10 +360,9 @@ class Run:
 
 
 def stage_logger(stage, model, tok, log_path, run_name, measure=None, track=None):
-    """on_step for train.run_steps: each step's row, tagged with its run and stage, in the stage's rows and
-    log.jsonl, and every --curve-every steps the light in-stage curve (C3 on the stage's domain). measure(step,
-    row, model): an extra measurement after each step (tools/coding_ablation.py's teacher check); track(stage,
-    step, row): --report-to's."""
+    """on_step for train.run_steps: each step's row in the stage's rows and log.jsonl, and every --curve-every
+    steps the in-stage curve (C3). measure(step, row, model): an extra measure (tools/coding_ablation.py);
+    track: --report-to's."""
     args = stage.args
     curve_test = evaluate.benchmark_records(stage.domain, args.curve_n, args.eval_seed) if args.curve_every > 0 else []
 
@@ -416,8 +387,7 @@ def stage_logger(stage, model, tok, log_path, run_name, measure=None, track=None
 # One seed's results.json (A2–A3 from the accuracy matrix)
 # ----------------------------------------------------------------------------------------------
 def build_results(configs, stages, benchmarks, progress, args):
-    """results.json: per run the accuracy matrix, Δ/δ/G/F per stage and benchmark (evaluate.summarize, A2–A3),
-    the averages. The paper's claims are not a run's: analysis/claims.py measures them over finished runs."""
+    """results.json: per run the accuracy matrix, Δ/δ/G/F per stage and benchmark (A2–A3), drift, curves."""
     base = progress["base"]
     out = {"stages": stages, "benchmarks": benchmarks, "seed": args.seed,
            "eval": {"n": args.eval_n, "k": args.eval_k, "seed": args.eval_seed},
@@ -456,8 +426,8 @@ def seed_dirs(args, seeds, configs, defaults):
 
 
 def run_dir_name(args, configs, defaults):
-    """runs/<configurations>-s<seed>[-<hash>]: the hash of every other flag that differs from its default,
-    so two different experiments never share a directory (the same command always finds its own)."""
+    """runs/<configurations>-s<seed>[-<hash>], the hash of every other flag away from its default: two
+    experiments never share a directory, and a command always finds its own."""
     per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "overwrite_committed", "config", "seed", "threads",
                   "plain", "report_to", *variants.SETTINGS, "trust_rate",
                   *(k for m in train.METHODS.values() for k in getattr(m, "SETTINGS", ())),
@@ -469,9 +439,8 @@ def run_dir_name(args, configs, defaults):
 
 
 def write_seeds_summary(args, configs, defaults, all_results, dirs):
-    """Several seeds: their summary (mean accuracies with intervals, every claim's verdict) in its own
-    directory, printed; returns (the directory, the summary). With --name it sits beside the seeds' directories,
-    <name>-s0-1-2, so a single-seed run named <name> keeps its own files."""
+    """Several seeds: their summary in its own directory (<name>-s0-1-2 beside the seeds' with --name),
+    printed; returns (the directory, the summary)."""
     summary_dir = os.path.join(args.runs_dir, f"{args.name}-s{'-'.join(map(str, args.seed))}" if args.name
                                else run_dir_name(args, configs, defaults))
     summary = summarize_seeds(all_results, args.seed, dirs, [seconds_of(d) for d in dirs])
@@ -482,8 +451,7 @@ def write_seeds_summary(args, configs, defaults, all_results, dirs):
 
 
 def fingerprint_of(args, stages, benchmarks, configs=()):
-    """What config.json records: every flag except where the run is written, and under "runs" each
-    configuration's own settings (a sweep's --alpha is a list; each run has one α)."""
+    """What config.json records: every flag but where the run is written, and each configuration's settings."""
     fingerprint = {k: v for k, v in vars(args).items()
                    if k not in ("overwrite", "overwrite_committed", "config", "name", "runs_dir", "threads", "plain",
                                 "report_to")}
@@ -493,8 +461,7 @@ def fingerprint_of(args, stages, benchmarks, configs=()):
 
 
 def same_run(old, fingerprint):
-    """Whether a run directory's config.json is this command's ("runs" is derived from the flags, and
-    older run directories have none; "code", the commit that wrote it, may differ: a rerun resumes)."""
+    """Whether a run directory's config.json is this command's (RECORDED_ONLY is not compared)."""
     drop = lambda d: {k: v for k, v in d.items() if k not in RECORDED_ONLY}   # noqa: E731
     return drop(old) == drop(fingerprint)
 
@@ -508,8 +475,7 @@ LOCKS = []                 # the run directories this process writes, locked unt
 
 
 def lock_run_dir(run_dir):
-    """Hold the run directory's lock (a file beside it) for as long as this process lives; a second writer
-    stops here with one line naming the holder's pid."""
+    """Hold the run directory's lock while this process lives; a second writer stops with the holder's pid."""
     lock = safety.RunLock(run_dir)
     if any(held.path == lock.path for held in LOCKS):   # this process holds it already (continual.main called again)
         return
@@ -563,8 +529,8 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks, configs=()):
 
 @contextlib.contextmanager
 def stops_cleanly(run_dir):
-    """A run stopped by a non-finite loss or gradient (exit 1) or by Ctrl-C (exit 130) says so in one line;
-    its completed stages (and a Ctrl-C's mid-stage state) are kept in run_dir for the rerun to resume."""
+    """A non-finite loss (exit 1) or Ctrl-C (exit 130) says so in one line; the completed stages (and a
+    Ctrl-C's mid-stage state) are kept for the rerun."""
     try:
         yield
     except NonFiniteError as e:
@@ -584,9 +550,8 @@ def stops_cleanly(run_dir):
 
 
 def seconds_of(run_dir):
-    """Wall seconds a seed's run took in all (base evaluation, then training, evaluation and drift of
-    every stage, summed over invocations), from progress.json; results.json holds no timings, so that
-    an interrupted and resumed run writes the same file as an uninterrupted one."""
+    """Wall seconds a seed's run took, summed over invocations, from progress.json (results.json holds no
+    timings, so a resumed run writes the same file)."""
     progress = load_progress(os.path.join(run_dir, "progress.json"))
     return progress.get("base", {}).get("seconds", 0.0) + sum(
         st.get("seconds", 0.0) for k, v in progress.items() if k != "base" for st in v["stages"])
@@ -624,8 +589,7 @@ def load_progress(path):
 
 
 def checked_log(log_path):
-    """The rows of log.jsonl. Lines cut by a kill or otherwise damaged are dropped, loudly; the file as it
-    was is kept beside it as log.jsonl.damaged."""
+    """The rows of log.jsonl; damaged lines are dropped loudly, the file as it was kept as log.jsonl.damaged."""
     rows, bad = read_jsonl(log_path)
     if bad:
         shutil.copyfile(log_path, log_path + ".damaged")
@@ -635,8 +599,7 @@ def checked_log(log_path):
 
 
 def repair_log(log_path):
-    """On a rerun, log.jsonl without its damaged lines (a line cut by a kill): said on stderr, the file as it
-    was kept beside it (checked_log)."""
+    """On a rerun, log.jsonl without its damaged lines (a line cut by a kill), said on stderr."""
     if is_main() and os.path.isfile(log_path) and read_jsonl(log_path)[1]:
         rows = checked_log(log_path)
         write_atomically(log_path, lambda f: f.writelines(json.dumps(r) + "\n" for r in rows))
@@ -652,9 +615,8 @@ def load_checkpoint(path, device, dtype, grad_checkpointing=False, what="checkpo
 
 
 def load_partial(partial_dir, run_name, stage, has_teacher, device, args):
-    """The state a Ctrl-C saved mid-stage, if it belongs to this run and stage: (saved, model, tok), else None.
-    A damaged one is set aside as partial.damaged/ (said on stderr) and the stage restarts from its
-    beginning, which ends exactly where the interrupted stage would have (every step has its own seed)."""
+    """The state a Ctrl-C saved mid-stage, if it is this run's and stage's: (saved, model, tok), else None. A
+    damaged one is set aside as partial.damaged/ and the stage restarts (every step has its own seed)."""
     if not os.path.exists(os.path.join(partial_dir, "partial.pt")):
         return None
     try:
@@ -675,8 +637,7 @@ def load_partial(partial_dir, run_name, stage, has_teacher, device, args):
 
 
 def forget_lost_steps(log_path, run_name, k, resume):
-    """Drop the log lines of work that was lost: this configuration's lines after its last saved state
-    (stage k, 0-based, starts at the resumed step, or at 0)."""
+    """Drop this configuration's log lines after its last saved state (stage k, 0-based)."""
     kept_steps = resume["step"] if resume else 0
     if not is_main() or not os.path.exists(log_path):
         return
@@ -688,9 +649,8 @@ def forget_lost_steps(log_path, run_name, k, resume):
 
 
 def check_saved_stages(run_dir, run_name, done, n_stages):
-    """On a rerun, the completed stages' files as they were saved: each checkpoint against the checksums
-    recorded when it was written (infra.damaged_files), and the saved evaluation responses. Damage stops
-    the run with one line naming the file and a safe next step; the results (progress.json) are intact."""
+    """On a rerun, the completed stages' checkpoints against their checksums and their saved responses;
+    damage stops the run with one line naming the file and a safe next step."""
     for k, st in enumerate(done):
         later = f"stages {k + 1}–{n_stages}" if k + 1 < n_stages else f"stage {k + 1}"
         again = (f"delete {st['checkpoint']} and rerun the same command: {later} of {run_name} will be trained again "
@@ -713,8 +673,7 @@ def check_saved_stages(run_dir, run_name, done, n_stages):
 
 
 def save_stage(model, tok, run_dir, run_name, k, domain, teacher=None, opt=None):
-    """Stage k's Hugging Face checkpoint, with the stage's final teacher when it is carried and its
-    final AdamW state when that is carried or kept (torchrun: every rank takes part); returns its directory."""
+    """Stage k's checkpoint, with its teacher and optimizer when given; returns its directory."""
     ckpt = stage_checkpoint(run_dir, run_name, k, domain)
     save_checkpoint(model, tok, ckpt, opt=opt, teacher=teacher)
     return ckpt

@@ -50,15 +50,15 @@ MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096
 # release's rules, --help-all)
 # ----------------------------------------------------------------------------------------------
 def rows_of(table, group):
-    """A knob dataclass's fields as rows, [{name, default, help, group, table, field}]: group, their --help group;
-    table, the dataclass whose __post_init__ checks them."""
+    """A knob dataclass's fields as rows [{name, default, help, group, table, field}] (table: the dataclass that
+    checks them)."""
     return [{"name": f.name, "default": f.default, "help": f.metadata["help"], "table": table, "group": group,
              "field": f} for f in dataclasses.fields(table)]
 
 
 def knob_rows(module, group="paper"):
-    """The knobs of a file (grpo, sdpo, continual, beyond.variants): its Knobs in `group` ("paper", or "beyond" for
-    beyond/variants.py), its Protocol in "protocol" (the release's rules). The run's own are run_rows."""
+    """The knobs of a file (grpo, sdpo, continual, beyond.variants): its Knobs in `group`, its Protocol in
+    "protocol"."""
     return [row for table, g in (("Knobs", group), ("Protocol", "protocol")) if hasattr(module, table)
             for row in rows_of(getattr(module, table), g)]
 
@@ -67,8 +67,7 @@ def knob_rows(module, group="paper"):
 # The flags, group by group
 # ----------------------------------------------------------------------------------------------
 def add_knobs(g, knobs, group):
-    """The knobs of one --help group as flags, each made by HfArgumentParser from its dataclass field; --alpha takes a
-    comma list (a sweep of α, parsed in continual_args)."""
+    """One --help group's knobs as flags, made by HfArgumentParser from their fields; --alpha takes a comma list."""
     for k in knobs:
         if k["group"] != group:
             continue
@@ -79,8 +78,7 @@ def add_knobs(g, knobs, group):
 
 
 def check_knobs(ap, args, knobs):
-    """Each knob dataclass built from the parsed values, so its __post_init__ checks them (with a sweep of α, once per
-    α): the first that fails is one error line."""
+    """Each knob dataclass built from the parsed values, so its __post_init__ checks them (once per α of a sweep)."""
     for table in {id(k["table"]): k["table"] for k in knobs}.values():   # (each dataclass once)
         values = {f.name: getattr(args, f.name) for f in dataclasses.fields(table) if hasattr(args, f.name)}
         sweep = values.pop("alpha", None)
@@ -254,9 +252,8 @@ def run_rows():
 
 
 class DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
-    """--help with each flag's default, once: none where the default is None (its help says what happens) or the
-    help already names it; each flag spelled once (--mini-batches, not also HfArgumentParser's --mini_batches); a
-    switch without a value (--plain, though `--plain false` parses too)."""
+    """--help with each flag's default once (none where it is None or the help names it), each flag spelled once,
+    and a switch without a value."""
     def _get_help_string(self, action):
         if action.default is None or "default" in (action.help or ""):
             return action.help
@@ -272,9 +269,8 @@ class DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def parser(description, usage, knobs=(), show_all=True):
-    """continual.py's whole parser, the paper's knobs first. knobs: knob_rows of the files a run reads, each a flag
-    in its group beside the run's own (run_rows). show_all False: `--help` lists the paper's knobs only,
-    `--help-all` every flag."""
+    """continual.py's parser, the paper's knobs first; show_all False: `--help` lists those only, `--help-all` every
+    flag."""
     ap = HfArgumentParser([], description=description, usage=usage, formatter_class=DefaultsShown,
                           epilog=None if show_all else "--help-all lists every flag: the release's protocol, "
                           "evaluation, drift, scale, where runs go, and what goes beyond the paper")
@@ -343,10 +339,8 @@ def config_settings(ap, path):
 
 
 def with_config(ap, argv):
-    """--config FILE: its settings become the parser's defaults (as TRL's parser does with its YAML), so a flag typed
-    with it wins. Each is given as its flag's text (`lr: 1e-4` -> "1e-4", a list -> a comma list), so argparse checks
-    its type; a switch pair's (--enable-thinking) as its value. A run's own config.json reruns it:
-    `python continual.py --config runs/X/config.json`. Returns the command line without --config."""
+    """--config FILE: its settings become the parser's defaults (as TRL's parser does), so a flag typed with it
+    wins; each goes in as its flag's text, so argparse checks its type. Returns the command line without --config."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config", default=None)
     known, rest = pre.parse_known_args(argv)
@@ -364,10 +358,8 @@ def with_config(ap, argv):
 
 
 def continual_args(argv, presets, knobs, warnings=None):
-    """continual.py: (parser, checked args, stages, benchmarks, defaults). presets: the paper's named
-    configurations (continual.PRESETS, each an SDPO one); knobs: {who reads them (each method by its name,
-    "every method"): their knob_rows}; warnings(args, stages): lines naming flags that change nothing here.
-    defaults: every flag's default for this model, for naming runs."""
+    """continual.py: (parser, checked args, stages, benchmarks, defaults). presets: the named configurations;
+    knobs: {who reads them: knob_rows}; warnings(args, stages): lines naming flags that change nothing here."""
     argv = list(sys.argv[1:] if argv is None else argv)
     rows = [k for who in knobs.values() for k in who]
     methods = [who for who in knobs if who != "every method"]
@@ -408,9 +400,8 @@ def continual_args(argv, presets, knobs, warnings=None):
 # The checks
 # ----------------------------------------------------------------------------------------------
 def check_common(ap, args):
-    """What the knobs' own checks (check_knobs) cannot see alone, before any work starts or any file is written: the
-    models and the device exist, the tracker is installed, the sample blocks fit the ranks. Then the model's own
-    defaults."""
+    """What the knobs' own checks cannot see, before any work: the models, the device, the tracker, the sample
+    blocks against the ranks; then the model's own defaults."""
     check_model_flag(ap, "--model", args.model)
     if args.embed_model:
         check_model_flag(ap, "--embed-model", args.embed_model)
@@ -512,10 +503,8 @@ def typed_flags(ap, argv):
 
 
 def check_unused_flags(args, defaults, knobs, presets=(), typed=()):
-    """continual.py: a knob that only the method(s) not chosen read is named in a warning (it changes nothing),
-    when it differs from its default or is typed. knobs: {"grpo": rows, "sdpo": rows, ..., "every method": rows};
-    presets: the named configurations, each SDPO's. (α is not among them: it names every SDPO run, and its default
-    is always there.)"""
+    """A knob that only methods not chosen read, set away from its default or typed, is named in a warning.
+    knobs: {method name or "every method": rows}; presets: the named configurations (SDPO's)."""
     runs = {"sdpo" if m in presets else m for m in args.method}   # the methods that will run
     for who, rows in knobs.items():
         for name in [k["name"] for k in rows if k["name"] != "alpha"] if who not in runs | {"every method"} else []:
@@ -539,9 +528,8 @@ def check_list_flag(ap, flag, value):
 
 
 def check_model_flag(ap, flag, name):
-    """A model flag names 'tiny', 'tiny_think', a local model directory, or a hub model in the local cache
-    (nothing is downloaded at run time, and nothing here touches the network): say which one is wrong,
-    in one line, before any work."""
+    """A model flag names 'tiny', 'tiny_think', a local directory, or a hub model in the local cache (nothing
+    is downloaded): one line saying which is wrong, before any work."""
     if name in BUILT_IN_MODELS:
         return
     if os.path.isdir(name):
@@ -604,8 +592,7 @@ def check_code_jail(ap, args, names):
 
 
 def set_switches(args):
-    """The command's two process-wide switches, set once every check has passed (no check sets one): the speed-ups
-    (infra/speedups.ON; --plain turns them off) and running CODING programs without an OS jail (--unsafe-code)."""
+    """The two process-wide switches, set once every check has passed: the speed-ups (--plain) and --unsafe-code."""
     speedups.ON = not getattr(args, "plain", False)
     sandbox.ALLOW_UNJAILED = bool(getattr(args, "unsafe_code", False))
 
@@ -627,8 +614,7 @@ def per_seed(args):
 
 
 def one_configuration(knobs, argv=()):
-    """The flags of one configuration (one seed, one α), unchecked, with every default: what a tool that calls
-    train.update or train.run_steps itself starts from (tools/bench.py, tools/gpu_check.py, tests)."""
+    """The flags of one configuration with every default, unchecked: for tools that call train.update themselves."""
     args = per_seed(parser("", "", knobs).parse_args(list(argv)))[0]
     if hasattr(args, "alpha"):   # (the sweep's comma list: one α here)
         args.alpha = float(args.alpha)
