@@ -159,9 +159,11 @@ def prepare_batch(model, ref_model, batch, args, tok, step):
         # (G5) the mini-batch's token and sequence counts: every micro-batch divides by them, so summing
         # micro-batch gradients gives the mini-batch gradient (train.update makes them the whole batch's)
         steps.append({"micro_batches": micro_batches_of(mini, lengths, args.micro_batch),
-                      "n_tok": sum(lengths[i] for i in mini), "n_seq": len(mini),
-                      "tokens": max(1, sum(lengths[i] for i in mini))})   # (for the stats)
-    return {"steps": steps, "advantages": adv, "old": old, "group_size": batch["group_size"]}
+                      "n_tok": sum(lengths[i] for i in mini), "n_seq": len(mini)})
+    groups = adv.view(-1, batch["group_size"])                                          # [N, G]
+    # the counts behind the share of groups with a learning signal (logs; train.update sums them over the processes)
+    counts = {"groups": groups.shape[0], "groups_with_signal": int((groups.abs().sum(1) > 0).sum())}
+    return {"steps": steps, "advantages": adv, "old": old, "group_size": batch["group_size"], "counts": counts}
 
 
 def micro_batch_loss(model, ref_model, batch, plan, part, idx, args, tok):
@@ -197,21 +199,21 @@ def micro_batch_loss(model, ref_model, batch, plan, part, idx, args, tok):
 
 
 def step_stats(plan, results):
-    """The step's statistics, averaged over its optimizer steps: loss, clip fraction, entropy, k3 KL, ‖∇‖,
-    and the share of groups with a learning signal (not all rewards equal)."""
+    """The step's statistics over the whole batch, averaged over its optimizer steps: loss, clip fraction, entropy,
+    k3 KL, ‖∇‖, and the share of groups with a learning signal (not all rewards equal)."""
     totals = {"loss": 0.0, "clip_frac": 0.0, "entropy": 0.0, "kl": 0.0, "grad_norm": 0.0}
     clip_by_step = []   # each optimizer step's own clip fraction: on-policy, the first never clips (ρ = 1)
     for step, (loss, parts, grad_norm) in zip(plan["steps"], results):
+        tokens = max(1, step["n_tok"])   # the mini-batch's tokens over every process (train.update)
         totals["loss"] += loss
         totals["grad_norm"] += grad_norm
-        totals["entropy"] += sum(p["entropy_sum"] for p in parts) / step["tokens"]
-        clip_by_step.append(sum(p["clip_frac"] * p["tokens"] for p in parts) / step["tokens"])
+        totals["entropy"] += sum(p["entropy_sum"] for p in parts) / tokens
+        clip_by_step.append(sum(p["clip_frac"] * p["tokens"] for p in parts) / tokens)
         totals["clip_frac"] += clip_by_step[-1]
         for p in parts:
-            totals["kl"] += p.get("kl", 0.0) * p["tokens"] / step["tokens"]
+            totals["kl"] += p.get("kl", 0.0) * p["tokens"] / tokens
     stats = {key: v / max(1, len(results)) for key, v in totals.items()}
-    groups = plan["advantages"].view(-1, plan["group_size"])                            # [N, G]
-    stats["groups_with_signal"] = (groups.abs().sum(1) > 0).float().mean().item()
+    stats["groups_with_signal"] = plan["counts"]["groups_with_signal"] / max(1, plan["counts"]["groups"])
     stats["clip_frac_by_step"] = clip_by_step
     return stats
 

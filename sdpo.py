@@ -329,28 +329,32 @@ def prepare_batch(model, teacher, batch, args, tok, step):
     micro = [[distilled[j] for j in idx] for idx in micro_batches([lengths[i] for i in distilled], args.micro_batch)]
     # (S5) the counts the loss divides by: distilled tokens (token-mean), responses (seq-mean); train.update
     # makes them the whole batch's when several processes share it
-    return {"steps": [{"micro_batches": micro, "n_tok": n_distilled, "n_seq": B, "tokens": max(1, n_distilled)}],
+    return {"steps": [{"micro_batches": micro, "n_tok": n_distilled, "n_seq": B}],
             "user_texts": user_texts, "token_keep": token_keep,
-            "stats": signal_shares(has_demo, demo_of, n_distilled, lengths)}
+            "counts": signal_counts(has_demo, demo_of, n_distilled, lengths)}
 
 
-def signal_shares(has_demo, demo_of, n_distilled, lengths):
-    """The step's shares (logs): responses with a teacher prompt, by a sibling's demonstration (S1) or by
-    feedback (S8), and the distilled tokens."""
-    B, by_demo = len(lengths), [j is not None for j in demo_of]
-    return {"reprompt_frac": float((has_demo > 0).float().mean()), "demo_frac": sum(by_demo) / max(1, B),
-            "feedback_frac": sum(float(m) > 0 and not d for m, d in zip(has_demo, by_demo)) / max(1, B),
-            "distilled_token_frac": n_distilled / max(1, sum(lengths))}
+def signal_counts(has_demo, demo_of, n_distilled, lengths):
+    """The counts behind the step's shares (logs; train.update sums them over the processes): the responses, those
+    with a teacher prompt, by a sibling's demonstration (S1) or by feedback (S8), their tokens and the distilled ones."""
+    by_demo = [j is not None for j in demo_of]
+    return {"responses": len(lengths), "reprompted": int((has_demo > 0).sum()), "by_demo": sum(by_demo),
+            "by_feedback": sum(float(m) > 0 and not d for m, d in zip(has_demo, by_demo)),
+            "response_tokens": sum(lengths), "distilled_tokens": n_distilled}
 
 
 def step_stats(plan, results):
-    """The step's statistics: reprompt and distilled shares, loss, ‖∇‖, and per distilled token the
-    GJSD, the student's and the teacher's entropies."""
-    (loss, parts, grad_norm), tokens = results[0], plan["steps"][0]["tokens"]
-    return {**plan["stats"], "loss": loss, "grad_norm": grad_norm, "js": sum(p["js_sum"] for p in parts) / tokens,
+    """The step's statistics over the whole batch: the shares of responses with a teacher prompt (by what) and of
+    tokens distilled, loss, ‖∇‖, and per distilled token the GJSD, the student's and the teacher's entropies."""
+    (loss, parts, grad_norm), c = results[0], plan["counts"]
+    tokens, responses = max(1, plan["steps"][0]["n_tok"]), max(1, c["responses"])   # (n_tok: the whole batch's)
+    return {"reprompt_frac": c["reprompted"] / responses, "demo_frac": c["by_demo"] / responses,
+            "feedback_frac": c["by_feedback"] / responses,
+            "distilled_token_frac": c["distilled_tokens"] / max(1, c["response_tokens"]),
+            "loss": loss, "grad_norm": grad_norm, "js": sum(p["js_sum"] for p in parts) / tokens,
             "entropy": sum(p["entropy_sum"] for p in parts) / tokens,
             "teacher_entropy": sum(p["teacher_entropy_sum"] for p in parts) / tokens,
-            "skipped": int(plan["steps"][0]["n_tok"] == 0)}   # (the whole batch's count, train.update)
+            "skipped": int(plan["steps"][0]["n_tok"] == 0)}
 
 
 def micro_batch_loss(model, teacher, batch, plan, part, idx, args, tok):

@@ -10,7 +10,9 @@ and its *frozen* model (GRPO's reference, G4, or SDPO's teacher, S2: no gradient
                      and the batch's optimizer steps, each a list of micro-batches
     method.micro_batch_loss(model, frozen, batch, plan, part, idx, args, tok) -> (loss, stats)
                      the loss of one micro-batch: GRPO (G2–G5) or SDPO (S2–S5), every equation called there
-    method.step_stats(plan, results) -> dict                               what the step logs
+    method.step_stats(plan, results) -> dict                               what the step logs, over the whole
+                     batch: each step's counts and the plan's "counts" summed over the processes, each result's
+                     micro-batch stats from every process
     method.after_step(frozen, model, step, args) -> bool                   SDPO's teacher schedule (T1 EMA,
                      T2 refresh: True at a refresh point); GRPO, with no teacher, has no after_step
     method.teacher_of(frozen) -> model                                     what is saved beside the student
@@ -18,8 +20,8 @@ and its *frozen* model (GRPO's reference, G4, or SDPO's teacher, S2: no gradient
 
 `run_steps` is the loop and `update` one batch's optimizer steps: read them top to bottom. continual.py calls
 `run_steps` once per stage (C1), with the method named in `METHODS`. The loop's bookkeeping (the progress bar,
-the log, clean stops) is infra/steps.py's; several processes enter through two calls, `whole_batch` and
-`clip_and_step`.
+the log, clean stops) is infra/steps.py's; several processes enter through three calls, `whole_batch`,
+`clip_and_step` and `gather_lists`.
 """
 import random
 
@@ -27,7 +29,7 @@ import torch
 
 import grpo
 import sdpo
-from infra.distributed import clip_and_step, whole_batch
+from infra.distributed import clip_and_step, gather_lists, whole_batch
 from infra.steps import StepLog
 from rollout import sample_and_grade
 
@@ -123,5 +125,5 @@ def update(model, opt, method, frozen, batch, args, tok, step, lr=None):
                 total, parts = total + loss.detach().cpu(), parts + [stats]
             # the loss checked (a non-finite one stops before the step), the gradient clipped, AdamW's step
             total, grad_norm = clip_and_step(model, opt, total, len(part["micro_batches"]), args.max_grad_norm)
-            results.append((total, parts, grad_norm))
+            results.append((total, gather_lists(parts), grad_norm))   # (the stats: every process's micro-batches)
     return {**method.step_stats(plan, results), "lr": opt.param_groups[0]["lr"]}

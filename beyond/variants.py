@@ -158,7 +158,7 @@ def micro_batch_loss(model, frozen, batch, plan, part, idx, args, tok):
 def step_stats(plan, results):
     """sdpo.step_stats; a skipped step logs as an empty one (every count 0, skipped = 1)."""
     if not plan["steps"]:
-        plan = {**plan, "steps": [{"micro_batches": [], "n_tok": 0, "n_seq": 0, "tokens": 1}]}
+        plan = {**plan, "steps": [{"micro_batches": [], "n_tok": 0, "n_seq": 0}]}
         results = [(0.0, [], 0.0)]
     return sdpo.step_stats(plan, results)
 

@@ -1,7 +1,7 @@
 """torchrun with FSDP2 on CPU (gloo): 2 ranks, each holding half of every weight, give the same losses,
 gradient norms and saved weights (for SDPO, step 2's loss is the GJSD to the teacher step 1's EMA made, T1) as one
-process with the same global batch (--sample-blocks 2 samples exactly what the two ranks sample). A one-stage
-continual.py run, as a single-domain run is."""
+process with the same global batch (--sample-blocks 2 samples exactly what the two ranks sample), and log the same
+per-token statistics and shares. A one-stage continual.py run, as a single-domain run is."""
 import json
 import os
 import subprocess
@@ -33,7 +33,10 @@ def run(cmd, cwd):
 # reference is checked in test_fsdp.py: where the true gradient is 0, AdamW turns float-rounding noise
 # into a full lr step, so a run with it cannot match one process to TOL.)
 EXTRA = {"grpo": ["--method", "grpo", "--mini-batches", "2"], "sdpo": ["--method", "sdpo", "--mask-ratio", "0.2"]}
-CHECKPOINT = {"grpo": "grpo_mb2", "sdpo": "sdpo_a0.05_mask0.2"}   # (the configuration's name: its checkpoints' folder)
+CHECKPOINT = {"grpo": "grpo_mb2", "sdpo": "sdpo_a0.05_mask0.2"}
+STATS = {"grpo": ["entropy", "clip_frac", "clip_frac_by_step", "groups_with_signal"],   # (logged over the whole batch)
+         "sdpo": ["js", "entropy", "teacher_entropy", "reprompt_frac", "demo_frac", "feedback_frac",
+                  "distilled_token_frac", "skipped"]}   # (the configuration's name: its checkpoints' folder)
 
 
 @pytest.mark.parametrize("method", ["grpo", "sdpo"])
@@ -59,6 +62,9 @@ def test_torchrun_two_ranks_equal_one_process(tmp_path, method):
         assert a["reward"] == b["reward"] and a["response_len"] == b["response_len"]
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
         assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-5, abs=1e-7)   # the summed gradients
+        # what the step logs is the whole batch's, not rank 0's half of it: per-token means and shares
+        for key in STATS[method]:
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), f"{key}: 2 ranks {a[key]}, 1 process {b[key]}"
     base = load_file(os.path.join(ROOT, "world/tiny_model", "model.safetensors"))
     dp, single = (load_file(str(tmp_path / "runs" / d / "checkpoints" / CHECKPOINT[method] / "stage1-math" /
                                 "model.safetensors")) for d in ("dp", "single"))

@@ -126,8 +126,8 @@ def loop_masked_plan(plan, batch, args):
     n_tok = sum(int(keep[i].sum()) for i in distilled)
     micro = [[distilled[j] for j in idx] for idx in micro_batches([lengths[i] for i in distilled], args.micro_batch)]
     plan["token_keep"] = keep
-    plan["steps"] = [{**plan["steps"][0], "micro_batches": micro, "n_tok": n_tok, "tokens": max(1, n_tok)}]
-    plan["stats"]["distilled_token_frac"] = n_tok / max(1, sum(lengths))
+    plan["steps"] = [{**plan["steps"][0], "micro_batches": micro, "n_tok": n_tok}]
+    plan["counts"]["distilled_tokens"] = n_tok
     return plan
 
 
