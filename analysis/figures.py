@@ -2,12 +2,14 @@
 
     equal_footing.png  each claim at the per-method rates and at each shared rate (tools/reference.py --family equal)
     frontier.png       forgetting against gain along each method's learning-rate frontier (--family frontier)
+    kl_law.png         forgetting against the forward KL on the new task, every run, GRPO's line (--family frontier)
     loop_steps.png, loop_stages.png  the CODING stage's loops, per step and per stage (tools/collapse.py)
 
 They use infra/plots.py's helpers: the same look, the same atomic writes, None without matplotlib.
 """
 import os
 
+from analysis.frontier import law_points, line_fit
 from infra.plots import COLORS, label_of, pyplot, save
 from infra.stats import mean_interval
 
@@ -191,6 +193,47 @@ def plot_frontier(cells, path):
     fig.suptitle("Forgetting against new-task gain along each method's learning rates (labels: the rate; lower right "
                  "is better); compare methods at the same gain, not the same rate", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(path + ".tmp.png", dpi=90)
+    os.replace(path + ".tmp.png", path)
+    plt.close(fig)
+    return path
+
+
+def plot_kl_law(cells, path, measure="peak", stages=(2, 3, 4)):
+    """The KL-forgetting law, one panel per stage: every run that measured it as a point (forward KL to θ_0 on the
+    stage's own prompts, x; forgetting of the earlier domains from their peak, y), coloured by method, with the line
+    fitted to GRPO's runs (solid) and to every run (dashed, its R² in the title). SDPO above GRPO's line forgets more
+    than its KL accounts for. cells: {(role, lr): {seed: analysis.frontier.run_points}} (frontier.law_cells)."""
+    plt = pyplot()
+    if plt is None or not cells:
+        return None
+    fig, axes = plt.subplots(1, len(stages), figsize=(4.2 * len(stages), 3.8))
+    for k, ax in zip(stages, axes):
+        every = law_points(cells, measure, k)
+        for role, color in FRONTIER_COLORS.items():
+            mine = [(x, y) for r, x, y in every if r == role]
+            if mine:
+                ax.scatter(*zip(*mine), s=10, color=color, alpha=0.6, label=role)
+        lines = [(every, "--", "#555555", "every run"),
+                 ([p for p in every if p[0] == "GRPO"], "-", FRONTIER_COLORS["GRPO"], "GRPO's line")]
+        title = f"stage {k}"
+        for points, style, color, label in lines:
+            if len(points) < 3:
+                continue
+            a, b, r2 = line_fit([x for _, x, _ in points], [y for _, _, y in points])
+            xs = [min(x for _, x, _ in points), max(x for _, x, _ in points)]
+            ax.plot(xs, [a + b * x for x in xs], style, color=color, lw=1.2, label=label)
+            if label == "every run" and r2 is not None:
+                title += f": R² {r2:.2f} over {len(points)} runs"
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(f"forward KL(π_0 ‖ π) on stage {k}'s prompts (nats)", fontsize=8)
+        ax.set_ylabel("forgetting from the peak, earlier domains (points)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("The KL-forgetting law (RL's Razor; the paper's Appendix B): does SDPO forget more than its forward "
+                 "KL accounts for? Above GRPO's line: yes", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path + ".tmp.png", dpi=90)
     os.replace(path + ".tmp.png", path)
     plt.close(fig)

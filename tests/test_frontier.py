@@ -1,4 +1,5 @@
 """analysis/frontier.py: the matched-gain rule and the KL law on hand-made frontiers whose answer is known."""
+import os
 import random
 
 import pytest
@@ -93,3 +94,14 @@ def test_a_frontier_cell_with_one_seed_gives_no_verdict():
     r = frontier.matched_difference(cells, "SDPO_0", "GRPO", "peak", 2, draws=50)
     assert r["verdict"] == "too few seeds" and r["low"] is None and r["d"] is not None
     assert frontier.with_holm([r])[0]["corrected"] == "too few seeds"
+
+
+def test_the_kl_law_figure_draws_every_run_and_grpos_line(tmp_path):
+    pytest.importorskip("matplotlib")
+    from analysis.figures import plot_kl_law
+    cells = {("GRPO", 1e-4): {s: points(10, 1 + 2 * s, fkl=float(s)) for s in range(5)},
+             ("SDPO_0", 1e-4): {s: points(10, 5 + 2 * s, fkl=float(s)) for s in range(5)}}
+    path = plot_kl_law(cells, str(tmp_path / "kl_law.png"))
+    assert path and (tmp_path / "kl_law.png").read_bytes()[:4] == b"\x89PNG"
+    assert not os.path.exists(path + ".tmp.png")   # written atomically
+    assert plot_kl_law({}, str(tmp_path / "none.png")) is None and not (tmp_path / "none.png").exists()

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
 from analysis import archive, claims, footing, frontier  # noqa: E402
-from analysis.figures import plot_footing, plot_frontier  # noqa: E402
+from analysis.figures import plot_footing, plot_frontier, plot_kl_law  # noqa: E402
 from infra import flags, safety  # noqa: E402
 from world import tasks  # noqa: E402
 from tqdm import tqdm  # noqa: E402
@@ -223,7 +223,7 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, fi
 def frontier_summary(root=os.path.join(safety.REPO, ROOTS["frontier"]), write=True, figures=None):
     """Forgetting at matched gain (issue 71): the frontier's cells (the committed ones at 1e-4 and 4e-4 with the
     new rates), the matched-gain family with Holm, the KL law; written to <root>/report.md, drawn to
-    <figures>/frontier.png."""
+    <figures>/frontier.png and kl_law.png."""
     runs = frontier.read_runs([ROOT, os.path.join(safety.REPO, ROOTS["equal"]), root])
     text, rows = frontier.summary_text(runs)
     new = sorted({s for s, r, lr, exp, p in runs if exp in claims.FRONTIER})
@@ -234,6 +234,7 @@ def frontier_summary(root=os.path.join(safety.REPO, ROOTS["frontier"]), write=Tr
     if figures:
         os.makedirs(figures, exist_ok=True)
         print("wrote", plot_frontier(frontier.frontier_cells(runs), os.path.join(figures, "frontier.png")))
+        print("wrote", plot_kl_law(frontier.law_cells(runs), os.path.join(figures, "kl_law.png")))
     print(text)
     if not write:
         print(f"\n(printed only: add --into-results to write {os.path.relpath(root)}/report.md)")
