@@ -173,6 +173,8 @@ class Seed:
         self.base_model, self.tok = load_policy(args.model, experiment.device, args.dtype,
                                                 enable_thinking=args.enable_thinking)   # θ_0
         repair_log(self.log_path)
+        seeds = [one.seed for one in experiment.seed_args]   # 'seed 1 (2/3) ' on a bar of a several-seed command
+        self.label = f"seed {args.seed} ({seeds.index(args.seed) + 1}/{len(seeds)}) " if len(seeds) > 1 else ""
 
     def has_base_row(self):
         """Whether row 0 is in progress.json with its responses, or taken from another seed of this command."""
@@ -293,7 +295,7 @@ class Run:
             load_optimizer(stage_checkpoint(seed.run_dir, self.name, k - 1, seed.stages[k - 1]), model, opt)
         teacher = self.method.teacher_of(frozen) if hasattr(self.method, "teacher_of") else None   # (GRPO: none)
         stage = Stage(k, seed.stages[k], stage_args, records, opt, frozen, teacher,
-                      desc=f"{seed_label(seed)}{self.name} {k + 1}:{seed.stages[k]}", t0=t0)
+                      desc=f"{seed.label}{self.name} {k + 1}:{seed.stages[k]}", t0=t0)
         if self.resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
             load_optimizer(seed.partial_dir, model, opt)
             if stage.teacher is not None:
@@ -341,8 +343,8 @@ class Run:
         self.prev_teacher = stage.teacher if self.carries_teacher() else None
         self.resume, train_s = None, (stage.trained_at or stage.t0) - stage.t0
         keep_opt = args.stage_optimizer == "carry" or args.keep_optimizer
-        ckpt = save_stage(self.model, self.tok, seed.run_dir, self.name, k, stage.domain, self.prev_teacher,
-                          stage.opt if keep_opt else None)
+        ckpt = stage_checkpoint(seed.run_dir, self.name, k, stage.domain)   # (torchrun: every rank takes part)
+        save_checkpoint(self.model, self.tok, ckpt, opt=stage.opt if keep_opt else None, teacher=self.prev_teacher)
         rows = stage.rows
         self.done.append({"domain": stage.domain, "acc": acc, "degenerate": deg, "drift": stage_drift,
                           "curve": stage.curve, "checkpoint": ckpt, "checksums": True,   # (it must have them)
@@ -413,12 +415,6 @@ def build_results(configs, stages, benchmarks, progress, args):
 # ----------------------------------------------------------------------------------------------
 # One directory per seed, claimed before any work starts
 # ----------------------------------------------------------------------------------------------
-def seed_label(seed):
-    """'seed 1 (2/3) ' on a bar of a several-seed command, '' for one seed."""
-    seeds = [one.seed for one in seed.experiment.seed_args]
-    return f"seed {seed.args.seed} ({seeds.index(seed.args.seed) + 1}/{len(seeds)}) " if len(seeds) > 1 else ""
-
-
 def seed_dirs(args, seeds, configs, defaults):
     """Each seed's run directory: runs/<--name>[-s<seed>], else named by the configurations and flags."""
     return [os.path.join(args.runs_dir, (f"{args.name}-s{one.seed}" if len(seeds) > 1 else args.name)
@@ -670,13 +666,6 @@ def check_saved_stages(run_dir, run_name, done, n_stages):
         except (ValueError, AssertionError, TypeError, AttributeError) as e:
             fail(f"{path} is damaged ({tasks.one_line(e)[:120]}): stage {k + 1}'s saved evaluation responses. "
                  f"Restore it from a copy, or {again}")
-
-
-def save_stage(model, tok, run_dir, run_name, k, domain, teacher=None, opt=None):
-    """Stage k's checkpoint, with its teacher and optimizer when given; returns its directory."""
-    ckpt = stage_checkpoint(run_dir, run_name, k, domain)
-    save_checkpoint(model, tok, ckpt, opt=opt, teacher=teacher)
-    return ckpt
 
 
 def minutes(seconds):

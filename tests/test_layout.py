@@ -119,7 +119,7 @@ def headline_closure(graph=None, start="continual"):
 # What the headline carries besides the jail (world/sandbox.py): 8,543 lines before the harness left it (db63369),
 # 7,522 with the harness's figures out too (analysis/figures.py); held here so that it only shrinks (issue 72 asks
 # for at most 5,000)
-MAX_HEADLINE_LINES = 7186
+MAX_HEADLINE_LINES = 7185
 
 
 def test_the_headline_carries_no_research_harness():
@@ -342,7 +342,8 @@ MAX_CODE_LINES, MAX_FLOOR_NAMES = 400, 15
 # Every name the reading set takes from the floors' folders, listed once: a new one is a decision, made here.
 FLOOR_NAMES = {"experiment.rundir.Experiment", "experiment.rundir.configuration", "experiment.rundir.knobs",
                "infra.distributed.check_weights", "infra.distributed.clip_and_step",
-               "infra.distributed.clone_model", "infra.distributed.whole_batch", "infra.flags.continual_args",
+               "infra.distributed.clone_model", "infra.distributed.gather_lists", "infra.distributed.whole_batch",
+               "infra.flags.continual_args",
                "infra.knobs.knob", "infra.knobs.must", "infra.steps.StepLog", "world.graders.feedback",
                "world.tasks.train_records"}
 BEYOND_TAGS = ("T4", "T5", "T6", "R1", "R2", "R3")
