@@ -132,7 +132,7 @@ class Experiment:
             yield Seed(self, args, run_dir, progress)
 
     def stage_done(self):
-        """After each stage of a several-stage command: the stages done of all, and the time left at this pace."""
+        """After each stage, with several seeds or configurations: the stages done of all, the time left at this pace."""
         self.stages_now += 1
         done, total = self.stages_at_start + self.stages_now, self.stages_total
         if total <= len(self.stages) or not is_main():
