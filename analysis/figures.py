@@ -159,6 +159,15 @@ def plot_footing(claims, path, columns=("per-method", "1e-4", "4e-4")):
 FRONTIER_COLORS = {"GRPO": "#1f77b4", "SDPO_0": "#ff7f0e", "SDPO_5%": "#d62728"}
 
 
+def label_panel(ax, title, xlabel, ylabel):
+    """A frontier or law panel's title, axis labels, small ticks and a light grid."""
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+
+
 def plot_frontier(cells, path):
     """Forgetting against new-task gain, one panel per stage: each method's learning rates as points (mean over
     seeds, 95% t-intervals both ways), joined in the order of the rate and labelled with it; stage 1 has no earlier
@@ -184,19 +193,14 @@ def plot_frontier(cells, path):
                 pts.append((g, y))
             if pts:
                 ax.plot(*zip(*pts), color=color, lw=1.2, label=role)
-        ax.set_title(f"stage {k}" + (": OOD drop" if k == 1 else ": earlier domains, from the peak"), fontsize=9)
-        ax.set_xlabel(f"gain on stage {k}'s own domain (points)", fontsize=8)
-        ax.set_ylabel("forgetting (points)" if k > 1 else "OOD drop from the base (points)", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
+        label_panel(ax, f"stage {k}" + (": OOD drop" if k == 1 else ": earlier domains, from the peak"),
+                    f"gain on stage {k}'s own domain (points)",
+                    "forgetting (points)" if k > 1 else "OOD drop from the base (points)")
     axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle("Forgetting against new-task gain along each method's learning rates (labels: the rate; lower right "
                  "is better); compare methods at the same gain, not the same rate", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
-    fig.savefig(path + ".tmp.png", dpi=90)
-    os.replace(path + ".tmp.png", path)
-    plt.close(fig)
-    return path
+    return save(fig, path, layout=False)
 
 
 def plot_kl_law(cells, path, measure="peak", stages=(2, 3, 4)):
@@ -225,16 +229,10 @@ def plot_kl_law(cells, path, measure="peak", stages=(2, 3, 4)):
             ax.plot(xs, [a + b * x for x in xs], style, color=color, lw=1.2, label=label)
             if label == "every run" and r2 is not None:
                 title += f": R² {r2:.2f} over {len(points)} runs"
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel(f"forward KL(π_0 ‖ π) on stage {k}'s prompts (nats)", fontsize=8)
-        ax.set_ylabel("forgetting from the peak, earlier domains (points)", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
+        label_panel(ax, title, f"forward KL(π_0 ‖ π) on stage {k}'s prompts (nats)",
+                    "forgetting from the peak, earlier domains (points)")
     axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle("The KL-forgetting law (RL's Razor; the paper's Appendix B): does SDPO forget more than its forward "
                  "KL accounts for? Above GRPO's line: yes", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
-    fig.savefig(path + ".tmp.png", dpi=90)
-    os.replace(path + ".tmp.png", path)
-    plt.close(fig)
-    return path
+    return save(fig, path, layout=False)
