@@ -105,7 +105,7 @@ class Experiment:
     group_size: int = knob(8, "responses sampled per prompt (G)", aliases=["--num-generations"])
     model: str = knob("tiny", "'tiny' (built in), 'tiny_think', a local HF directory, or a hub id in the local cache")
     lr: Optional[float] = knob(None, "AdamW learning rate; when not given, each method's own: "
-                               + ", ".join(f"{m.upper()} {lr:g}" for m, lr in LR.items()))
+                               + ", ".join(f"{m.upper()} {lr:.0e}".replace("e-0", "e-") for m, lr in LR.items()))
 
     def __post_init__(self):
         must(1 <= self.steps <= MAX_STEPS, f"--steps must be in [1, {MAX_STEPS}]")
