@@ -105,3 +105,16 @@ def test_the_kl_law_figure_draws_every_run_and_grpos_line(tmp_path):
     assert path and (tmp_path / "kl_law.png").read_bytes()[:4] == b"\x89PNG"
     assert not os.path.exists(path + ".tmp.png")   # written atomically
     assert plot_kl_law({}, str(tmp_path / "none.png")) is None and not (tmp_path / "none.png").exists()
+
+
+def test_the_report_says_the_law_is_interim_until_every_kl_rerun_is_in():
+    def run(exp, seed, role="GRPO", lr=1e-4):
+        p = points(10 + seed, 1.0, fkl=0.1 * seed)
+        p["gain"] = [10.0 + seed] * 4   # (every stage's gain, as a run has)
+        return (seed, role, lr, exp, p)
+    runs = [run("continual", s) for s in range(10, 20)] + [run("kl-grpo-1e-4", s) for s in (10, 11)]
+    text, _ = frontier.summary_text(runs, draws=10)
+    assert "**Interim**: 2 of the 40 declared `kl-` reruns" in text
+    every = runs + [run(e, s) for e in ("kl-grpo-1e-4", "kl-grpo-4e-4", "kl-sdpo-1e-4", "kl-sdpo-4e-4")
+                    for s in range(10, 20)]
+    assert "`kl-` reruns" not in frontier.summary_text(every, draws=10)[0]
