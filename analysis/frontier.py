@@ -323,11 +323,11 @@ def summary_text(runs, draws=BOOTSTRAP):
                "one seed gives none.\n\n") if new else ""
     reruns = len({(exp, s) for s, r, lr, exp, p in runs if exp.startswith("kl-")})
     declared = sum(e.startswith("kl-") for e in claims.FRONTIER) * len(claims.FRONTIER_SEEDS)
-    kl_interim = (f"**Interim**: {reruns} of the {declared} declared `kl-` reruns of the committed cells are in, so the "
-                  "forward KL at 1e-4 and 4e-4 is missing or partial below; no row of these two tables is final.\n\n"
-                  ) if reruns < declared else ""
+    kl_interim = (f"**Interim**: {reruns} of the {declared} declared `kl-` reruns of the committed cells are in, so "
+                  "the forward KL at 1e-4 and 4e-4 is missing or partial below; no row of these two tables is final."
+                  "\n\n") if reruns < declared else ""
     return (interim + "## The frontier's cells (gain on the stage's own domain / forgetting from the peak, points)\n\n"
             + frontier_table(cells) + "\n\n## Forgetting at matched gain (the declared family, Holm over it)\n\n"
             + family_table(rows) + "\n\n## Forward KL at matched gain (nats; the runs that measured it)\n\n"
-            + kl_interim + family_table(kl_rows) + "\n\n## The KL-forgetting law (forgetting from the peak on the forward KL)\n\n"
-            + law_table(law)), rows
+            + kl_interim + family_table(kl_rows)
+            + "\n\n## The KL-forgetting law (forgetting from the peak on the forward KL)\n\n" + law_table(law)), rows
