@@ -18,6 +18,7 @@ import contextlib
 import datetime
 import os
 import sys
+import time
 import warnings
 
 import torch
@@ -89,10 +90,22 @@ def init_distributed(device_arg="auto", threads=0):
 
 
 def leave_process_group():
-    """At exit: destroy the process group before the interpreter tears down. (Left to the interpreter, gloo's
-    threads were sometimes destroyed while still running: "terminate called without an active exception",
-    a SIGABRT and a failed torchrun after the work had finished, about 1 launch in 6 here.)"""
+    """At exit: wait for the other ranks, then destroy the process group before the interpreter tears down.
+    Left to the interpreter, gloo's threads were sometimes destroyed while still running ("terminate called
+    without an active exception", a SIGABRT and a failed torchrun after the work had finished, about 1 launch
+    in 6 here). Destroying the group was not enough on a busy machine: a gloo thread still finishing an
+    all-gather, which one rank had issued and left while the other had not yet joined it, freed its tensors
+    once the interpreter was tearing down and aborted (seen under gdb; 2 of 12 launches of tools/gpu_check.py
+    check on a loaded CPU, and twice in a row in CI). So on gloo every rank first waits at a barrier, which
+    finishes every collective issued before it, and gives gloo's threads a moment to free them. A rank that
+    failed never comes: the others stop waiting after two minutes (torchrun stops them sooner)."""
     if dist.is_available() and dist.is_initialized():
+        if dist.get_backend() == "gloo":
+            try:
+                dist.barrier(async_op=True).wait(timeout=datetime.timedelta(minutes=2))
+            except RuntimeError:
+                pass
+            time.sleep(0.1)
         dist.destroy_process_group()
 
 

@@ -73,3 +73,41 @@ def test_torchrun_two_ranks_equal_one_process(tmp_path, method):
     diff = max((dp[k] - single[k]).abs().max().item() for k in dp)
     assert moved > 1e-7, "training did not change the weights"
     assert diff <= TOL, f"2 ranks vs 1 process: max |dw| = {diff:.2e} (weights moved {moved:.2e})"
+
+
+# A rank that leaves while a collective it issued is still running (FSDP2 can: its process group outlives
+# destroy_process_group) must not abort at exit. Rank 1 issues an all-gather, leaves it unwaited and exits,
+# with a slow object torn down while the interpreter finalizes; rank 0 joins the all-gather a second later.
+# Without the barrier at exit (infra.distributed.leave_process_group) gloo's thread finished that all-gather
+# during the teardown and aborted: "terminate called without an active exception", torchrun failed.
+LEAVER = """
+import sys, time
+import torch
+import torch.distributed as dist
+from infra import distributed
+distributed.init_distributed("cpu")
+KEEP = dist.distributed_c10d._get_default_group()   # as FSDP2 holds it
+
+class SlowTeardown:
+    def __del__(self):
+        time.sleep(2.0)
+
+SLOW = SlowTeardown()
+rank = dist.get_rank()
+if rank == 0:
+    time.sleep(1.0)
+out = [torch.zeros(1000) for _ in range(2)]
+work = dist.all_gather(out, torch.full((1000,), float(rank)), async_op=True)
+if rank == 0:
+    work.wait()
+    assert out[1][0].item() == 1.0
+del out, work
+"""
+
+
+def test_a_rank_leaving_a_running_all_gather_exits_cleanly(tmp_path):
+    (tmp_path / "leaver.py").write_text(LEAVER)
+    for _ in range(2):
+        out = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                   str(tmp_path / "leaver.py")], ROOT)
+        assert "terminate called" not in out.stdout + out.stderr

@@ -32,6 +32,13 @@ def fresh_checkout(dst):
     return dst
 
 
+def telling(log, n=12):
+    """The last n lines of a failed command's log that say something (a rule of "=" or "-", as torchrun closes
+    its failure report with, says nothing), each cut at 200 characters: what CI prints of the failure."""
+    said = [line[:200] for line in log if any(c.isalnum() for c in line)]
+    return said[-n:] or ["(no output)"]
+
+
 def test_every_documented_command_runs(tmp_path, request):
     if not request.config.getoption("--documented"):
         pytest.skip("every documented command takes minutes (13 on 2 cores): python -m pytest -q "
@@ -73,8 +80,8 @@ def test_every_documented_command_runs(tmp_path, request):
             r = json.loads(line)
             ran += 1
             if r["status"] != 0:
-                log = (logs / str(w) / f"{k}.log").read_text(errors="replace").strip().splitlines()
-                failed.append(f"{' '.join(r['argv'])} -> {r['status']}: {(log or ['(no output)'])[-1][:300]}")
+                log = (logs / str(w) / f"{k}.log").read_text(errors="replace").splitlines()
+                failed.append(f"{' '.join(r['argv'])} -> {r['status']}:\n    " + "\n    ".join(telling(log)))
     assert ran == sum(len(a) for a in workers), f"a worker stopped early after {ran} commands"
     assert not failed, "\n".join(failed)
 
@@ -97,3 +104,12 @@ def test_every_template_names_its_script_s_flags_only():
         flags = re.findall(r"(?<![\w-])(--[a-z][\w-]*)", command.split(script, 1)[1])   # (the script's own)
         unknown = [f for f in flags if f not in helps[script]]
         assert not unknown, (doc, command, unknown)
+
+
+def test_a_failed_command_is_reported_by_its_telling_lines():
+    # torchrun's failure report ends in a rule of "="; CI once printed that rule and nothing else
+    log = ["GPU check passed", "terminate called without an active exception", "  rank      : 0", "=" * 54, ""]
+    assert telling(log) == log[:3]
+    assert telling(log, 1) == ["  rank      : 0"]
+    assert telling(["x" * 500]) == ["x" * 200]
+    assert telling(["", "-" * 10]) == ["(no output)"]
