@@ -90,22 +90,14 @@ def init_distributed(device_arg="auto", threads=0):
 
 
 def leave_process_group():
-    """At exit: wait for the other ranks, then destroy the process group before the interpreter tears down.
-    Left to the interpreter, gloo's threads were sometimes destroyed while still running ("terminate called
-    without an active exception", a SIGABRT and a failed torchrun after the work had finished, about 1 launch
-    in 6 here). Destroying the group was not enough on a busy machine: a gloo thread still finishing an
-    all-gather, which one rank had issued and left while the other had not yet joined it, freed its tensors
-    once the interpreter was tearing down and aborted (seen under gdb; 2 of 12 launches of tools/gpu_check.py
-    check on a loaded CPU, and twice in a row in CI). So on gloo every rank first waits at a barrier, which
-    finishes every collective issued before it, and gives gloo's threads a moment to free them. A rank that
-    failed never comes: the others stop waiting after two minutes (torchrun stops them sooner)."""
+    """At exit: wait for the other ranks (gloo), then destroy the process group before the interpreter tears
+    down; else gloo's threads could finish a collective, or be destroyed, while it does ("terminate called without
+    an active exception", a SIGABRT, a failed torchrun after the work had finished: tests/test_distributed.py)."""
     if dist.is_available() and dist.is_initialized():
         if dist.get_backend() == "gloo":
-            try:
+            with contextlib.suppress(RuntimeError):   # (a rank that failed never comes: wait two minutes at most)
                 dist.barrier(async_op=True).wait(timeout=datetime.timedelta(minutes=2))
-            except RuntimeError:
-                pass
-            time.sleep(0.1)
+            time.sleep(0.1)   # (and gloo's threads a moment to free what they finished)
         dist.destroy_process_group()
 
 
@@ -205,11 +197,6 @@ def update_size(model, before):
     return {"update_rel": (sq_delta ** 0.5) / max(sq_theta ** 0.5, 1e-30), "update_max": global_max(largest)}
 
 
-def decoder_layers(model):
-    """The model's list of decoder blocks (Qwen3, Olmo 3, Llama and the tiny model: model.model.layers)."""
-    return model.get_decoder().layers
-
-
 def is_sharded(model):
     if not dist.is_initialized():   # (nothing is sharded without torchrun)
         return False
@@ -243,7 +230,7 @@ def shard(model, device=None):
     from_rank0 = getattr(model, "_weights_on_rank0", False)
     whole = model.state_dict() if from_rank0 and is_main() else {}   # (rank 0: before its weights are cut)
     mesh = init_device_mesh(device.type, (world,))
-    for layer in decoder_layers(model):
+    for layer in model.get_decoder().layers:               # (Qwen3, Olmo 3, Llama, the tiny model: its blocks)
         fully_shard(layer, mesh=mesh, mp_policy=policy)     # (moves this rank's shard to the device)
     fully_shard(model, mesh=mesh, mp_policy=policy)
     if from_rank0:
@@ -328,11 +315,6 @@ def idle_loss(model):
     return model(input_ids=ids).logits.float().sum() * 0.0
 
 
-def local_part(t):
-    """This rank's part of a (possibly sharded) tensor."""
-    return t.to_local() if hasattr(t, "to_local") else t
-
-
 # ----------------------------------------------------------------------------------------------
 # One optimizer step from micro-batches (the mechanics shared by GRPO and SDPO)
 # ----------------------------------------------------------------------------------------------
@@ -351,7 +333,7 @@ def check_finite(loss, model):
 
 def all_finite(t):
     """Whether every entry is finite, on every rank's shard (the same answer on all ranks)."""
-    ok = bool(torch.isfinite(local_part(t)).all())
+    ok = bool(torch.isfinite(t.to_local() if hasattr(t, "to_local") else t).all())   # (this rank's part)
     return ok if rank_and_world()[1] == 1 or not hasattr(t, "to_local") else global_sum(0 if ok else 1) == 0
 
 

@@ -119,7 +119,7 @@ def headline_closure(graph=None, start="continual"):
 # What the headline carries besides the jail (world/sandbox.py): 8,543 lines before the harness left it (db63369),
 # 7,522 with the harness's figures out too (analysis/figures.py); held here so that it only shrinks (issue 72 asks
 # for at most 5,000)
-MAX_HEADLINE_LINES = 7185
+MAX_HEADLINE_LINES = 7180
 
 
 def test_the_headline_carries_no_research_harness():
