@@ -207,7 +207,7 @@ def plot_kl_law(cells, path, measure="peak", stages=(2, 3, 4)):
     """The KL-forgetting law, one panel per stage: every run that measured it as a point (forward KL to θ_0 on the
     stage's own prompts, x; forgetting of the earlier domains from their peak, y), coloured by method, with the line
     fitted to GRPO's runs (solid) and to every run (dashed, its R² in the title). SDPO above GRPO's line forgets more
-    than its KL accounts for. cells: {(role, lr): {seed: analysis.frontier.run_points}} (frontier.law_cells)."""
+    than its KL accounts for. The KL axis is linear below 1 nat and logarithmic above. cells: {(role, lr): {seed: analysis.frontier.run_points}} (frontier.law_cells)."""
     plt = pyplot()
     if plt is None or not cells:
         return None
@@ -225,11 +225,13 @@ def plot_kl_law(cells, path, measure="peak", stages=(2, 3, 4)):
             if len(points) < 3:
                 continue
             a, b, r2 = line_fit([x for _, x, _ in points], [y for _, _, y in points])
-            xs = [min(x for _, x, _ in points), max(x for _, x, _ in points)]
+            lo, hi = min(x for _, x, _ in points), max(x for _, x, _ in points)
+            xs = [lo + (hi - lo) * i / 50 for i in range(51)]   # (a line drawn through points: the axis is symlog)
             ax.plot(xs, [a + b * x for x in xs], style, color=color, lw=1.2, label=label)
             if label == "every run" and r2 is not None:
                 title += f": R² {r2:.2f} over {len(points)} runs"
-        label_panel(ax, title, f"forward KL(π_0 ‖ π) on stage {k}'s prompts (nats)",
+        ax.set_xscale("symlog", linthresh=1.0)   # (linear below 1 nat, logarithmic above: SDPO's runs reach 100)
+        label_panel(ax, title, f"forward KL(π_0 ‖ π) on stage {k}'s prompts (nats, symlog)",
                     "forgetting from the peak, earlier domains (points)")
     axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle("The KL-forgetting law (RL's Razor; the paper's Appendix B): does SDPO forget more than its forward "

@@ -203,33 +203,45 @@ def law_points(cells, measure, k, roles=ROLES):
 
 def kl_law(cells, measure, k, draws=BOOTSTRAP, seed=0):
     """The law at stage k: the line over every run (a, b, R², n), and for each SDPO configuration its mean residual
-    from the line fitted to GRPO's runs alone, with a bootstrap interval (runs resampled within each method)."""
+    from the line fitted to GRPO's runs alone, with a bootstrap interval (runs resampled within each method).
+    Not declared, added once the interim figure showed SDPO's runs at forward KLs no GRPO run reaches (and their
+    forgetting near its ceiling): GRPO's own line (a, b, R²) and each SDPO offset again over its runs inside GRPO's
+    range of KL alone ("within"), where the line is not extrapolated, with how many runs lie beyond it."""
     every = law_points(cells, measure, k)
     if len(every) < 3:
         return None
     a, b, r2 = line_fit([x for _, x, _ in every], [y for _, _, y in every])
     grpo = [(x, y) for r, x, y in every if r == "GRPO"]
-    out = {"a": a, "b": b, "r2": r2, "n": len(every), "offsets": {}}
+    out = {"a": a, "b": b, "r2": r2, "n": len(every), "offsets": {}, "within": {}}
     if len(grpo) < 3:
         return out
-    rng = random.Random(seed)
+    out["grpo_line"] = line_fit(*zip(*grpo))
+    rng, rng_within = random.Random(seed), random.Random(seed + 1)
+    reach = max(x for x, _ in grpo)
     for role in ("SDPO_0", "SDPO_5%"):
         mine = [(x, y) for r, x, y in every if r == role]
-        if len(mine) < 2:
-            continue
-        ga, gb, _ = line_fit(*zip(*grpo))
-        off = sum(y - ga - gb * x for x, y in mine) / len(mine)
-        ds = []
-        for _ in range(draws):
-            g2 = [rng.choice(grpo) for _ in grpo]
-            m2 = [rng.choice(mine) for _ in mine]
-            ga2, gb2, _ = line_fit(*zip(*g2))
-            ds.append(sum(y - ga2 - gb2 * x for x, y in m2) / len(m2))
-        low, high, p = bootstrap_interval(ds)
-        out["offsets"][role] = {"d": off, "low": low, "high": high, "p": p, "n": len(mine),
-                                "verdict": "above GRPO's line" if low > 0 else "below GRPO's line" if high < 0
-                                else "on GRPO's line"}
+        if len(mine) >= 2:
+            out["offsets"][role] = offset_from_line(grpo, mine, rng, draws)
+        inside = [(x, y) for x, y in mine if x <= reach]
+        if len(inside) >= 2:
+            out["within"][role] = {**offset_from_line(grpo, inside, rng_within, draws), "beyond": len(mine) - len(inside)}
     return out
+
+
+def offset_from_line(grpo, mine, rng, draws):
+    """The mean residual of the runs `mine` [(KL, forgetting)] from the line fitted to GRPO's runs, with a bootstrap
+    interval (both sets resampled) and its verdict."""
+    ga, gb, _ = line_fit(*zip(*grpo))
+    off = sum(y - ga - gb * x for x, y in mine) / len(mine)
+    ds = []
+    for _ in range(draws):
+        g2 = [rng.choice(grpo) for _ in grpo]
+        m2 = [rng.choice(mine) for _ in mine]
+        ga2, gb2, _ = line_fit(*zip(*g2))
+        ds.append(sum(y - ga2 - gb2 * x for x, y in m2) / len(m2))
+    low, high, p = bootstrap_interval(ds)
+    return {"d": off, "low": low, "high": high, "p": p, "n": len(mine),
+            "verdict": "above GRPO's line" if low > 0 else "below GRPO's line" if high < 0 else "on GRPO's line"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -296,18 +308,32 @@ def family_table(rows):
 
 
 def law_table(cells, measure="peak"):
+    """The declared law per stage, then (not declared) GRPO's own line and SDPO's offsets inside GRPO's range of KL."""
+    laws = {k: kl_law(cells, measure, k) for k in STAGES_OF[measure]}
+    fmt = lambda o: "{d:+.1f} [{low:+.1f}, {high:+.1f}] {verdict}".format(**o)   # noqa: E731
     lines = ["| stage | runs | forgetting = a + b · KL: a, b | R² | SDPO_0 − GRPO's line [95%] | SDPO_5% − GRPO's line [95%] |",
              "|---|---|---|---|---|---|"]
-    for k in STAGES_OF[measure]:
-        law = kl_law(cells, measure, k)
+    for k, law in laws.items():
         if law is None:
             lines.append(f"| {k} | — | not enough runs with the forward KL | — | — | — |")
             continue
-        off = lambda role: "—" if role not in law["offsets"] else (   # noqa: E731
-            "{d:+.1f} [{low:+.1f}, {high:+.1f}] {verdict}".format(**law["offsets"][role]))
+        off = lambda role: fmt(law["offsets"][role]) if role in law["offsets"] else "—"   # noqa: E731
         r2 = "—" if law["r2"] is None else f"{law['r2']:.2f}"
         lines.append(f"| {k} | {law['n']} | {law['a']:.2f}, {law['b']:.2f} | {r2} | {off('SDPO_0')} | "
                      f"{off('SDPO_5%')} |")
+    lines += ["", "Not declared (added when the interim figure showed SDPO's runs at forward KLs no GRPO run reaches, "
+              "where the line above is extrapolated): GRPO's own line, and each SDPO offset over its runs inside GRPO's "
+              "range of KL alone.", "",
+              "| stage | GRPO's line: a, b, R² | SDPO_0 − GRPO's line, within its range [95%] (runs beyond it) | "
+              "SDPO_5% − GRPO's line, within its range [95%] (runs beyond it) |", "|---|---|---|---|"]
+    for k, law in laws.items():
+        if law is None or "grpo_line" not in law:
+            continue
+        ga, gb, gr2 = law["grpo_line"]
+        within = lambda role: (f"{fmt(law['within'][role])} ({law['within'][role]['beyond']} of "   # noqa: E731
+                               f"{law['offsets'][role]['n']} beyond)" if role in law["within"] else "—")
+        lines.append(f"| {k} | {ga:.2f}, {gb:.2f}, {'—' if gr2 is None else f'{gr2:.2f}'} | {within('SDPO_0')} | "
+                     f"{within('SDPO_5%')} |")
     return "\n".join(lines)
 
 

@@ -77,6 +77,25 @@ def test_the_kl_law_finds_the_line_and_sdpos_offset_from_grpos():
     assert frontier.kl_law(line, "peak", 2)["r2"] == pytest.approx(1.0)
 
 
+def test_the_law_within_grpos_range_is_not_pulled_by_runs_beyond_it():
+    # GRPO on forgetting = 2 · KL for KL in [0, 5]; SDPO_0 3 points above that line inside the range, and five runs
+    # at KL 50 whose forgetting has saturated at 10: the line extrapolated there puts them 90 below it
+    rng = random.Random(2)
+    grpo = {s: points(10, 2 * x + rng.gauss(0, 0.1), fkl=x) for s, x in enumerate([0.5 * i for i in range(11)])}
+    inside = [points(10, 3 + 2 * x + rng.gauss(0, 0.1), fkl=x) for x in (0.5, 1.5, 2.5, 3.5, 4.5) * 2]
+    beyond = [points(10, 10.0, fkl=50.0) for _ in range(5)]
+    cells = {("GRPO", 1e-4): grpo, ("SDPO_0", 1e-4): dict(enumerate(inside + beyond))}
+    law = frontier.kl_law(cells, "peak", 2, draws=300)
+    assert law["offsets"]["SDPO_0"]["verdict"] == "below GRPO's line"            # the declared reading, extrapolated
+    within = law["within"]["SDPO_0"]
+    assert within["verdict"] == "above GRPO's line" and within["d"] == pytest.approx(3, abs=0.2)
+    assert within["beyond"] == 5 and within["n"] == 10
+    assert law["grpo_line"][1] == pytest.approx(2, abs=0.05) and law["grpo_line"][2] > 0.99
+    assert "SDPO_5%" not in law["within"]
+    table = frontier.law_table(cells)
+    assert "+3.0 [" in table and "(5 of 15 beyond)" in table
+
+
 def test_run_points_by_hand():
     res = {"benchmarks": ["math", "science", "math_hard"], "stages": ["math", "science"]}
     run = {"acc": [[0.5, 0.4, 0.6], [0.9, 0.4, 0.5], [0.7, 0.8, 0.4]],
