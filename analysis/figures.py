@@ -207,7 +207,8 @@ def plot_kl_law(cells, path, measure="peak", stages=(2, 3, 4)):
     """The KL-forgetting law, one panel per stage: every run that measured it as a point (forward KL to θ_0 on the
     stage's own prompts, x; forgetting of the earlier domains from their peak, y), coloured by method, with the line
     fitted to GRPO's runs (solid) and to every run (dashed, its R² in the title). SDPO above GRPO's line forgets more
-    than its KL accounts for. The KL axis is linear below 1 nat and logarithmic above. cells: {(role, lr): {seed: analysis.frontier.run_points}} (frontier.law_cells)."""
+    than its KL accounts for. The KL axis is linear below 1 nat and logarithmic above.
+    cells: {(role, lr): {seed: analysis.frontier.run_points}} (frontier.law_cells)."""
     plt = pyplot()
     if plt is None or not cells:
         return None

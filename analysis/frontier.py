@@ -224,7 +224,8 @@ def kl_law(cells, measure, k, draws=BOOTSTRAP, seed=0):
             out["offsets"][role] = offset_from_line(grpo, mine, rng, draws)
         inside = [(x, y) for x, y in mine if x <= reach]
         if len(inside) >= 2:
-            out["within"][role] = {**offset_from_line(grpo, inside, rng_within, draws), "beyond": len(mine) - len(inside)}
+            out["within"][role] = {**offset_from_line(grpo, inside, rng_within, draws),
+                                   "beyond": len(mine) - len(inside)}
     return out
 
 
