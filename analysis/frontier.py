@@ -221,18 +221,18 @@ def kl_law(cells, measure, k, draws=BOOTSTRAP, seed=0):
     for role in ("SDPO_0", "SDPO_5%"):
         mine = [(x, y) for r, x, y in every if r == role]
         if len(mine) >= 2:
-            out["offsets"][role] = offset_from_line(grpo, mine, rng, draws)
+            out["offsets"][role] = offset_from_line(grpo, out["grpo_line"], mine, rng, draws)
         inside = [(x, y) for x, y in mine if x <= reach]
         if len(inside) >= 2:
-            out["within"][role] = {**offset_from_line(grpo, inside, rng_within, draws),
+            out["within"][role] = {**offset_from_line(grpo, out["grpo_line"], inside, rng_within, draws),
                                    "beyond": len(mine) - len(inside)}
     return out
 
 
-def offset_from_line(grpo, mine, rng, draws):
-    """The mean residual of the runs `mine` [(KL, forgetting)] from the line fitted to GRPO's runs, with a bootstrap
-    interval (both sets resampled) and its verdict."""
-    ga, gb, _ = line_fit(*zip(*grpo))
+def offset_from_line(grpo, line, mine, rng, draws):
+    """The mean residual of the runs `mine` [(KL, forgetting)] from `line`, the (a, b, R²) fitted to GRPO's runs,
+    with a bootstrap interval (both sets resampled, the line refitted each draw) and its verdict."""
+    ga, gb, _ = line
     off = sum(y - ga - gb * x for x, y in mine) / len(mine)
     ds = []
     for _ in range(draws):
