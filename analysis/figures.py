@@ -236,6 +236,6 @@ def plot_kl_law(cells, path, measure="peak", stages=(2, 3, 4)):
                     "forgetting from the peak, earlier domains (points)")
     axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle("The KL-forgetting law (RL's Razor; the paper's Appendix B): does SDPO forget more than its forward "
-                 "KL accounts for? Above GRPO's line: yes", fontsize=9)
+                 "KL accounts for? (if so, its points lie above GRPO's line)", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     return save(fig, path, layout=False)
