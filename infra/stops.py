@@ -46,8 +46,8 @@ class StepBoundarySigint:
             self._old = None
         return self
 
-    def __exit__(self, *exc):
-        if self._old is not None:
-            for s, old in self._old.items():
-                signal.signal(s, old)
-        return False
+    def __exit__(self, exc_type, *exc):
+        for s, old in (self._old or {}).items():
+            signal.signal(s, old)
+        if self.requested and exc_type is None:   # it came after the last step's boundary: still a stop, not lost
+            raise KeyboardInterrupt

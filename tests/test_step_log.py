@@ -1,8 +1,11 @@
 """infra/steps.StepLog, the loop's bookkeeping: a step with no token in the loss is said once above the bar and
 counted at the stage's end, not printed on the bar's line every step (issue 74); other warnings still show."""
 import os
+import signal
 import sys
 import warnings
+
+import pytest
 
 import torch
 
@@ -59,3 +62,17 @@ def test_a_busy_machine_is_said_from_the_steps_own_seconds():
     assert busy_note(rows([1.0] * 5 + [3.0] * 5, [10] * 5 + [30] * 5)) is None   # 3× the seconds for 3× the tokens
     note = busy_note(rows([1.0] * 5 + [3.0] * 5, [10] * 10))
     assert note and "3.0× as long per response token" in note and "300 ms against 100 ms" in note
+
+
+def test_a_stop_after_the_last_steps_boundary_is_not_lost():
+    """A Ctrl-C or SIGTERM that lands after the last step's check (the loop ending, the bar closing) still stops
+    the run when the loop's block ends: before, it was swallowed and the run went on to its end, exit 0."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        model, batch = torch.nn.Linear(1, 1), {"response_ids": [[1, 2]], "rewards": torch.tensor([0.0])}
+        with pytest.raises(KeyboardInterrupt):
+            with StepLog(model, 2) as log:
+                for step in log.steps():
+                    log.sampled()
+                    log.step(batch, {"js": 0.0})
+                os.kill(os.getpid(), sig)            # after the last step's check, inside the block
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # the handlers are given back
