@@ -33,14 +33,14 @@ class StepBoundarySigint:
 
     def __enter__(self):
         self.requested = False
-        self._old = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+        self._old = {s: signal.getsignal(s) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
 
         def handler(signum, frame):
             if self.requested:
                 raise KeyboardInterrupt
             self.requested = True
         try:
-            for s in STOP_SIGNALS:
+            for s in self._old:   # (one ignored, as `cmd &` in a script leaves SIGINT, stays so)
                 signal.signal(s, handler)
         except ValueError:  # not the main thread: leave the signals as they are
             self._old = None

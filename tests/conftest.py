@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 
 import pytest
@@ -23,6 +24,11 @@ def pytest_configure(config):
     if os.environ.get("PYTEST_XDIST_WORKER") is not None:
         os.environ["OMP_NUM_THREADS"] = "1"
         torch.set_num_threads(1)
+    # The suite presses Ctrl-C on the runs it starts. Started in the background of a script (`pytest … &`), it
+    # inherits an ignored SIGINT, and so would they: a Ctrl-C outside the training steps would then be lost. Give
+    # it back (its children then start with Python's own Ctrl-C handler).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -76,3 +76,21 @@ def test_a_stop_after_the_last_steps_boundary_is_not_lost():
                     log.step(batch, {"js": 0.0})
                 os.kill(os.getpid(), sig)            # after the last step's check, inside the block
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # the handlers are given back
+
+
+def test_an_ignored_ctrl_c_stays_ignored_in_the_steps_too():
+    """Started with SIGINT ignored (`cmd &` in a script), a run ignores it everywhere, as Python itself does: the
+    steps did not, so a Ctrl-C stopped the steps but not the evaluation."""
+    model, batch = torch.nn.Linear(1, 1), {"response_ids": [[1, 2]], "rewards": torch.tensor([0.0])}
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with StepLog(model, 2) as log:
+            for step in log.steps():
+                log.sampled()
+                os.kill(os.getpid(), signal.SIGINT)
+                log.step(batch, {"js": 0.0})
+        assert log.bar.n == 2 and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    except KeyboardInterrupt:   # (caught here: a KeyboardInterrupt would stop pytest itself)
+        pytest.fail("an ignored Ctrl-C stopped the steps")
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
