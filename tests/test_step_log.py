@@ -6,7 +6,6 @@ import sys
 import warnings
 
 import pytest
-
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
