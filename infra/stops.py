@@ -1,5 +1,6 @@
 """infra/stops.py — Ctrl-C and SIGTERM stop a run at a step boundary, so that a saved state is never half a step."""
 import signal
+import threading
 
 
 # ----------------------------------------------------------------------------------------------
@@ -21,10 +22,8 @@ def sigterm_as_ctrl_c():
     one line); outside the step loop too (an evaluation, a drift measurement). Main thread only."""
     def handler(signum, frame):
         raise KeyboardInterrupt
-    try:
-        signal.signal(signal.SIGTERM, handler)
-    except ValueError:
-        pass
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, handler)   # (an ignored SIGTERM stays ignored, as StepBoundarySigint leaves it)
 
 
 class StepBoundarySigint:

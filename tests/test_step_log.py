@@ -3,6 +3,7 @@ counted at the stage's end, not printed on the bar's line every step (issue 74);
 import os
 import signal
 import sys
+import threading
 import warnings
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from infra.distributed import EmptyLossWarning  # noqa: E402
 from infra.steps import StepLog  # noqa: E402
+from infra.stops import sigterm_as_ctrl_c  # noqa: E402
 
 
 def run_steps(n, empty_steps, other=False):
@@ -93,3 +95,21 @@ def test_an_ignored_ctrl_c_stays_ignored_in_the_steps_too():
         pytest.fail("an ignored Ctrl-C stopped the steps")
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def test_sigterm_becomes_ctrl_c_unless_it_is_ignored_or_off_the_main_thread():
+    old = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sigterm_as_ctrl_c()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN           # ignored from the start: left so
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        t = threading.Thread(target=sigterm_as_ctrl_c)
+        t.start(), t.join()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL           # another thread: no error, no change
+        sigterm_as_ctrl_c()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.pthread_kill(threading.get_ident(), 0)                   # (the handler runs here at the latest)
+    finally:
+        signal.signal(signal.SIGTERM, old)
