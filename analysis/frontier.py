@@ -111,13 +111,19 @@ def interpolate(front, g):
     return None
 
 
-def common_gain(front_a, front_b):
-    """The midpoint of the gains both frontiers reach, or None when their ranges do not overlap."""
+def common_range(front_a, front_b):
+    """(lo, hi): the gains both frontiers reach, or None when their ranges do not overlap."""
     if not front_a or not front_b:
         return None
     lo = max(min(g for g, _ in front_a), min(g for g, _ in front_b))
     hi = min(max(g for g, _ in front_a), max(g for g, _ in front_b))
-    return None if lo > hi else (lo + hi) / 2
+    return None if lo > hi else (lo, hi)
+
+
+def common_gain(front_a, front_b):
+    """The midpoint of the gains both frontiers reach, or None when their ranges do not overlap."""
+    span = common_range(front_a, front_b)
+    return None if span is None else (span[0] + span[1]) / 2
 
 
 def resampled(cells, rng):
@@ -155,6 +161,54 @@ def matched_difference(cells, a, b, measure, k, draws=BOOTSTRAP, seed=0):
     low, high, p = bootstrap_interval(ds)
     return {"g": g, "d": d, "low": low, "high": high, "p": p, "draws": len(ds),
             "verdict": claims.verdict(low, high, +1), "range": (fa, fb)}
+
+
+RANGE_POINTS = 5   # gains at which d(g) is read across the common range, its two ends included
+
+
+def along_range(cells, a, b, measure, k, n=RANGE_POINTS, draws=BOOTSTRAP, seed=0):
+    """d(g) = y_a(g) − y_b(g) at n gains evenly spaced across the common range [lo, hi] of stage k (ends included),
+    each with its 95% bootstrap interval over seeds (the same draws for every g): [{g, d, low, high, kept}], empty
+    when the frontiers share no gain. The declared verdict reads the midpoint; this shows how much the size depends
+    on where in the range it is read. `kept` is the share of draws whose resampled frontiers both still reach g; an
+    interval is given only where it is at least 95% (the declared rule's)."""
+    fa, fb = frontier(cell_means(cells, a, measure, k)), frontier(cell_means(cells, b, measure, k))
+    span = common_range(fa, fb)
+    if span is None:
+        return []
+    lo, hi = span
+    gains = [lo + (hi - lo) * i / (n - 1) for i in range(n)] if hi > lo and n > 1 else [lo]
+    rng, ds = random.Random(seed), [[] for _ in gains]
+    for _ in range(draws):
+        c = resampled(cells, rng)
+        fa2, fb2 = frontier(cell_means(c, a, measure, k)), frontier(cell_means(c, b, measure, k))
+        for i, g in enumerate(gains):
+            ya, yb = interpolate(fa2, g), interpolate(fb2, g)
+            if ya is not None and yb is not None:
+                ds[i].append(ya - yb)
+    out = []
+    for g, d in zip(gains, ds):
+        low, high, _ = bootstrap_interval(d) if len(d) >= 0.95 * draws else (None, None, None)
+        out.append({"g": g, "d": interpolate(fa, g) - interpolate(fb, g), "low": low, "high": high,
+                    "kept": len(d) / draws})
+    return out
+
+
+def range_table(cells, measure="peak", draws=BOOTSTRAP):
+    """Each pair × stage: d(g) across the common range of gain, its ends and three points between, with intervals."""
+    lines = [f"| stage | SDPO − GRPO | common gain, points | d(g) [95% bootstrap] at {RANGE_POINTS} gains across it, "
+             "low to high |", "|---|---|---|---|"]
+    for k in STAGES_OF[measure]:
+        for a, b in PAIRS:
+            rows = along_range(cells, a, b, measure, k, draws=draws)
+            if not rows:
+                lines.append(f"| {k} | {a} − {b} | none (not comparable) | — |")
+                continue
+            cells_text = "; ".join(f"{r['g']:.1f}: {r['d']:+.1f}" + (
+                f" [{r['low']:+.1f}, {r['high']:+.1f}]" if r["low"] is not None else f" (kept {r['kept']:.0%})")
+                for r in rows)
+            lines.append(f"| {k} | {a} − {b} | {rows[0]['g']:.1f}–{rows[-1]['g']:.1f} | {cells_text} |")
+    return "\n".join(lines)
 
 
 def bootstrap_interval(draws):
@@ -355,6 +409,8 @@ def summary_text(runs, draws=BOOTSTRAP):
                   "\n\n") if reruns < declared else ""
     return (interim + "## The frontier's cells (gain on the stage's own domain / forgetting from the peak, points)\n\n"
             + frontier_table(cells) + "\n\n## Forgetting at matched gain (the declared family, Holm over it)\n\n"
-            + family_table(rows) + "\n\n## Forward KL at matched gain (nats; the runs that measured it)\n\n"
+            + family_table(rows) + "\n\n## The same difference across the whole common range of gain (forgetting "
+            "from the peak; the verdicts above read its midpoint)\n\n" + range_table(cells, draws=draws)
+            + "\n\n## Forward KL at matched gain (nats; the runs that measured it)\n\n"
             + kl_interim + family_table(kl_rows)
             + "\n\n## The KL-forgetting law (forgetting from the peak on the forward KL)\n\n" + law_table(law)), rows

@@ -23,12 +23,15 @@ def p_value(diffs):
 
 
 def holm(p_values, level=0.05):
-    """Holm's step-down correction: [rejected?] in the order given. Sort the m p-values ascending; reject the
-    i-th smallest (i = 1…m) while p_(i) ≤ level / (m − i + 1), and stop at the first that is not."""
-    order = sorted((i for i, p in enumerate(p_values) if p is not None), key=lambda i: p_values[i])
-    rejected, m = [False] * len(p_values), len(order)
+    """Holm's step-down correction over the whole family as declared: [rejected?] in the order given. A row with
+    no p (None: not comparable, not testable) or a NaN p counts as p = 1: it is never rejected, and it still counts
+    in m, the family's size. Sort the m p-values ascending; reject the i-th smallest (i = 1…m) while
+    p_(i) ≤ level / (m − i + 1), and stop at the first that is not."""
+    ps = [1.0 if p is None or p != p else p for p in p_values]   # None, NaN → 1 (NaN ≠ NaN)
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    rejected, m = [False] * len(ps), len(ps)
     for rank, i in enumerate(order):
-        if p_values[i] > level / (m - rank):
+        if ps[i] > level / (m - rank):
             break
         rejected[i] = True
     return rejected

@@ -56,8 +56,13 @@ def test_holm_on_worked_examples():
     assert significance.holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
     # 0.01 ≤ 0.05/5; 0.02 > 0.05/4: only the first, though each is below 0.05 on its own
     assert significance.holm([0.01, 0.02, 0.03, 0.04, 0.05]) == [True, False, False, False, False]
-    # everything tiny: all rejected; a None (a claim not run) takes no part and is never rejected
+    # a None (a claim not comparable or not testable) or a NaN counts as p = 1: never rejected, and it stays in m
     assert significance.holm([1e-4, None, 1e-3]) == [True, False, True]
+    # 0.02 ≤ 0.05/2 with two rows, but the family holds three: 0.02 > 0.05/3 once the None counts in m
+    assert significance.holm([0.02, 0.021]) == [True, True]
+    assert significance.holm([0.02, 0.021, None]) == [False, False, False]
+    assert significance.holm([0.001, float("nan")]) == [True, False]
+    assert significance.holm([float("nan")] * 3) == [False] * 3
     assert significance.holm([]) == []
 
 

@@ -137,3 +137,25 @@ def test_the_report_says_the_law_is_interim_until_every_kl_rerun_is_in():
     every = runs + [run(e, s) for e in ("kl-grpo-1e-4", "kl-grpo-4e-4", "kl-sdpo-1e-4", "kl-sdpo-4e-4")
                     for s in range(10, 20)]
     assert "`kl-` reruns" not in frontier.summary_text(every, draws=10)[0]
+
+
+def test_the_difference_is_read_across_the_whole_common_range():
+    # SDPO_0 = GRPO + 5 where the gains overlap ([12, 28] ∩ [10, 30]): d = 5 at every gain read, its ends included
+    cells = cells_from({"GRPO": GRPO, "SDPO_0": [(1e-5, 12, 6.2), (2e-5, 22, 7.2), (4e-5, 28, 7.8)]}, noise=0.0)
+    rows = frontier.along_range(cells, "SDPO_0", "GRPO", "peak", 2, n=5, draws=50)
+    assert [round(r["g"], 6) for r in rows] == [12, 16, 20, 24, 28]
+    assert all(r["d"] == pytest.approx(5) and r["low"] == pytest.approx(5) and r["kept"] == 1 for r in rows)
+    # the midpoint is the declared rule's g, and d there is matched_difference's
+    mid = frontier.matched_difference(cells, "SDPO_0", "GRPO", "peak", 2, draws=50)
+    assert rows[2]["g"] == pytest.approx(mid["g"]) and rows[2]["d"] == pytest.approx(mid["d"])
+    # a gap that widens with the gain: d rises from one end to the other
+    wide = cells_from({"GRPO": GRPO, "SDPO_0": [(1e-5, 10, 1), (2e-5, 20, 6), (4e-5, 30, 13)]}, noise=0.0)
+    ds = [r["d"] for r in frontier.along_range(wide, "SDPO_0", "GRPO", "peak", 2, n=3, draws=20)]
+    assert ds == pytest.approx([0, 4, 10])
+    # with noise, the ends keep fewer draws inside both frontiers and give no interval below 95%
+    noisy = frontier.along_range(cells_from({"GRPO": GRPO, "SDPO_0": [(1e-5, 12, 6), (2e-5, 22, 8), (4e-5, 28, 10)]}),
+                                 "SDPO_0", "GRPO", "peak", 2, draws=200)
+    assert noisy[0]["kept"] < 0.95 and noisy[0]["low"] is None and noisy[2]["low"] is not None
+    # no overlap: nothing to read
+    assert frontier.along_range(cells_from({"GRPO": GRPO, "SDPO_0": [(1e-5, 40, 6), (2e-5, 50, 8)]}, noise=0.5),
+                                "SDPO_0", "GRPO", "peak", 2, draws=20) == []
