@@ -227,8 +227,14 @@ EXTRA_SEEDS = range(30, 42)        # the continual claims only (C2's relative F 
 # points there; the new rates run on seeds 10–19. The committed runs kept no checkpoints, so the forward KL of the
 # law needs the four committed cells rerun on seeds 10–19 (`kl-…`, used by the KL law only).
 FRONTIER_RATES = {"GRPO": (2.5e-5, 5e-5, 1e-4, 2e-4, 4e-4), "SDPO": (5e-5, 1e-4, 2e-4, 4e-4, 8e-4)}
+# The single-version re-reading (issue 83; declared in docs/RESULTS.md before its new cell ran): every cell from the
+# code of the frontier's declaration, f2d367e — the new rates, the `kl-` reruns in place of the committed cells at
+# 1e-4 and 4e-4, and GRPO at 1.25e-5 (run at that commit from a worktree pinned to it).
+FRONTIER_CODE = "f2d367e1cc1bcfb45ff8ffd639469e7b0c34987f"
+SINGLE_VERSION_RATES = {"GRPO": (1.25e-5, 2.5e-5, 5e-5, 1e-4, 2e-4, 4e-4), "SDPO": (5e-5, 1e-4, 2e-4, 4e-4, 8e-4)}
 FRONTIER_SEEDS = range(10, 20)
 FRONTIER = {
+    "fr-grpo-1.25e-5": "--method grpo --lr 1.25e-5",   # issue 83: the single-version re-reading's new cell
     "fr-grpo-2.5e-5": "--method grpo --lr 2.5e-5",
     "fr-grpo-5e-5": "--method grpo --lr 5e-5",
     "fr-grpo-2e-4": "--method grpo --lr 2e-4",

@@ -23,6 +23,7 @@ the paper's chain at matched gain: does SDPO reach a gain with more forward KL (
 KL account for its forgetting (SDPO's runs on GRPO's line: the mean residual of SDPO's runs from the line fitted to
 GRPO's, with its bootstrap interval)?
 """
+import json
 import os
 import random
 
@@ -305,9 +306,18 @@ def offset_from_line(grpo, line, mine, rng, draws):
 COMMITTED_CELLS = ("continual", "lr1e-4-continual", "lr4e-4-continual")
 
 
+def code_of(run_dir):
+    """The commit a run directory's config.json records ('code'), or None."""
+    try:
+        return json.load(open(os.path.join(run_dir, "config.json"))).get("code")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def read_runs(roots):
     """[(seed, role, lr, experiment, run_points)] of every continual run of GRPO, SDPO_0 and SDPO_5% in the family
-    folders (the reference's and the equal-rate arm's committed cells, the frontier's `fr-` and `kl-` ones)."""
+    folders (the reference's and the equal-rate arm's committed cells, the frontier's `fr-` and `kl-` ones); each
+    run's points carry the commit that made it ("code")."""
     out = []
     for root in roots:
         root = archive.materialized(root)
@@ -316,17 +326,33 @@ def read_runs(roots):
             path = os.path.join(root, name, "results.json")
             if (exp in COMMITTED_CELLS or exp in claims.FRONTIER) and seed.isdigit() and os.path.lexists(path):
                 res = claims.checked_results(path, exp, int(seed), claims.experiment_flags(exp))
+                code = code_of(os.path.join(root, name))
                 for run in res["runs"].values():
                     role = claims.reference_role(run)
                     if role in ROLES:
-                        out.append((int(seed), role, run["settings"]["lr"], exp, run_points(res, run)))
+                        out.append((int(seed), role, run["settings"]["lr"], exp, {**run_points(res, run), "code": code}))
     return out
 
 
+SINGLE_VERSION_NEW = ("fr-grpo-1.25e-5",)   # the re-reading's own cell: not part of the two-version reading
+
+
 def frontier_cells(runs):
-    """The frontier's cells: the committed cells (seeds 10–41) and the new rates (`fr-`); the `kl-` reruns are for
-    the law alone."""
-    return cells_of([(s, r, lr, p) for s, r, lr, exp, p in runs if not exp.startswith("kl-")])
+    """The two-version frontier's cells (issue 71, kept as history): the committed cells (seeds 10–41, older code)
+    and the new rates (`fr-`); the `kl-` reruns were for the law alone."""
+    return cells_of([(s, r, lr, p) for s, r, lr, exp, p in runs
+                     if not exp.startswith("kl-") and exp not in SINGLE_VERSION_NEW])
+
+
+def single_version_cells(runs):
+    """The single-version re-reading's cells (issue 83): every `fr-` and `kl-` experiment, all made by the frontier
+    declaration's code (claims.FRONTIER_CODE); a run made by any other commit is refused (ValueError)."""
+    mine = [(s, r, lr, exp, p) for s, r, lr, exp, p in runs if exp in claims.FRONTIER]
+    other = sorted({f"{exp}-s{s}" for s, r, lr, exp, p in mine if p.get("code") != claims.FRONTIER_CODE})
+    if other:
+        raise ValueError(f"the single-version reading takes runs of commit {claims.FRONTIER_CODE[:7]} only; "
+                         f"{len(other)} are of another: {', '.join(other[:4])}")
+    return cells_of([(s, r, lr, p) for s, r, lr, exp, p in mine])
 
 
 def law_cells(runs):
@@ -393,24 +419,36 @@ def law_table(cells, measure="peak"):
 
 
 def summary_text(runs, draws=BOOTSTRAP):
-    """The report: the frontier's cells, the matched-gain family with Holm, the KL law."""
-    cells, law = frontier_cells(runs), law_cells(runs)
+    """The report: the single-version re-reading (issue 83) first, then the two-version reading of issue 71 as
+    history. Each: the frontier's cells, the matched-gain family with Holm and its difference across the common
+    range, the forward KL at matched gain, the KL law."""
+    one = single_version_cells(runs)
+    new = [len(per_seed) for (r, lr), per_seed in one.items() if len(per_seed) < len(claims.FRONTIER_SEEDS)]
+    cell_count = sum(1 for c in one)
+    declared = sum(len(v) for v in claims.SINGLE_VERSION_RATES.values()) + len(claims.SINGLE_VERSION_RATES["SDPO"])
+    interim = ((f"**Interim**: {cell_count} of the {declared} cells are in" + (
+        f", and some have {min(new)} of the {len(claims.FRONTIER_SEEDS)} seeds" if new else "")
+        + "; no verdict of this reading is final.\n\n") if new or cell_count < declared else "")
+    single, single_rows = section_text(one, one, draws, interim)
+    history, _ = history_text(runs, draws)
+    return ("# The single-version re-reading (issue 83): every cell made by commit " + claims.FRONTIER_CODE[:7]
+            + "\n\n" + single + "\n\n# History: the two-version reading (issue 71; the committed cells at 1e-4 and "
+            "4e-4 from older code, seeds 10–41)\n\n" + history), single_rows
+
+
+def section_text(cells, law, draws, preface=""):
+    """One reading's tables: (text, the family's rows)."""
     rows = family(cells, draws)
     kl_rows = with_holm([{"pair": (a, b), "measure": "fkl", "stage": k, **matched_difference(law, a, b, "fkl", k, draws)}
                          for k in STAGES_OF["fkl"] for a, b in PAIRS])
-    new = [len(per_seed) for (r, lr), per_seed in cells.items() if len(per_seed) < len(claims.FRONTIER_SEEDS)]
-    interim = ("**Interim**: the new rates have " + (f"{min(new)}–{max(new)}" if min(new) != max(new) else f"{min(new)}")
-               + f" of the {len(claims.FRONTIER_SEEDS)} declared seeds; no verdict below is final, and a cell with "
-               "one seed gives none.\n\n") if new else ""
-    reruns = len({(exp, s) for s, r, lr, exp, p in runs if exp.startswith("kl-")})
-    declared = sum(e.startswith("kl-") for e in claims.FRONTIER) * len(claims.FRONTIER_SEEDS)
-    kl_interim = (f"**Interim**: {reruns} of the {declared} declared `kl-` reruns of the committed cells are in, so "
-                  "the forward KL at 1e-4 and 4e-4 is missing or partial below; no row of these two tables is final."
-                  "\n\n") if reruns < declared else ""
-    return (interim + "## The frontier's cells (gain on the stage's own domain / forgetting from the peak, points)\n\n"
+    return (preface + "## The frontier's cells (gain on the stage's own domain / forgetting from the peak, points)\n\n"
             + frontier_table(cells) + "\n\n## Forgetting at matched gain (the declared family, Holm over it)\n\n"
             + family_table(rows) + "\n\n## The same difference across the whole common range of gain (forgetting "
             "from the peak; the verdicts above read its midpoint)\n\n" + range_table(cells, draws=draws)
-            + "\n\n## Forward KL at matched gain (nats; the runs that measured it)\n\n"
-            + kl_interim + family_table(kl_rows)
+            + "\n\n## Forward KL at matched gain (nats; the runs that measured it)\n\n" + family_table(kl_rows)
             + "\n\n## The KL-forgetting law (forgetting from the peak on the forward KL)\n\n" + law_table(law)), rows
+
+
+def history_text(runs, draws=BOOTSTRAP):
+    """The two-version reading of issue 71, as it was reported (its cells, family, law)."""
+    return section_text(frontier_cells(runs), law_cells([x for x in runs if x[3] not in SINGLE_VERSION_NEW]), draws)

@@ -126,17 +126,23 @@ def test_the_kl_law_figure_draws_every_run_and_grpos_line(tmp_path):
     assert plot_kl_law({}, str(tmp_path / "none.png")) is None and not (tmp_path / "none.png").exists()
 
 
-def test_the_report_says_the_law_is_interim_until_every_kl_rerun_is_in():
-    def run(exp, seed, role="GRPO", lr=1e-4):
+def test_the_single_version_report_is_interim_until_every_declared_cell_has_every_seed():
+    from analysis import claims
+
+    def run(exp, seed, role, lr):
         p = points(10 + seed, 1.0, fkl=0.1 * seed)
         p["gain"] = [10.0 + seed] * 4   # (every stage's gain, as a run has)
-        return (seed, role, lr, exp, p)
-    runs = [run("continual", s) for s in range(10, 20)] + [run("kl-grpo-1e-4", s) for s in (10, 11)]
-    text, _ = frontier.summary_text(runs, draws=10)
-    assert "**Interim**: 2 of the 40 declared `kl-` reruns" in text
-    every = runs + [run(e, s) for e in ("kl-grpo-1e-4", "kl-grpo-4e-4", "kl-sdpo-1e-4", "kl-sdpo-4e-4")
-                    for s in range(10, 20)]
-    assert "`kl-` reruns" not in frontier.summary_text(every, draws=10)[0]
+        return (seed, role, lr, exp, {**p, "code": claims.FRONTIER_CODE})
+    cells = [(e, role, float(f.split("--lr ")[1])) for e, f in claims.FRONTIER.items()
+             for role in (("GRPO",) if "grpo" in e else ("SDPO_0", "SDPO_5%"))]
+    every = [run(e, s, role, lr) for e, role, lr in cells for s in claims.FRONTIER_SEEDS]
+    assert len({(r, lr) for _, r, lr, _, _ in every}) == 16
+    text, _ = frontier.summary_text(every, draws=10)
+    assert "Interim" not in text.split("# History")[0]
+    short = [r for r in every if not (r[3] == "fr-grpo-1.25e-5" and r[0] > 12)]
+    assert "**Interim**: 16 of the 16 cells are in, and some have 3 of the 10 seeds" in frontier.summary_text(short, draws=10)[0]
+    none = [r for r in every if r[3] != "fr-grpo-1.25e-5"]
+    assert "**Interim**: 15 of the 16 cells are in" in frontier.summary_text(none, draws=10)[0]
 
 
 def test_the_difference_is_read_across_the_whole_common_range():
@@ -159,3 +165,16 @@ def test_the_difference_is_read_across_the_whole_common_range():
     # no overlap: nothing to read
     assert frontier.along_range(cells_from({"GRPO": GRPO, "SDPO_0": [(1e-5, 40, 6), (2e-5, 50, 8)]}, noise=0.5),
                                 "SDPO_0", "GRPO", "peak", 2, draws=20) == []
+
+
+def test_the_single_version_reading_takes_one_commit_and_keeps_the_history_apart():
+    from analysis import claims
+    one = points(30, 3, fkl=1.0)
+    runs = [(10, "GRPO", 1.25e-5, "fr-grpo-1.25e-5", {**one, "code": claims.FRONTIER_CODE}),
+            (10, "GRPO", 1e-4, "kl-grpo-1e-4", {**one, "code": claims.FRONTIER_CODE}),
+            (10, "GRPO", 1e-4, "continual", {**one, "code": "0" * 40})]
+    cells = frontier.single_version_cells(runs)
+    assert set(cells) == {("GRPO", 1.25e-5), ("GRPO", 1e-4)}            # the committed cell is not read
+    assert set(frontier.frontier_cells(runs)) == {("GRPO", 1e-4)}       # the history reads neither new cell
+    with pytest.raises(ValueError, match="1 are of another: kl-grpo-1e-4-s11"):
+        frontier.single_version_cells(runs + [(11, "GRPO", 1e-4, "kl-grpo-1e-4", {**one, "code": "abc"})])

@@ -233,8 +233,9 @@ def frontier_summary(root=os.path.join(safety.REPO, ROOTS["frontier"]), write=Tr
         text += "\n\nWall time per experiment (each directory's seconds.txt; two at a time on 2 cores):\n\n" + times
     if figures:
         os.makedirs(figures, exist_ok=True)
-        print("wrote", plot_frontier(frontier.frontier_cells(runs), os.path.join(figures, "frontier.png")))
-        print("wrote", plot_kl_law(frontier.law_cells(runs), os.path.join(figures, "kl_law.png")))
+        one = frontier.single_version_cells(runs)   # the figures draw the single-version reading (issue 83)
+        print("wrote", plot_frontier(one, os.path.join(figures, "frontier.png")))
+        print("wrote", plot_kl_law(one, os.path.join(figures, "kl_law.png")))
     print(text)
     if not write:
         print(f"\n(printed only: add --into-results to write {os.path.relpath(root)}/report.md)")
