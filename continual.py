@@ -105,7 +105,7 @@ def main(argv=None):
         for one in experiment.seed_args:           # one seed: every configuration through every stage
             with experiment.seed(one) as seed:     # its directory, θ_0 loaded
                 if not seed.has_base_row():        # (C2) row 0 of the accuracy matrix: θ_0 on every benchmark
-                    seed.save_base_row(*evaluate_model(seed.base_model, seed.tok, benchmarks, one))
+                    seed.save_base_row(*evaluate_model(seed.base_model, seed.tok, benchmarks, one, seed.run_dir, "base"))
                 meter = drift.drift_meter(one, seed.base_model, seed.tok, benchmarks, seed.run_dir, experiment.device)
                 for method, settings, name in configs:
                     run = seed.run(method, settings, name)      # θ_0, or where it stopped
@@ -118,7 +118,8 @@ def main(argv=None):
                             train.run_steps(run.model, run.tok, stage.records, stage_args, run.method, frozen, opt,
                                             desc=stage.desc, start_step=stage.start, on_step=stage.on_step)
                             # (C2) acc[k][b]: θ_k on every training domain's test set and every OOD benchmark
-                            acc, deg, resp = evaluate_model(run.model, run.tok, benchmarks, one)
+                            acc, deg, resp = evaluate_model(run.model, run.tok, benchmarks, one, seed.run_dir,
+                                                            f"{name}-stage{k + 1}")
                             # (A4–A8) drift of θ_k vs θ_0 and vs θ_{k−1}, the forward KL on D_k
                             moved = drift.measure_drift(meter, run.model, seed.base_model, theta_prev, resp,
                                                         seed.run_dir, name, k, run.tok, one, stages[k])
@@ -141,13 +142,16 @@ def new_stage(model, tok, domain, k, method, settings, args, carried=None):
     return stage_args, records, opt, method.frozen_model(model, stage_args, carried)
 
 
-def evaluate_model(model, tok, benchmarks, args):
+def evaluate_model(model, tok, benchmarks, args, run_dir=None, tag=None):
     """(C2) One row of the accuracy matrix: the model (θ_0 or θ_k) on every benchmark, from the evaluation's own
     seed, with its degenerate shares and its responses (for the drift measures). Returns (acc, degenerate,
-    responses)."""
-    deg, resp = {}, {}
+    responses). With run_dir, each test prompt's k scores are kept too, in <run_dir>/prompts/<tag>.jsonl."""
+    deg, resp, per_prompt = {}, {}, {}
     torch.manual_seed(args.eval_seed)
-    acc = evaluate.evaluate(model, tok, benchmarks, degenerate=deg, responses=resp, **eval_settings(args))
+    acc = evaluate.evaluate(model, tok, benchmarks, degenerate=deg, responses=resp, outcomes=per_prompt,
+                            **eval_settings(args))
+    if run_dir is not None:
+        evaluate.save_prompt_records(run_dir, tag, per_prompt, args.eval_seed)
     return acc, deg, resp
 
 

@@ -27,6 +27,7 @@ from world import graders
 from infra.flags import (MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag,
                          set_switches)
 from infra.distributed import init_distributed, is_main, shard
+from infra.checkpoints import write_atomically
 from infra.models import DTYPES, MODEL_DIRS, load_model
 from infra.speedups import SAMPLE_BATCH
 from rollout import EVAL_TEMPERATURE, EVAL_TOP_P, acc_at_k, drop_long_prompts, fill_reprompt
@@ -190,7 +191,7 @@ def markdown_table(headers, rows):
 
 
 def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=True, degenerate=None,
-             responses=None, max_prompt_len=0, sample_batch=SAMPLE_BATCH, passes=None):
+             responses=None, max_prompt_len=0, sample_batch=SAMPLE_BATCH, passes=None, outcomes=None, sample_seed=None):
     """Acc@k per benchmark: {name: accuracy}.
 
     Every benchmark's prompts are sampled together, in as few `generate` calls as --sample-batch allows
@@ -198,11 +199,14 @@ def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=T
     of samples as one call per benchmark, but not the same random draws (test_evaluate checks both).
     degenerate: optional dict filled with each benchmark's share of collapsed responses (A8);
     responses: optional dict filled with {'texts': [N*k], 'hit_limit': [N*k]} per benchmark (for drift.py);
-    passes: optional dict filled with each benchmark's pass@k (`pass_at_k`).
+    passes: optional dict filled with each benchmark's pass@k (`pass_at_k`);
+    outcomes: optional dict filled with each benchmark's per-prompt record (`prompt_outcomes`): each test prompt's
+    id and its k scores, so that an interval can resample the prompts too.
+    sample_seed: the sampling's seed when it is not `seed` (which picks the prompts): the same prompts, other draws.
     """
     per_benchmark = {name: benchmark_records(name, n, seed, tok, max_prompt_len) for name in names}
     records = [r for name in names for r in per_benchmark[name]]
-    torch.manual_seed(seed)
+    torch.manual_seed(seed if sample_seed is None else sample_seed)
     _, per_prompt, texts, scores, hit = acc_at_k(model, tok, records, k, max_new_tokens, batch_size=sample_batch,
                                                  progress=progress)
     out, start = {}, 0
@@ -216,8 +220,29 @@ def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=T
             degenerate[name] = collapse(texts[rows], hit[rows])["share"]   # (A8)
         if responses is not None:
             responses[name] = {"texts": texts[rows], "hit_limit": hit[rows]}
+        if outcomes is not None:
+            outcomes[name] = prompt_outcomes(per_benchmark[name], scores[rows], k)
         start += m
     return out
+
+
+def prompt_outcomes(records, scores, k):
+    """Per test prompt: its position in the benchmark's test split, the first 12 hex digits of its text's SHA-1
+    (its identity whatever the split's length) and its k scores, [{'prompt', 'sha1', 'scores'}]. The mean of a
+    prompt's scores is its Acc@k term (C3)."""
+    return [{"prompt": i, "sha1": hashlib.sha1(r["prompt"].encode()).hexdigest()[:12],
+             "scores": [float(x) for x in scores[i * k:(i + 1) * k]]} for i, r in enumerate(records)]
+
+
+def save_prompt_records(run_dir, tag, outcomes, eval_seed):
+    """One evaluation's per-prompt records ({benchmark: prompt_outcomes}), one JSON line per (benchmark, prompt),
+    written atomically (a rerun of the same evaluation replaces them); by the main process alone under torchrun."""
+    if not is_main():
+        return
+    path = os.path.join(run_dir, "prompts", f"{tag}.jsonl")   # beside results.json
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    lines = [json.dumps({"benchmark": b, "eval_seed": eval_seed, **row}) for b, rows in outcomes.items() for row in rows]
+    write_atomically(path, lambda f: f.write("".join(line + "\n" for line in lines)))
 
 
 def pass_at_k(scores, k):

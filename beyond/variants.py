@@ -5,6 +5,7 @@ skipping an optimizer step that has nothing to distil.
     python continual.py --method sdpo_5 --teacher base        # SDPO_5% taught by θ_0 (T5)
     python continual.py --method sdpo_5 --anchor 0.026        # + (λ/2)‖θ − θ_0‖² on every step (R2)
     python continual.py --method sdpo --stages math --teacher live   # one domain, taught by the live student (T4)
+    python continual.py --method sdpo_0 --distill failed      # SDPO_0 distilling its failed responses only (V1)
 
 A method with sdpo.py's functions (frozen_model, prepare_batch, micro_batch_loss, step_stats, after_step),
 built from sdpo.py's own and registered in train.METHODS: a run takes it when one of the knobs below is set, sdpo.py
@@ -30,7 +31,7 @@ import train  # noqa: E402
 from grpo import k3_kl  # noqa: E402
 from infra.knobs import knob, must  # noqa: E402
 from infra.distributed import clone_model, global_sum  # noqa: E402
-from rollout import drop_long_prompts, response_logits, token_logprobs  # noqa: E402
+from rollout import drop_long_prompts, micro_batches, response_logits, token_logprobs  # noqa: E402
 from world import tasks  # noqa: E402
 
 # The knobs, one field each as in sdpo.py (infra/knobs.py; --help-all shows them under "beyond the paper").
@@ -45,6 +46,8 @@ class Knobs:
     anchor: float = knob(0.0, "R2: (λ/2)‖θ − θ_0‖² added to every optimizer step's loss; 0 = off")
     base_kl: float = knob(0.0, "R3: β·k3(π_0, π_θ) added to SDPO's per-token loss; 0 = off")
     skip_empty_steps: bool = knob(False, "no optimizer step when nothing is distilled (the release steps anyway)")
+    distill: Literal["all", "failed"] = knob("all", "V1: the responses SDPO distils: every one with a teacher signal "
+                                                    "(the paper), or the failed ones only (reward < 1)")
 
     def __post_init__(self):   # the values allowed, checked before any work (infra/knobs.must: one error line)
         must(0 <= self.trust_rate <= 1, "--trust-rate must be in [0, 1]")
@@ -62,9 +65,11 @@ def wanted(settings):
 
 
 def settings_of(args):
-    """This file's part of a run's settings: SETTINGS, and T6's λ where the trust-region teacher reads it."""
+    """This file's part of a run's settings: SETTINGS, T6's λ where the trust-region teacher reads it, and V1's
+    choice where it is not the paper's (so every other run's settings, and results.json, stay as they were)."""
     out = {k: getattr(args, k) for k in SETTINGS}
-    return {**out, "trust_rate": args.trust_rate} if args.teacher == "trust_region" else out
+    out = {**out, "trust_rate": args.trust_rate} if args.teacher == "trust_region" else out
+    return {**out, "distill": args.distill} if args.distill != "all" else out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -131,11 +136,27 @@ def prepare_batch(model, frozen, batch, args, tok, step):
     """sdpo.prepare_batch, then: with --skip-empty-steps no optimizer step at all when no process has a token to
     distil; with --anchor (R2) one more micro-batch after the others, the anchor's: its loss once per step."""
     plan = sdpo.prepare_batch(model, frozen["teacher"], batch, args, tok, step)
+    if args.distill == "failed":
+        plan = failed_only(plan, batch, args)
     if args.skip_empty_steps and global_sum(plan["steps"][0]["n_tok"]) == 0:
         plan["steps"] = []            # nothing to distil anywhere: no step, no momentum move
     elif args.anchor:
         plan["steps"][0]["micro_batches"] = plan["steps"][0]["micro_batches"] + [[]]   # [] = the anchor's
     return plan
+
+
+def failed_only(plan, batch, args):
+    """(V1) m_i ← m_i · 1[r_i < 1]: of the responses sdpo.prepare_batch distils, keep the failed ones. A response
+    that already succeeded is then never pulled toward its teacher: under Appendix B's Razor policy the base keeps
+    its conditional distribution within successful responses, so SDPO's pull on them is the teacher's projection
+    alone (issue 83's mediation arm). The step's counts are the kept responses' (S5 divides by them)."""
+    step = plan["steps"][0]
+    kept = [i for idx in step["micro_batches"] for i in idx if float(batch["rewards"][i]) < 1.0]   # (V1)
+    lengths = [len(batch["response_ids"][i]) for i in kept]
+    n_tok = sum(int(plan["token_keep"][i].sum()) for i in kept)
+    micro = [[kept[j] for j in idx] for idx in micro_batches(lengths, args.micro_batch)]
+    return {**plan, "steps": [{**step, "micro_batches": micro, "n_tok": n_tok}],
+            "counts": {**plan["counts"], "distilled_tokens": n_tok}}
 
 
 def micro_batch_loss(model, frozen, batch, plan, part, idx, args, tok):
@@ -236,6 +257,7 @@ def run_name(s):
     name += f"_replay{s['replay']:g}" if s.get("replay") else ""
     name += f"_anchor{s['anchor']:g}" if s.get("anchor") else ""
     name += f"_basekl{s['base_kl']:g}" if s.get("base_kl") else ""
+    name += "_failedonly" if s.get("distill", "all") == "failed" else ""
     return name
 
 

@@ -32,6 +32,7 @@ def defence_of(s):
     "" for none."""
     parts = [f"teacher {s['teacher']}"] if s.get("teacher", "ema") != "ema" else []
     parts += [f"{k} {s[k]:g}" for k in ("replay", "anchor", "base_kl") if s.get(k)]
+    parts += [f"distill {s['distill']}"] if s.get("distill", "all") != "all" else []   # (V1)
     return ", ".join(parts)
 
 

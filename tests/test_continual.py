@@ -81,6 +81,13 @@ def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
         assert (run / "responses" / f"{r}-stage2.json").is_file()
     assert any(moved)   # (a 2-step stage may see no reward signal at all and leave the weights unchanged)
     assert "## sdpo_a0.05: drift after each stage (A4–A8)" in report
+    # (C3) every evaluation's per-prompt records: each benchmark's Acc@k is the mean of its prompts' mean scores
+    for tag, r, row in [("base", "grpo", 0)] + [(f"{r}-stage{k}", r, k) for r in ["grpo", "sdpo_a0.05"] for k in (1, 2)]:
+        recs = [json.loads(line) for line in (run / "prompts" / f"{tag}.jsonl").read_text().splitlines()]
+        for b, acc in zip(results["benchmarks"], results["runs"][r]["acc"][row]):
+            mine = [x for x in recs if x["benchmark"] == b]
+            assert [x["prompt"] for x in mine] == list(range(len(mine))) and all(len(x["scores"]) == 2 for x in mine)
+            assert sum(sum(x["scores"]) / 2 for x in mine) / len(mine) == pytest.approx(acc, abs=1e-12), (tag, b)
     # drift.py recomputes the same figures from the checkpoints and the saved responses
     out = subprocess.run([sys.executable, os.path.join(ROOT, "drift.py"), "runs/full"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)

@@ -11,7 +11,10 @@ import pytest
 import torch
 
 import continual
+import sdpo
 from beyond import variants
+from infra import flags
+from rollout import chat_messages, encode_chat
 from experiment import metrics
 from analysis import claims
 from world import graders, tasks
@@ -197,3 +200,44 @@ def test_each_defence_flag_s_bad_values_get_one_error_line(flag, value, capsys):
         continual.parse_args(["--method", "sdpo", flag, value])
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and " error: " in err[-1] and flag in err[-1] and len(err) == 2, err   # usage, then the error
+
+
+def test_failed_only_distils_the_failed_responses_alone_against_brute_force(pair):
+    """(V1) One prompt × 4 responses, rewards [1, 1, 0, 0]: plain SDPO distils all four (each success has the other
+    as its demonstration), the failed-only arm only 2 and 3; its loss is the GJSD of those two, each response's
+    tokens one by one, with the successes counted as zero (S5's seq-mean over the whole batch)."""
+    base, student, tok = pair
+    _, args, _, _, configs, _ = continual.parse_args(["--method", "sdpo_0", "--stages", "math", "--distill", "failed"])
+    args = types.SimpleNamespace(**{**vars(flags.per_seed(args)[0]), **configs[0][1]})
+    record = tasks.train_records("math")[0]
+    texts = ["12", "12.", "7", "seven"]
+    resp = [r + [tok.eos_token_id] for r in ids(tok, texts)]
+    batch = {"records": [record] * 4, "texts": texts, "rewards": torch.tensor([1.0, 1.0, 0.0, 0.0]),
+             "group_size": 4, "prompt_ids": [encode_chat(tok, chat_messages(record))] * 4, "response_ids": resp}
+    frozen = variants.frozen_model(student, args, base=base)
+    teacher = variants.teacher_of(frozen)
+    with torch.no_grad():   # a teacher that differs from the student, so every token has a loss
+        for p in teacher.parameters():
+            p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0)))
+    full = sdpo.prepare_batch(student, teacher, batch, args, tok, 1)
+    plan = variants.prepare_batch(student, frozen, batch, args, tok, 1)
+    assert sorted(i for mb in full["steps"][0]["micro_batches"] for i in mb) == [0, 1, 2, 3]
+    assert sorted(i for mb in plan["steps"][0]["micro_batches"] for i in mb) == [2, 3]
+    assert plan["steps"][0]["n_tok"] == len(resp[2]) + len(resp[3]) == plan["counts"]["distilled_tokens"]
+    part = plan["steps"][0]
+    loss = sum(variants.micro_batch_loss(student, frozen, batch, plan, part, idx, args, tok)[0].item()
+               for idx in part["micro_batches"])
+    per_seq = []
+    for i in range(4):   # brute force: the failed ones' GJSD, token by token; the successes 0
+        if batch["rewards"][i] == 1:
+            per_seq.append(0.0)
+            continue
+        t_prompt = encode_chat(tok, chat_messages(record, plan["user_texts"][i]))
+        s = torch.log_softmax(logits_one_by_one(student, batch["prompt_ids"][i], resp[i]), -1)
+        t = torch.log_softmax(logits_one_by_one(teacher, t_prompt, resp[i]), -1)
+        per_seq.append(sum(sdpo.generalized_jsd(s[j], t[j], args.beta).item() for j in range(len(resp[i])))
+                       / len(resp[i]))
+    assert args.loss_agg == "seq-mean-token-mean"
+    assert loss == pytest.approx(sum(per_seq) / 4, rel=1e-4)
+    assert variants.run_name(vars(args)).endswith("_failedonly") and variants.settings_of(args)["distill"] == "failed"
+    assert "distill" not in variants.settings_of(types.SimpleNamespace(**{**vars(args), "distill": "all"}))

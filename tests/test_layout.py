@@ -116,19 +116,26 @@ def headline_closure(graph=None, start="continual"):
     return {m: sum(1 for _ in open(mods[m])) for m in sorted(seen)}
 
 
-# What the headline carries besides the jail (world/sandbox.py): 8,543 lines before the harness left it (db63369),
-# 7,522 with the harness's figures out too (analysis/figures.py); held here so that it only shrinks (issue 72 asks
-# for at most 5,000)
-MAX_HEADLINE_LINES = 7180
+# What the headline carries besides the jail (world/sandbox.py), in code lines (docstrings, comments and blank lines
+# are free: the design card asks for heavily commented scripts; issue 84's decision). 4,454 at that decision (7,179
+# physical lines); 4,486 with issue 83's V1 arm and per-prompt records. Held here so that it only shrinks; issue 84's
+# cuts aim at 3,700.
+MAX_HEADLINE_CODE_LINES = 4486
+
+
+def headline_code_lines(closure=None):
+    """The code lines of the headline's closure besides the jail."""
+    closure, mods = closure if closure is not None else headline_closure(), modules()
+    return sum(code_lines(mods[m]) for m in closure if m != "world.sandbox")
 
 
 def test_the_headline_carries_no_research_harness():
     """Issue 72: a run writes its results; the claims, the footing, the frontier and the archives are analysis/'s,
-    which nothing `python continual.py` imports reaches; and what it does import is held to MAX_HEADLINE_LINES."""
+    which nothing `python continual.py` imports reaches; and what it does import is held to MAX_HEADLINE_CODE_LINES."""
     closure = headline_closure()
     assert not [m for m in closure if m.startswith("analysis.")], sorted(closure)
-    carried = sum(n for m, n in closure.items() if m != "world.sandbox")
-    assert carried <= MAX_HEADLINE_LINES, f"the headline imports {carried} lines besides the jail"
+    carried = headline_code_lines(closure)
+    assert carried <= MAX_HEADLINE_CODE_LINES, f"the headline imports {carried} code lines besides the jail"
     # the measure itself can fail: an edge from the product into analysis/ is found
     graph = {**import_graph()[0]}
     graph["experiment.report"] = graph["experiment.report"] | {"analysis.claims"}
@@ -464,8 +471,8 @@ if __name__ == "__main__":
               f"(GJSD {keyed['sdpo.py:generalized_jsd']}, clipped surrogate {keyed['grpo.py:clipped_surrogate']})")
         closure = headline_closure()
         print(f"the headline's imports: {len(closure)} repository files, {sum(closure.values())} lines, "
-              f"{sum(n for m, n in closure.items() if m != 'world.sandbox')} besides the jail (at most "
-              f"{MAX_HEADLINE_LINES}): " + ", ".join(f"{m} {n}" for m, n in sorted(closure.items(), key=lambda kv: -kv[1])))
+              f"{sum(n for m, n in closure.items() if m != 'world.sandbox')} besides the jail; "
+              f"{headline_code_lines(closure)} code lines besides the jail (at most {MAX_HEADLINE_CODE_LINES}): " + ", ".join(f"{m} {n}" for m, n in sorted(closure.items(), key=lambda kv: -kv[1])))
         sys.exit(0)
     if "--tree" in sys.argv:   # every module by floor, with its lines and its code lines (docs/FILES.md's tree)
         print("| floor | file | lines | code lines |\n|---|---|---|---|")

@@ -25,11 +25,8 @@ and experiment by experiment; commit each finished directory (its checkpoints ar
 The claims, their metrics and the seeds were declared before any seed ran (docs/RESULTS.md).
 """
 import argparse
-import ctypes
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +37,7 @@ import evaluate  # noqa: E402
 from analysis import archive, claims, footing, frontier  # noqa: E402
 from analysis.figures import plot_footing, plot_frontier, plot_kl_law  # noqa: E402
 from infra import flags, safety  # noqa: E402
+from infra.children import ExperimentFailed, run_child  # noqa: E402
 from world import tasks  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 from infra.models import load_model  # noqa: E402
@@ -74,29 +72,6 @@ def experiments(family, seed=None):
     return {exp: claims.defence_flags(exp) for exp in (claims.DEFENCES if family == "defences" else claims.FOLLOW_UP)}
 
 
-def end_with_parent():
-    """In the child, before it runs: the kernel sends it SIGTERM when this runner dies, however it dies (a kill -9
-    included), so no continual.py goes on as an orphan writing a directory a rerun would write too; SIGTERM saves
-    the step's state and stops the child as Ctrl-C does."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass   # not Linux: the child outlives a killed runner (docs/RELIABILITY.md)
-
-
-def last_line(path):
-    """The last non-empty line of a log file: what a failed child said."""
-    try:
-        lines = [line.strip() for line in open(path, errors="replace") if line.strip()]
-    except OSError:
-        return "(no log)"
-    return lines[-1] if lines else "(its log is empty)"
-
-
-class ExperimentFailed(Exception):
-    """An experiment's run exited non-zero; its message is the last line of the run's log."""
-
-
 # --quick: every experiment in its smallest form (one step, a few prompts), to see that the commands run
 QUICK = ["--steps", "1", "--prompts-per-step", "4", "--group-size", "2", "--eval-n", "2", "--eval-k", "1",
          "--max-new-tokens", "16", "--curve-every", "0", "--kl-samples", "1"]
@@ -116,16 +91,7 @@ def run_experiment(exp, seed, threads=1, root=ROOT, family="paper", committed=Fa
     print("$", " ".join(cmd[1:]), flush=True)
     os.makedirs(root, exist_ok=True)
     t0, out = time.time(), os.path.join(root, f"{name}.out")
-    with open(out, "a") as f:
-        f.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} $ {' '.join(cmd[1:])}\n")
-        f.flush()
-        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, preexec_fn=end_with_parent,
-                              cwd=safety.REPO).returncode
-    if code in (130, -signal.SIGINT):   # the child stopped for Ctrl-C (its stages kept): this runner stops too, 130
-        raise KeyboardInterrupt
-    if code != 0:
-        raise ExperimentFailed(f"{name} stopped (exit {code}): {last_line(out)} (its whole log: {out}; rerun the "
-                               f"same command to resume it)")
+    run_child(cmd, out, name, safety.REPO)
     with open(os.path.join(root, name, "seconds.txt"), "w") as f:
         f.write(f"{time.time() - t0:.0f}\n")
     os.remove(out)

@@ -1,0 +1,43 @@
+"""infra/children.py — the experiment runners' child processes (tools/reference.py, tools/mediation.py): each child
+ends with its runner however the runner dies, and a failed child is reported by its own last line."""
+import ctypes
+import signal
+import subprocess
+import time
+
+
+class ExperimentFailed(Exception):
+    """An experiment's run exited non-zero; its message is the last line of the run's log."""
+
+
+def end_with_parent():
+    """In the child, before it runs: the kernel sends it SIGTERM when this runner dies, however it dies (a kill -9
+    included), so no continual.py goes on as an orphan writing a directory a rerun would write too; SIGTERM saves
+    the step's state and stops the child as Ctrl-C does."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass   # not Linux: the child outlives a killed runner (docs/RELIABILITY.md)
+
+
+def last_line(path):
+    """The last non-empty line of a log file: what a failed child said."""
+    try:
+        lines = [line.strip() for line in open(path, errors="replace") if line.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1] if lines else "(its log is empty)"
+
+
+def run_child(cmd, log, name, cwd):
+    """Run `cmd` with its output appended to `log` (after a line with the time and the command). A child stopped by
+    Ctrl-C raises KeyboardInterrupt (its stages are kept); any other failure ExperimentFailed with its last line."""
+    with open(log, "a") as f:
+        f.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} $ {' '.join(cmd[1:])}\n")
+        f.flush()
+        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, preexec_fn=end_with_parent, cwd=cwd).returncode
+    if code in (130, -signal.SIGINT):   # the child stopped for Ctrl-C (its stages kept): the runner stops too, 130
+        raise KeyboardInterrupt
+    if code != 0:
+        raise ExperimentFailed(f"{name} stopped (exit {code}): {last_line(log)} (its whole log: {log}; rerun the "
+                               f"same command to resume it)")
