@@ -83,3 +83,42 @@ def test_the_feedback_reads_the_judged_verdicts_and_does_not_judge_again(monkeyp
     monkeypatch.setattr(sandbox, "passed_test", lambda *a: calls.append(1) or real(*a))
     score, note = graders.check(record, fenced("def f(x):\n    return 3"))
     assert score == 0.0 and "Wrong Answer" in note and len(calls) == 1
+
+
+# Round six: a policy's answer is judged within about a second, on and off the main thread
+HOSTILE_MATH = ["9^{9^{9^{9}}}", "10^{10^{10}}", "(10^{100})!", "9^{999999999}", "2^{2^{2^{2^{2}}}}", "99999!",
+                "\\frac{1}{" * 300 + "}" * 300, "x" * 5000, "\\Gamma(10^{9})", "\\binom{10^{9}}{5000}", "((9!)!)!"]
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_hostile_math_answers_are_judged_within_a_second_each(where):
+    import threading
+    out = {}
+
+    def grade():
+        t0 = time.time()
+        out["scores"] = [graders.check_math({"answer": "7"}, "\\boxed{" + h + "}")[0] for h in HOSTILE_MATH]
+        out["seconds"] = time.time() - t0
+    if where == "main":
+        grade()
+    else:
+        t = threading.Thread(target=grade)
+        t.start()
+        t.join()
+    assert out["scores"] == [0.0] * len(HOSTILE_MATH) and out["seconds"] < 1.0 * len(HOSTILE_MATH) / 4, out
+    # an equivalent answer is still found by math-verify, on either thread
+    right = {}
+    check = lambda: right.setdefault("s", graders.check_math({"answer": "\\frac{14}{3}"}, "\\boxed{14/3}")[0])   # noqa: E731
+    check() if where == "main" else (lambda t: (t.start(), t.join()))(threading.Thread(target=check))
+    assert right["s"] == 1.0
+
+
+def test_a_megabyte_of_json_junk_is_judged_quickly():
+    junk = ("Action Input: {\"a\": [1, 2,\n" * 40000)[:1_000_000]
+    t0 = time.time()
+    graders.action_inputs(junk)
+    graders.last_json_object("{\"a\": [1,\n" * 100000)
+    assert time.time() - t0 < 2.0
+    # an honest call still reads whole
+    assert graders.action_inputs('Action: f\nAction Input: {"x": {"y": [1, 2]}}') == [{"x": {"y": [1, 2]}}]
+    assert graders.last_json_object('junk {"House 1": {"Name": "Eric"}} tail') == {"House 1": {"Name": "Eric"}}

@@ -4,7 +4,9 @@ grade(record, response) -> 1.0 or 0.0, feedback(record, response) -> what the gr
 (S8's environment feedback), and their batched forms. The CODING grader never evaluates model text in this
 process: every program runs in a jail of its own (world/sandbox.py)."""
 import json
+import logging
 import re
+import threading
 
 from collections import Counter
 
@@ -48,6 +50,22 @@ def normalize_answer(s):
 
 
 NUMBER = re.compile(r"-?\d+(\.\d+)?")
+# Judging is bounded at about a second a response (round six): an answer math-verify's sympy would take seconds on
+# never reaches it — longer than the release reads (its last 100 characters), a power tower, an exponent of 4 or
+# more digits, a factorial of anything but a small number, braces nested deeper than 4 — and math-verify's own
+# timeouts are 1 s (on the main thread; elsewhere its alarm cannot be set, and the screen alone bounds it).
+MATH_VERIFY_CHARS, MATH_VERIFY_SECONDS = 100, 1
+COSTLY = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\(?-?\w+\)?\s*\^|\^\s*\{?\s*\(?-?\d{4,}|(\d{3,}|[)}\]])\s*!|!\s*!|factorial|"
+                    r"\\Gamma|\\binom")
+
+
+def costly(expr):
+    """Would sympy take seconds on this answer? (the screen before math-verify; see COSTLY)"""
+    depth = deepest = 0
+    for c in expr:
+        depth += (c == "{") - (c == "}")
+        deepest = max(deepest, depth)
+    return len(expr) > MATH_VERIFY_CHARS or deepest > 4 or COSTLY.search(expr) is not None
 
 
 def math_equivalent(gold, pred):
@@ -57,12 +75,14 @@ def math_equivalent(gold, pred):
     math-verify then reads `6 - 5i` as 5). Plain numbers and plain words never reach it: numbers are
     already compared, and it would read a word as a product of symbols (`Cal` = `Lac`)."""
     if (NUMBER.fullmatch(gold) and NUMBER.fullmatch(pred)) or re.fullmatch(r"[A-Za-z]{2,}", gold) \
-            or re.fullmatch(r"[A-Za-z]{2,}", pred):
+            or re.fullmatch(r"[A-Za-z]{2,}", pred) or costly(pred) or costly(gold):
         return False
     from math_verify import parse, verify   # (sympy behind it takes 0.5 s to import: only when first needed)
+    logging.getLogger("math_verify").setLevel(logging.ERROR)   # (its timeouts would print the whole answer)
+    limit = MATH_VERIFY_SECONDS if threading.current_thread() is threading.main_thread() else None
     try:
-        return bool(verify(parse("\\boxed{" + gold + "}", parsing_timeout=5), parse("\\boxed{" + pred + "}", parsing_timeout=5),
-                           timeout_seconds=5))
+        return bool(verify(parse("\\boxed{" + gold + "}", parsing_timeout=limit),
+                           parse("\\boxed{" + pred + "}", parsing_timeout=limit), timeout_seconds=limit))
     except Exception:  # math-verify's own errors (as in the release): not equivalent
         return False
 
@@ -108,6 +128,9 @@ def check_gpqa(record, response):
 # We read the whole name up to a space or '(' (the release's \w+ can never match `[Optional]foo`).
 ACTION = re.compile(r"Action:\s*([^\s(]+)")
 ACTION_INPUT = re.compile(r"Action Input:\s*(?=\{)")
+# JSON is decoded from bounded slices, at most so many times a response: a 1 MB response cost 14–24 s when each
+# failed decode counted the newlines from the response's start (round six)
+MAX_JSON_CHARS, MAX_JSON_READS = 16384, 64
 
 
 def action_names(response):
@@ -118,9 +141,11 @@ def action_inputs(response):
     """The JSON objects that follow `Action Input:`, whole (nested braces fine: the release's non-greedy
     {.*?} cuts them). One that is not JSON is skipped, as in the release."""
     found = []
-    for m in ACTION_INPUT.finditer(response):
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(response, m.end())
+    for n, m in enumerate(ACTION_INPUT.finditer(response)):
+        if n == MAX_JSON_READS:
+            break
+        try:   # (a bounded slice: a failed decode's message counts the lines before it, from the slice's start)
+            obj, _ = json.JSONDecoder().raw_decode(response[m.end():m.end() + MAX_JSON_CHARS])
         except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(obj, dict):
@@ -308,10 +333,10 @@ def last_json_object(text, tries=2000):
     while i >= 0 and tries > 0:
         tries -= 1
         try:
-            obj, end = json.JSONDecoder().raw_decode(text, i)
+            obj, end = json.JSONDecoder().raw_decode(text[i:i + MAX_JSON_CHARS])
             if isinstance(obj, dict):
                 found = obj
-            i = text.find("{", end)
+            i = text.find("{", i + end)
         except (json.JSONDecodeError, RecursionError):
             i = text.find("{", i + 1)
     return found
