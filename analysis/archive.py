@@ -59,15 +59,21 @@ def run_dirs(directory):
     return sorted(d for d in glob.glob(os.path.join(directory, "*")) if os.path.isdir(d))
 
 
+def live_runs(directory):
+    """{run directory: the pid writing it} of the family's loose run directories whose lock a live process holds
+    (safety.RunLock): no command packs, removes or rewrites them (round six)."""
+    return {d: pid for d in run_dirs(directory) for pid in [safety.RunLock(d).holder()] if pid}
+
+
 def remove_packed(directory, kept):
     """After a pack: from each loose folder of `directory` that is a run (continual.py's config.json, or a cell's
     result.json, at its top), remove only the files `kept` (the archive, read back and checked) holds with the same
     text, then the folders left empty. Checkpoints, figures, anything the archive lacks, and folders that are no
-    run stay. Returns the paths kept back."""
-    left, files = [], files_of(directory)
+    run stay, and so does every run a live process is writing (live_runs). Returns the paths kept back."""
+    left, files, live = [], files_of(directory), live_runs(directory)
     for d in run_dirs(directory):
         name = os.path.basename(d)
-        if os.path.islink(d) or not (os.path.isfile(os.path.join(d, "config.json"))
+        if d in live or os.path.islink(d) or not (os.path.isfile(os.path.join(d, "config.json"))
                                      or os.path.isfile(os.path.join(d, "result.json"))):
             left.append(d)
             continue
@@ -84,14 +90,22 @@ def remove_packed(directory, kept):
 
 def pack(directory, out_path=None):
     """Every text file of the family's run directories into one parquet table (path, sha256, text), written
-    atomically: what its archive already holds, with the loose run directories over it (they are newer).
-    Returns (its path, the number of files)."""
+    atomically: what its archive already holds, with the loose run directories over it (they are newer). A run a
+    live process is writing is not packed (live_runs): a later pack takes it, once finished. Returns (its path, the
+    number of files)."""
     out_path = out_path or os.path.join(directory, ARCHIVE)
-    files = {**(read(out_path) if os.path.isfile(out_path) else {}), **files_of(directory)}
+    live = {os.path.basename(d) + os.sep for d in live_runs(directory)}
+    loose = {p: t for p, t in files_of(directory).items() if not any(p.startswith(d) for d in live)}
+    files = {**(read(out_path) if os.path.isfile(out_path) else {}), **loose}
     table = pa.table({"path": list(files), "sha256": [sha256(t) for t in files.values()], "text": list(files.values())})
-    tmp = out_path + ".tmp"
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, out_path)
+    fd, tmp = tempfile.mkstemp(prefix=ARCHIVE + ".", suffix=".tmp", dir=os.path.dirname(out_path) or ".")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, out_path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
     return out_path, len(files)
 
 

@@ -130,6 +130,21 @@ class RunLock:
         except (OSError, ValueError):
             return None
 
+    def holder(self):
+        """The pid of the live process that holds this lock, or None when none does (a shared lock tried and let go
+        at once: a run that is being written holds it exclusively)."""
+        if not os.path.exists(self.path):
+            return None
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        except OSError:
+            return self.held_by() or -1
+        finally:
+            os.close(fd)
+
     def release(self):
         if self.fd is not None:
             fcntl.flock(self.fd, fcntl.LOCK_UN)

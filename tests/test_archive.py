@@ -4,6 +4,8 @@ the claims read from it are the claims read from the directories."""
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -185,3 +187,30 @@ def test_pack_follows_no_link_out_of_the_family(tmp_path):
     os.symlink(outside, fam / "run-s1" / "linked")
     os.symlink(outside / "secret.json", fam / "run-s1" / "file.json")
     assert sorted(archive.files_of(str(fam))) == [os.path.join("run-s1", "results.json")]
+
+
+def test_a_live_run_is_neither_packed_nor_removed(tmp_path):
+    """Round six: `--pack --remove-packed` on a family folder while one of its runs is being written (its lock
+    held by a live process) leaves that run whole and out of the archive, and says which; the finished one goes."""
+    fam = tmp_path / "fam"
+    for name in ("done-s1", "live-s2"):
+        (fam / name).mkdir(parents=True)
+        (fam / name / "config.json").write_text('{"a": 1}')
+        (fam / name / "progress.json").write_text('{"stage": 1}')
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, %r); from infra import "
+                               "safety; assert safety.RunLock(%r).acquire(); print('held', flush=True); time.sleep(60)"
+                               % (ROOT, str(fam / "live-s2"))], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert archive.live_runs(str(fam)) == {str(fam / "live-s2"): holder.pid}
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "results.py"), "--pack", str(fam),
+                              "--remove-packed"], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert f"skipped {fam / 'live-s2'}: a process (pid {holder.pid}) is writing it" in out.stdout
+        assert sorted(archive.read(str(fam / archive.ARCHIVE))) == ["done-s1/config.json", "done-s1/progress.json"]
+        assert (fam / "live-s2" / "config.json").is_file() and (fam / "live-s2" / "progress.json").is_file()
+        assert not (fam / "done-s1").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert archive.live_runs(str(fam)) == {}   # the kernel drops a dead holder's lock

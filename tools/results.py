@@ -105,6 +105,9 @@ def main(argv=None):
             ap.error(f"--pack {args.pack}: no run directories there to pack")
         safety.refuse_committed(ap.error, "--pack", os.path.join(args.pack, archive.ARCHIVE), args.into_results,
                                 "--into-results")
+        live = archive.live_runs(args.pack)
+        for d, pid in live.items():
+            print(f"skipped {d}: a process (pid {pid}) is writing it; pack it again once it has finished")
         path, n = archive.pack(args.pack)
         print(f"packed {n} files into {path}")
         if args.remove_packed:
