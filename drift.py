@@ -532,9 +532,7 @@ def main(argv=None):
         out[run_name] = rows
         print(f"\n## {run_name}: drift after each stage\n\n" + drift_table(rows, config["stages"]))
     path = os.path.join(args.run_dir, "drift.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(out, f, indent=1)
-    os.replace(path + ".tmp", path)
+    write_atomically(path, lambda f: json.dump(out, f, indent=1))
     print(f"\nwrote {path}")
     return out
 

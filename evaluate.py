@@ -363,10 +363,7 @@ def main(argv=None):
     print(f"\nevaluation took {time.time() - t0:.0f} s")
     if args.out and is_main():
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)   # (a new folder: --out runs/base/x.json)
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(result, f, indent=1)
-        os.replace(tmp, args.out)
+        write_atomically(args.out, lambda f: json.dump(result, f, indent=1))
     return result
 
 

@@ -35,6 +35,7 @@ import grpo
 import sdpo
 from world import tasks
 from infra import flags, safety
+from infra.checkpoints import write_atomically
 from infra.distributed import setup_torch
 from infra.models import load_model
 from infra.padding import right_pad
@@ -176,9 +177,7 @@ def write_html(rows, path, title):
         parts.append(f"</div><div class='lab'>GRPO (every token): <span class='grpo' style='background:{bg}'>"
                      f"A = {a:+.3f}</span></div></div>")
     parts.append("</body></html>")
-    with open(path + ".tmp", "w") as f:
-        f.write("".join(parts))
-    os.replace(path + ".tmp", path)
+    write_atomically(path, lambda f: f.write("".join(parts)))
     return path
 
 

@@ -8,7 +8,7 @@ import os
 import drift
 from experiment import metrics, tables
 from infra import plots, stats
-from infra.checkpoints import read_jsonl
+from infra.checkpoints import read_jsonl, write_atomically
 
 
 # ----------------------------------------------------------------------------------------------
@@ -96,9 +96,7 @@ def write_report(results, run_dir):
                   "short pattern to the length limit (A8), with the most common pattern."]
     lines += [""] + [f"![{alt}]({os.path.basename(p)})" for p, alt in run_figures(results, run_dir) if p]
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(run_dir, "report.md.tmp"), "w") as f:
-        f.write(text)
-    os.replace(os.path.join(run_dir, "report.md.tmp"), os.path.join(run_dir, "report.md"))
+    write_atomically(os.path.join(run_dir, "report.md"), lambda f: f.write(text))
     return text
 
 
@@ -187,7 +185,5 @@ def write_seeds_report(summary, seed_results, out_dir):
               "by step within each seed, smoothed over 5 steps; a band that leaves 0 is a difference the seeds agree on.", ""]
     lines += [f"![{alt}]({os.path.basename(p)})" for p, alt in figures if p]
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(out_dir, "report.md.tmp"), "w") as f:
-        f.write(text)
-    os.replace(os.path.join(out_dir, "report.md.tmp"), os.path.join(out_dir, "report.md"))
+    write_atomically(os.path.join(out_dir, "report.md"), lambda f: f.write(text))
     return text

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 
 import torch
 from safetensors import SafetensorError   # (what save_pretrained raises on a full disk)
@@ -222,6 +223,10 @@ def read_jsonl(path):
     return rows, bad
 
 
+UMASK = os.umask(0o022)   # the process's file-creation mask (read by setting it, then put back at once)
+os.umask(UMASK)
+
+
 def atomic_text(path, text):
     """A small text file written whole or not at all (a temporary sibling, then a rename)."""
     write_atomically(path, lambda f: f.write(text))
@@ -235,14 +240,17 @@ def atomic_json(path, obj):
 
 
 def write_atomically(path, write):
-    """write(f) into path.tmp, then rename it over path. If any of it fails, path.tmp is removed and the
-    error names path (say, a directory where the file belongs), never the temporary file."""
-    tmp = path + ".tmp"
+    """write(f) into a temporary file of this writer's own beside path (tempfile.mkstemp: two writers of one file
+    never share it), then rename it over path: a reader sees the old file or the new one, whole. If any of it
+    fails, the temporary file is removed and the error names path (say, a directory where the file belongs)."""
+    tmp = None
     try:
-        with open(tmp, "w") as f:
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path) or ".")
+        os.fchmod(fd, 0o666 & ~UMASK)   # (mkstemp's 0600 would make the file private; keep what open() gives)
+        with os.fdopen(fd, "w") as f:
             write(f)
         os.replace(tmp, path)
     except OSError as e:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, TypeError):
             os.remove(tmp)
         raise OSError(e.errno, e.strerror, path) from e

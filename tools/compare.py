@@ -24,6 +24,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
 from analysis import archive  # noqa: E402
+from infra.checkpoints import write_atomically  # noqa: E402
 
 FAMILY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "headline")
 RUN = "sdpo_a0.05"
@@ -119,9 +120,7 @@ def main(argv=None):
                 "(min–max) over the seeds; bold: a stage's own domain, right after it. G and F are A3's, relative to the base "
                 "(%). `python tools/compare.py RUN_DIR` lists the cells of a run outside these ranges.\n\n"
                 + distribution_table(dist, seeds) + "\n")
-        with open(path + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(path + ".tmp", path)
+        write_atomically(path, lambda f: f.write(text))
         print(f"wrote {path}")
         return dist
     path = os.path.join(args.run_dir, "results.json")
