@@ -142,6 +142,12 @@ def frozen_model(model, args, carried=None):
     return clone_model(model).eval().requires_grad_(False) if args.kl_coef > 0 else None
 
 
+def teacher_of(ref_model):
+    """What a stop saves beside the student (experiment/rundir.py): (G4)'s frozen reference, θ_{k−1}, so that a
+    resumed stage compares with the stage's start and not with the stopped weights; None without --kl-coef."""
+    return ref_model
+
+
 def prepare_batch(model, ref_model, batch, args, tok, step):
     """(G1) advantages and (G2) π_old for one batch, and its `epochs × mini_batches` optimizer steps: for
     each, its micro-batches and the mini-batch's token and sequence counts. train.update takes the steps.

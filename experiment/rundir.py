@@ -217,9 +217,8 @@ class Seed:
         if is_main():   # --report-to: this configuration's steps and stages in TensorBoard or trackio
             run.tracker = trackers.open_tracker(args.report_to, self.run_dir, name, {**vars(args), **settings,
                                                                                      "method": method})
-        has_teacher = hasattr(run.method, "teacher_of") and settings.get("teacher", "ema") != "live"   # (T4: none)
         device = self.experiment.device
-        partial = load_partial(self.partial_dir, name, len(done), has_teacher, device, args)
+        partial = load_partial(self.partial_dir, name, len(done), device, args)
         run.resume = partial[0] if partial else None
         if partial:
             model, tok = partial[1], partial[2]
@@ -293,7 +292,7 @@ class Run:
                                     stage_args.seed)   # (R1) with --replay: a share from the earlier domains
         if k > 0 and args.stage_optimizer == "carry" and not self.resume:   # the moments and step count go on
             load_optimizer(stage_checkpoint(seed.run_dir, self.name, k - 1, seed.stages[k - 1]), model, opt)
-        teacher = self.method.teacher_of(frozen) if hasattr(self.method, "teacher_of") else None   # (GRPO: none)
+        teacher = self.method.teacher_of(frozen)   # SDPO's teacher, GRPO's reference (G4), or None
         stage = Stage(k, seed.stages[k], stage_args, records, opt, frozen, teacher,
                       desc=f"{seed.label}{self.name} {k + 1}:{seed.stages[k]}", t0=t0)
         if self.resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)
@@ -310,7 +309,7 @@ class Run:
                 raise
             done = e.completed_steps if isinstance(e, Interrupted) else stage_args.steps
             extra = {"partial.pt": {"run": self.name, "stage": k, "step": done, "rows": stage.rows,
-                                    "curve": stage.curve}}
+                                    "curve": stage.curve, "teacher": stage.teacher is not None}}
             # (sharded: every rank takes part, each writing its own shard of the optimizer and teacher)
             save_checkpoint(model, self.tok, seed.partial_dir, extra, opt=stage.opt, teacher=stage.teacher)
             if isinstance(e, Interrupted):
@@ -610,16 +609,18 @@ def load_checkpoint(path, device, dtype, grad_checkpointing=False, what="checkpo
              f"the same command: that stage and the ones after it are trained again")
 
 
-def load_partial(partial_dir, run_name, stage, has_teacher, device, args):
-    """The state a Ctrl-C saved mid-stage, if it is this run's and stage's: (saved, model, tok), else None. A
-    damaged one is set aside as partial.damaged/ and the stage restarts (every step has its own seed)."""
+def load_partial(partial_dir, run_name, stage, device, args):
+    """The state a Ctrl-C saved mid-stage, if it is this run's and stage's: (saved, model, tok), else None; with the
+    frozen model it saved beside the student (SDPO's teacher, GRPO's reference) when it saved one. A damaged one is
+    set aside as partial.damaged/ and the stage restarts (every step has its own seed)."""
     if not os.path.exists(os.path.join(partial_dir, "partial.pt")):
         return None
     try:
         saved = torch.load(os.path.join(partial_dir, "partial.pt"))
         if saved["run"] != run_name or saved["stage"] != stage:
             return None
-        check_states(partial_dir, ["optimizer", "teacher"] if has_teacher else ["optimizer"], under_torchrun())
+        check_states(partial_dir, ["optimizer", "teacher"] if saved.get("teacher", True) else ["optimizer"],
+                     under_torchrun())
         model, tok = load_model(partial_dir, device, args.dtype, args.grad_checkpointing,
                                 enable_thinking=args.enable_thinking)
         return saved, model, tok

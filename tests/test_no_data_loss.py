@@ -8,11 +8,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from infra import safety
+from infra import checkpoints, safety
 from analysis import archive
 from infra.checkpoints import save_checkpoint
 
@@ -355,3 +356,50 @@ def test_a_full_disk_under_a_run_is_one_line_and_leaves_no_tmp(tmp_path, script,
         and "No space left on device" in lines[-1], lines[-1]
     left = [os.path.join(d, n) for d, dirs, files in os.walk(tmp_path) for n in dirs + files if n.endswith(".tmp")]
     assert not left, left
+
+
+KL_RUN = ["--method", "grpo", "--kl-coef", "0.5", "--stages", "math", "--benchmarks", "math", "--steps", "8",
+          "--prompts-per-step", "2", "--group-size", "4", "--eval-n", "4", "--eval-k", "2", "--max-new-tokens", "40",
+          "--curve-every", "0", "--seed", "5", "--mini-batches", "2", "--no-drift", "--threads", "1", "--lr", "1e-3"]
+
+
+def test_grpo_with_a_kl_term_resumes_against_the_stage_s_start(tmp_path):
+    """Issue 84: a stopped GRPO stage with --kl-coef resumes with (G4)'s reference as it was, θ_{k−1}: the stop
+    saves it beside the student, as SDPO's teacher. Before, the resumed stage rebuilt it from the stopped weights:
+    the k3 KL after the resume fell to ~0 and results.json differed."""
+    whole = start("continual.py", KL_RUN + ["--name", "whole"], tmp_path)
+    whole.communicate(timeout=900)
+    assert whole.returncode == 0
+    p = start("continual.py", KL_RUN + ["--name", "cut"], tmp_path)
+    wait_for_lines(tmp_path / "runs" / "cut" / "log.jsonl", 3)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=600)
+    assert p.returncode == 130 and "interrupted" in err, err
+    again = start("continual.py", KL_RUN + ["--name", "cut"], tmp_path)
+    out, _ = again.communicate(timeout=900)
+    assert again.returncode == 0 and "resuming stage" in out
+    kl = lambda name: [json.loads(line).get("kl") for line in (tmp_path / "runs" / name / "log.jsonl").open()]   # noqa: E731
+    assert kl("cut") == kl("whole") and max(kl("whole")[4:]) > 0
+    assert results_of(tmp_path, "cut") == results_of(tmp_path, "whole")
+
+
+def test_two_writers_of_one_file_never_share_a_temporary_file(tmp_path):
+    """Round six: write_atomically's temporary file is each writer's own (mkstemp beside the target). Two summaries
+    writing one report at once both finish; the report is one of them, whole; nothing is left behind."""
+    path, errors, gate = str(tmp_path / "report.md"), [], threading.Barrier(2)
+
+    def writer(text):
+        def write(f):
+            gate.wait(timeout=10)   # both temporary files are open at once
+            f.write(text)
+        try:
+            checkpoints.write_atomically(path, write)
+        except Exception as e:   # noqa: BLE001  (any error is the failure)
+            errors.append(e)
+    threads = [threading.Thread(target=writer, args=(t * 1000,)) for t in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and open(path).read() in ("a" * 1000, "b" * 1000)
+    assert os.listdir(tmp_path) == ["report.md"] and os.stat(path).st_mode & 0o777 == 0o666 & ~checkpoints.UMASK
