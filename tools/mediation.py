@@ -2,7 +2,8 @@
 (issue 83; declared in docs/RESULTS.md, "Where the extra forgetting lands", before its first run).
 
     python tools/mediation.py --seeds 10,11 --jobs 2 --root runs/mediation   # θ_1 per seed, then every arm
-    python tools/mediation.py --summary --root runs/mediation                # the declared tests (analysis/mediation.py)
+    python tools/mediation.py --summary --root runs/mediation                # the declared tests, into its report.md
+    python tools/mediation.py --summary --root results/mediation --into-results   # the committed family's report
     python tools/mediation.py --seeds 10 --quick --root /tmp/med             # every step in its smallest form
 
 Per seed S: θ_1 = one MATH stage of GRPO at its own rate (the reference's GRPO, 1e-4) from the tiny model,
@@ -136,6 +137,8 @@ def main(argv=None):
                     "committed folder; finished seeds are copied into results/mediation/ and packed)")
     ap.add_argument("--summary", action="store_true", help="the declared tests over the finished seeds")
     ap.add_argument("--quick", action="store_true", help="every step in its smallest form, never for a result")
+    ap.add_argument("--into-results", action="store_true", help="with --summary: let it write the committed "
+                    "family's report (results/mediation/report.md)")
     ap.add_argument("--measure", metavar="NAME", help=argparse.SUPPRESS)   # (a child: one experiment's measures)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -182,10 +185,16 @@ def main(argv=None):
         bar.close()
     if args.summary:
         try:
-            print(mediation.summary_text(mediation.read_runs(root))[0])
+            text = mediation.summary_text(mediation.read_runs(root))[0]
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
+        print(text)
+        if safety.committed_path(root) and not args.into_results:
+            print(f"\n(printed only: add --into-results to write {os.path.relpath(root)}/report.md)")
+        elif os.path.isdir(root):
+            write_atomically(os.path.join(root, "report.md"), lambda f: f.write(
+                "# Where the extra forgetting lands (`python tools/mediation.py --summary`)\n\n" + text + "\n"))
 
 
 if __name__ == "__main__":
