@@ -35,6 +35,7 @@ def test_a_run_inside_the_range_has_no_cell_outside(family, tmp_path, capsys):
     assert compare.main([str(mine), "--family", str(family)]) == []
     out = capsys.readouterr().out
     assert "13 of 13 cells inside" in out and "not like for like" not in out
+    assert out.strip().splitlines()[-1].startswith("verdict: looks like the reference (0 of 13 cells outside")
 
 
 def test_the_cells_outside_are_found_and_only_those(family, tmp_path, capsys):
@@ -50,6 +51,18 @@ def test_the_cells_outside_are_found_and_only_those(family, tmp_path, capsys):
     assert ("base", "math") not in names and ("A3", "F earlier %") not in names
     text = capsys.readouterr().out
     assert "not like for like: --steps 10 (theirs 40)" in text and "the base is outside on logic" in text
+    assert text.strip().splitlines()[-1] == "verdict: not like for like: --steps 10"
+
+
+def test_the_last_line_says_the_verdict():
+    cells = [(("1: math", b), 0.9, 0.5, 0.4, 0.6) for b in "abcdefgh"]
+    # 44 cells, 10 seeds: a like-for-like run has 2/11 of its cells outside by chance, at most 14 at the 99th percentile
+    assert compare.verdict([], [], cells[:3], 44, 10).startswith("verdict: looks like the reference (3 of 44")
+    many = cells * 2
+    assert compare.verdict([], [], many, 44, 10).startswith("verdict: outside the range on 16 cells (chance gives at "
+                                                            "most 14): 1: math a, 1: math b")
+    assert compare.verdict([], ["logic"], cells, 44, 10).startswith("verdict: not the reference's base (logic)")
+    assert compare.verdict([("threads", 2, 1)], [], [], 44, 10) == "verdict: not like for like: --threads 2"
 
 
 def test_the_table_is_median_and_range(family, capsys):

@@ -21,6 +21,8 @@ import os
 import statistics
 import sys
 
+from scipy.stats import binom
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
 from analysis import archive  # noqa: E402
@@ -148,7 +150,22 @@ def main(argv=None):
     if base:
         print(f"\nthe base is outside on {', '.join(base)}: it is the same for every seed (the same test prompts and "
               f"sampling), so the model, the evaluation settings or the code differ from the distribution's")
+    print(verdict(diff, base, out, len(mine), len(seeds)))
     return out
+
+
+def verdict(diff, base, out, n_cells, n_seeds):
+    """The comparison's last line. A like-for-like run's cell falls outside the [min, max] of n seeds with chance
+    2/(n+1) (exchangeable seeds); more cells outside than the binomial's 99th percentile of that is a difference."""
+    if diff:
+        return "verdict: not like for like: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v, _ in diff)
+    if base:
+        return f"verdict: not the reference's base ({', '.join(base)}): the model, the evaluation or the code differ"
+    chance = int(binom.ppf(0.99, n_cells, 2 / (n_seeds + 1)))
+    if len(out) > chance:
+        return (f"verdict: outside the range on {len(out)} cells (chance gives at most {chance}): "
+                + ", ".join(f"{a} {b}" for (a, b), *_ in out[:6]) + (" …" if len(out) > 6 else ""))
+    return f"verdict: looks like the reference ({len(out)} of {n_cells} cells outside, chance gives up to {chance})"
 
 
 if __name__ == "__main__":
