@@ -125,8 +125,15 @@ def interval_dict(values):
 
 
 def pm(cell, scale=100):
-    """"18.4 ± 2.1": the mean and the half-width of its 95% interval over seeds."""
-    return f"{scale * cell['mean']:.1f} ± {scale * (cell['high'] - cell['mean']):.1f}"
+    """"18.4 ± 2.1": the mean and the half-width of its 95% interval over seeds; the mean alone, marked †, when the
+    interval is wider than the whole scale (two seeds: t_0.975,1 = 12.7 times their spread), which says nothing."""
+    half = cell["high"] - cell["mean"]
+    return f"{scale * cell['mean']:.1f} †" if wide(cell) else f"{scale * cell['mean']:.1f} ± {scale * half:.1f}"
+
+
+def wide(cell):
+    """Is a cell's 95% interval wider than the scale of an accuracy (more than ±100 points)?"""
+    return cell["high"] - cell["mean"] > 1.0
 
 
 def seed_log(run_dir):
@@ -157,6 +164,11 @@ def write_seeds_report(summary, seed_results, out_dir):
             lines.append(f"| {label} | " + " | ".join(
                 f"**{pm(c)}**" if k > 0 and benches[i] == stages[k - 1] else pm(c) for i, c in enumerate(row)) + " |")
         lines.append("")
+    cells = [c for run in summary["runs"].values() for row in run["acc"] for c in row] + \
+        [c for run in summary["runs"].values() for c in run["metrics"].values() if isinstance(c, dict) and "high" in c]
+    if any(wide(c) for c in cells):
+        lines += [f"†: over {n} seeds this cell's 95% interval is wider than the whole scale, so it is left out: {n} "
+                  "seeds cannot bound it (the claims use 10–32 seeds; docs/RESULTS.md).", ""]
     lines += ["## Gain and forgetting (A3), mean ± 95% half-width", "",
               "| run | avg G on each stage's domain % | F earlier domains % | F OOD % | average accuracy so far % "
               "| forgetting from the peak, points | backward transfer, points |",

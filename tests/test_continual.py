@@ -12,7 +12,7 @@ import evaluate
 import grpo
 import train
 from infra import flags
-from experiment import metrics, rundir
+from experiment import metrics, report, rundir
 from conftest import interrupted_copy, results_as_if_full
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -248,3 +248,11 @@ def test_a_different_run_is_named_by_the_settings_that_differ(tmp_path):
     (run_dir / "config.json").write_text(json.dumps(old))
     out = run_cli(["--method", "grpo", "--steps", "3", "--name", "x"], tmp_path)
     assert out.returncode == 2 and "--steps 5 there, 3 here" in out.stderr, out.stderr
+
+
+def test_an_interval_wider_than_the_scale_is_not_printed():
+    """Issue 85: two seeds gave "68.0 ± 143.9" points; the cell now shows its mean alone, marked †, and the
+    report says in one line that so few seeds cannot bound it."""
+    assert report.pm({"mean": 0.184, "high": 0.205}) == "18.4 ± 2.1"
+    assert report.pm({"mean": 0.68, "high": 0.68 + 1.439}) == "68.0 †"
+    assert not report.wide({"mean": 0.5, "high": 1.4}) and report.wide({"mean": 0.5, "high": 1.6})
