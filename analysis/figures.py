@@ -8,9 +8,10 @@
 They use infra/plots.py's helpers: the same look, the same atomic writes, None without matplotlib.
 """
 import os
+import re
 
 from analysis.frontier import law_points, line_fit
-from infra.plots import COLORS, label_of, pyplot, save
+from infra.plots import COLORS, CONFIG_COLORS, color_of, label_of, pyplot, save
 from infra.stats import mean_interval
 
 # The loop, step by step: three of what tools/collapse.py logs on every CODING step of a cell, titled by what they
@@ -91,10 +92,10 @@ def plot_loop_stages(probes, path, stages=None, labels=None):
         keys = ["base"] + [f"{config}/stage{k}" for k in (1, 2, 3)]
         cols = [mean_interval([100 * p[k]["loop_share_failed"] for p in probes]) for k in keys]
         x = [i + 0.06 * (c - 1) for i in range(len(keys))]   # (side by side at each point)
-        ax.plot(x, [m for m, _, _ in cols], marker="o", color=COLORS[c % len(COLORS)], label=label_of(labels, config))
+        ax.plot(x, [m for m, _, _ in cols], marker="o", color=color_of(labels, config, c), label=label_of(labels, config))
         if len(probes) > 1:
             ax.errorbar(x, [m for m, _, _ in cols], yerr=[[m - lo for m, lo, _ in cols], [hi - m for m, _, hi in cols]],
-                        ls="none", color=COLORS[c % len(COLORS)], capsize=3)
+                        ls="none", color=color_of(labels, config, c), capsize=3)
     ax.set_xticks(range(len(names)), names, fontsize=8)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("loop tokens, % of failed responses' tokens", fontsize=8)
@@ -156,7 +157,7 @@ def plot_footing(claims, path, columns=("per-method", "1e-4", "4e-4")):
     return path
 
 
-FRONTIER_COLORS = {"GRPO": "#1f77b4", "SDPO_0": "#ff7f0e", "SDPO_5%": "#d62728"}
+FRONTIER_COLORS = {role: CONFIG_COLORS[role] for role in ("GRPO", "SDPO_0", "SDPO_5%")}   # (infra/plots.py's)
 
 
 def label_panel(ax, title, xlabel, ylabel):
@@ -166,6 +167,11 @@ def label_panel(ax, title, xlabel, ylabel):
     ax.set_ylabel(ylabel, fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.3)
+
+
+def rate_label(lr):
+    """A learning rate as its figures say it: 1.25e-5, 1e-4 (no rounding to 1.3e-5, no trailing zeros)."""
+    return re.sub(r"\.?0+e", "e", f"{lr:.2e}").replace("e-0", "e-")
 
 
 def plot_frontier(cells, path):
@@ -188,7 +194,7 @@ def plot_frontier(cells, path):
                 y, ylo, yhi = mean_interval([p[measure][k - 1] for p in per])
                 ax.errorbar([g], [y], xerr=[[g - glo], [ghi - g]], yerr=[[y - ylo], [yhi - y]], color=color,
                             fmt="o", ms=4, lw=1, capsize=2)
-                ax.annotate(f"{lr:.1e}".replace("e-0", "e-"), (g, y), textcoords="offset points", xytext=(4, 3),
+                ax.annotate(rate_label(lr), (g, y), textcoords="offset points", xytext=(4, 3),
                             fontsize=6, color=color)
                 pts.append((g, y))
             if pts:
@@ -196,10 +202,11 @@ def plot_frontier(cells, path):
         label_panel(ax, f"stage {k}" + (": OOD drop" if k == 1 else ": earlier domains, from the peak"),
                     f"gain on stage {k}'s own domain (points)",
                     "forgetting (points)" if k > 1 else "OOD drop from the base (points)")
-    axes[0].legend(fontsize=7, loc="upper left")
+    handles, names = axes[0].get_legend_handles_labels()   # (below the panels, off the data)
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
     fig.suptitle("Forgetting against new-task gain along each method's learning rates (labels: the rate; lower right "
                  "is better); compare methods at the same gain, not the same rate", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.tight_layout(rect=(0, 0.06, 1, 0.93))
     return save(fig, path, layout=False)
 
 
@@ -234,8 +241,9 @@ def plot_kl_law(cells, path, measure="peak", stages=(2, 3, 4)):
         ax.set_xscale("symlog", linthresh=1.0)   # (linear below 1 nat, logarithmic above: SDPO's runs reach 100)
         label_panel(ax, title, f"forward KL(π_0 ‖ π) on stage {k}'s prompts (nats, symlog)",
                     "forgetting from the peak, earlier domains (points)")
-    axes[0].legend(fontsize=7, loc="upper left")
+    handles, names = axes[0].get_legend_handles_labels()   # (below the panels, off the data)
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
     fig.suptitle("The KL-forgetting law (RL's Razor; the paper's Appendix B): does SDPO forget more than its forward "
                  "KL accounts for? (if so, its points lie above GRPO's line)", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    fig.tight_layout(rect=(0, 0.07, 1, 0.92))
     return save(fig, path, layout=False)

@@ -70,6 +70,17 @@ def label_of(labels, name):
     return (labels or {}).get(name) or name
 
 
+# One colour per configuration in every figure (the paper's names); any other run takes the palette by its position
+CONFIG_COLORS = {"GRPO": "#1f77b4", "SDPO_0": "#ff7f0e", "SDPO_5%": "#d62728", "SDPO-CoT_0": "#9467bd",
+                 "SDPO-CoT_5%": "#8c564b", "S-SDPO_0": "#e377c2", "StableSDPO": "#17becf",
+                 "SDPO_0 failed-only": "#2ca02c"}
+
+
+def color_of(labels, name, c):
+    """A run's colour: its configuration's (CONFIG_COLORS, by its paper name) or the c-th of the palette."""
+    return CONFIG_COLORS.get(label_of(labels, name), COLORS[c % len(COLORS)])
+
+
 def stage_names(stages):
     return [os.path.basename(s) for s in stages]
 
@@ -97,7 +108,7 @@ def plot_accuracy(results, path, seeds_results=None, labels=None):
         ax = axes[i // cols][i % cols]
         for c, name in enumerate(results["runs"]):
             ys = [[100 * row[i] for row in r["runs"][name]["acc"]] for r in all_results if name in r["runs"]]
-            line_with_band(ax, x, ys, COLORS[c % len(COLORS)], label_of(labels, name))
+            line_with_band(ax, x, ys, color_of(labels, name, c), label_of(labels, name))
         if b in stages:   # the stage that trains this benchmark's domain, shaded
             k = stages.index(b) + 1
             ax.axvspan(k - 1, k, color="0.9", zorder=0, label="its training stage" if i == 0 else None)
@@ -140,7 +151,7 @@ def plot_gain_forgetting(results, path, seeds_results=None, labels=None):
                   for m, lo, hi in map(mean_interval, vals)]
             means = [m for m, _, _ in ci]
             err = [[max(0.0, m - lo) for m, lo, _ in ci], [max(0.0, hi - m) for m, _, hi in ci]]
-            ax.bar(xs, means, width, color=COLORS[c % len(COLORS)], label=label_of(labels, name),
+            ax.bar(xs, means, width, color=color_of(labels, name, c), label=label_of(labels, name),
                    yerr=err if len(all_results) > 1 else None, capsize=2)
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(items))],
@@ -198,7 +209,7 @@ def plot_drift(results, path, seeds_results=None, labels=None):
         for c, name in enumerate(names):
             ys = [[get(d) for d in r["runs"][name]["drift"]] for r in all_results
                   if name in r["runs"] and all(r["runs"][name].get("drift") or [None])]
-            line_with_band(ax, x, [y for y in ys if None not in y], COLORS[c % len(COLORS)], label_of(labels, name))
+            line_with_band(ax, x, [y for y in ys if None not in y], color_of(labels, name, c), label_of(labels, name))
         near_one = "IoU" in title or "cosine" in title   # values near 1: zoomed, and the axis says so
         if near_one:
             ax.set_title(f"{title}\naxis from {ax.get_ylim()[0]:.2f}, not 0", fontsize=9)
@@ -213,7 +224,7 @@ def plot_drift(results, path, seeds_results=None, labels=None):
 def plot_curves(rows, path, stages=None, labels=None):
     """curves.png: per step, the mean reward, SDPO's per-token JS, the student's and the teacher's
     entropy (the paper's §3.1 curves), one line per run; dotted lines mark stage boundaries, each stage
-    named above its part. A panel no run has (GRPO: JS, teacher entropy) is left out.
+    named above its part. A panel no run has (GRPO: JS, teacher entropy), or that is 0 throughout, is left out.
 
     rows: log.jsonl rows (continual.py's carry 'run' and 'stage'; grpo.py/sdpo.py's have neither).
     """
@@ -223,7 +234,9 @@ def plot_curves(rows, path, stages=None, labels=None):
     if not rows:
         return None
     runs = list(dict.fromkeys(r.get("run", "run") for r in rows))
-    metrics = [(k, t) for k, t in CURVE_METRICS if any(r.get(k) is not None for r in rows)]
+    # a panel no run has (GRPO: JS, teacher entropy), or one that is 0 at every step under the run's settings
+    # (the share distilled by feedback, feedback being off), is left out
+    metrics = [(k, t) for k, t in CURVE_METRICS if any(r.get(k) not in (None, 0, 0.0) for r in rows)]
     cols = min(4, len(metrics))
     fig, grid = plt.subplots(-(-len(metrics) // cols), cols, figsize=(3.4 * cols, 2.8 * -(-len(metrics) // cols)),
                              squeeze=False)
@@ -238,14 +251,14 @@ def plot_curves(rows, path, stages=None, labels=None):
             pts = [(xi, r[key]) for xi, r in zip(x, mine) if r.get(key) is not None
                    and not (r.get("skipped") and key in PER_DISTILLED_TOKEN)]
             if pts:
-                ax.plot(*zip(*pts), lw=1, color=COLORS[c % len(COLORS)], label=label_of(labels, run))
+                ax.plot(*zip(*pts), lw=1, color=color_of(labels, run, c), label=label_of(labels, run))
             if key == "update_rel" and any(y > 0 for _, y in pts):
                 ax.set_yscale("symlog", linthresh=1e-5)   # (a step with rate 0 moves nothing: 0 stays on the axis)
                 ax.symlog = True
             marks = [(xi, r[key]) for xi, r in zip(x, mine) if r.get("teacher_refresh") and r.get(key) is not None]
             if marks:   # T2: the steps after which the teacher was refreshed
                 ax.plot(*zip(*marks), ls="none", marker="v", ms=6, mec="black", mew=0.6,
-                        color=COLORS[c % len(COLORS)], label=f"{label_of(labels, run)}: teacher refresh (T2)")
+                        color=color_of(labels, run, c), label=f"{label_of(labels, run)}: teacher refresh (T2)")
     for ax, (_, title) in zip(axes, metrics):
         title += "\n(log scale above 1e-5, linear below)" if getattr(ax, "symlog", False) else ""
         ax.set_title(title, fontsize=9, pad=12 if stages else 6)   # (room for the stage names)
@@ -310,11 +323,11 @@ def plot_differences(seed_rows, path, stages=None, labels=None, window=5):
             if paired is None:
                 continue
             x, per_seed = paired
-            line_with_band(ax, x, [running_mean(d, window) for d in per_seed], COLORS[c % len(COLORS)], name)
+            line_with_band(ax, x, [running_mean(d, window) for d in per_seed], color_of(labels, run, c), name)
             refresh = sorted({(r.get("stage", 1) - 1) * steps_per_stage + r["step"] for r in seed_rows[0]
                               if r.get("run") == run and r.get("teacher_refresh")})
             for k, xr in enumerate(refresh):
-                ax.axvline(xr, color=COLORS[c % len(COLORS)], ls="--", lw=0.7,
+                ax.axvline(xr, color=color_of(labels, run, c), ls="--", lw=0.7,
                            label=f"{label_of(labels, run)}: teacher refresh (T2)" if k == 0 else None)
     for ax, (_, title) in zip(axes, metrics):
         ax.axhline(0, color="black", lw=0.6)
