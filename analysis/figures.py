@@ -8,9 +8,8 @@
 They use infra/plots.py's helpers: the same look, the same atomic writes, None without matplotlib.
 """
 import os
-import re
 
-from analysis.frontier import law_points, line_fit
+from analysis.frontier import law_points, line_fit, rate_label
 from infra.plots import COLORS, CONFIG_COLORS, color_of, label_of, pyplot, save
 from infra.stats import mean_interval
 
@@ -167,11 +166,6 @@ def label_panel(ax, title, xlabel, ylabel):
     ax.set_ylabel(ylabel, fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.3)
-
-
-def rate_label(lr):
-    """A learning rate as its figures say it: 1.25e-5, 1e-4 (no rounding to 1.3e-5, no trailing zeros)."""
-    return re.sub(r"\.?0+e", "e", f"{lr:.2e}").replace("e-0", "e-")
 
 
 def plot_frontier(cells, path):

@@ -26,6 +26,7 @@ GRPO's, with its bootstrap interval)?
 import json
 import os
 import random
+import re
 
 from analysis import archive, claims, significance
 
@@ -360,6 +361,11 @@ def law_cells(runs):
     return cells_of([(s, r, lr, p) for s, r, lr, exp, p in runs if any(v is not None for v in p["fkl"])])
 
 
+def rate_label(lr):
+    """A learning rate as the tables and figures say it: 1.25e-5, 1e-4 (no rounding to 1.3e-5, no trailing zeros)."""
+    return re.sub(r"\.?0+e", "e", f"{lr:.2e}").replace("e-0", "e-")
+
+
 def frontier_table(cells, measure="peak"):
     """configuration × rate × stage → mean gain and mean `measure` with their 95% t-intervals, and the seeds."""
     lines = ["| configuration | lr | seeds | " + " | ".join(f"stage {k}: gain / {measure}" for k in (1, 2, 3, 4)) + " |",
@@ -372,7 +378,7 @@ def frontier_table(cells, measure="peak"):
                 gain = claims.interval_cell([p["gain"][k - 1] / 100 for p in per], 100)
                 ys = [p[measure][k - 1] / 100 for p in per if p[measure][k - 1] is not None]
                 row.append(f"{gain} / {claims.interval_cell(ys, 100) if ys else '—'}")
-            lines.append(f"| {role} | {lr:.1e} | {len(per)} | " + " | ".join(row) + " |")
+            lines.append(f"| {role} | {rate_label(lr)} | {len(per)} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
