@@ -193,6 +193,41 @@ CLAIMS_NOTE = ("Effect: the mean over seeds of the paired difference A − B (sa
 # experiments; the verdict is the rule above on d's 95% interval (raw), and the same after Holm's
 # correction over the whole family (corrected). Nothing here may change once a seed has run.
 # ==============================================================================================
+# What held here, in one place: the README's and docs/HANDOUT.md's table of the paper's main claims is this one
+# (tests/test_claims_declared.py checks that both print it as `headline_table()` gives it, and that every link lands
+# on a heading of docs/RESULTS.md). Each verdict is a declared family's, read from its report.
+HELD, OPPOSITE, NOT_REPRODUCED, DEPENDS, NOT_TESTABLE = ("held", "opposite", "not reproduced", "depends on the footing",
+                                                        "not testable here")
+HEADLINE = [
+    ("SDPO specialises faster than GRPO (§4)", OPPOSITE,
+     "GRPO gains 9.3 points more on its own domain (stages 1–2, each at its own rate, 20 seeds)",
+     "the-claims-at-each-footing"),
+    ("SDPO forgets more of the earlier domains (§4)", HELD,
+     "SDPO_0 +2.3 points at SCIENCE and +3.7 at CODING from the peak at matched gain; not separable at TOOLUSE",
+     "at-matched-gain-on-one-code-version-issue-83-final"),
+    ("a fast-moving teacher (SDPO_5%) forgets most, and degenerates (§3.1, §5)", HELD,
+     "SDPO_5% +4.2 points at SCIENCE at matched gain; more degenerate answers at every footing (+9.7 at own rates)",
+     "at-matched-gain-on-one-code-version-issue-83-final"),
+    ("SDPO forgets through a larger forward KL to the base (App. B)", NOT_REPRODUCED,
+     "at matched gain SDPO_0 moves no further (−0.3 nats at SCIENCE) yet forgets 5.6 points above GRPO's line",
+     "does-the-forward-kl-to-θ_0-go-with-it-not-for-sdpo_0-appendix-b-final"),
+    ("GRPO generalises better from one domain (§4)", DEPENDS,
+     "+3.7 points with each method at its own rate; −1.0 (opposite) with both at 1e-4",
+     "the-claims-at-each-footing"),
+    ("six further claims (D1–D3, C7, P2, C8b)", NOT_TESTABLE,
+     "the tiny model or the world lacks their premise", "the-claims-at-each-footing"),
+]
+
+
+def headline_table(results="docs/RESULTS.md"):
+    """The table of the paper's main claims and what this world says of each (markdown, links into `results`)."""
+    rows = ["| the paper's claim | here | the number, and what was compared |", "|---|---|---|"]
+    rows += [f"| {claim} | **{verdict}** | {number} ([evidence]({results}#{anchor})) |"
+             for claim, verdict, number, anchor in HEADLINE]
+    return "\n".join(rows)
+
+
+# ==============================================================================================
 # The reference's experiments: run directory prefix -> (the continual.py flags that make it)
 EXPERIMENTS = {
     "continual": "--method grpo,sdpo_0,sdpo_5",                                       # 4 stages, tiny

@@ -5,11 +5,14 @@ import json
 import math
 import os
 import random
+import re
 
 import pytest
 
 from infra.stats import mean_interval
 from analysis import claims, significance
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 B8 = ["math", "science", "tooluse", "coding", "math_hard", "science_boxed", "tool_unseen", "logic"]
 SDPO = {"alpha": 0.05, "cot": False, "refresh_every": 0, "gamma": 1.0, "mask_ratio": 0.0, "feedback": "release",
@@ -206,11 +209,12 @@ def test_the_reference_runner_s_bad_input_is_one_line(argv, message, capsys):
 def test_the_reference_skips_a_finished_experiment(tmp_path, monkeypatch):
     """A seed's experiment with its results.json is finished: the runner starts nothing for it."""
     from tools import reference
+    from infra import children
     for exp in claims.EXPERIMENTS:
         os.makedirs(tmp_path / f"{exp}-s12")
         (tmp_path / f"{exp}-s12" / "results.json").write_text("{}")
     started = []
-    monkeypatch.setattr(reference.subprocess, "run", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(children.subprocess, "run", lambda *a, **k: started.append(a))
     reference.run_seed(12, root=str(tmp_path))
     assert started == []
 
@@ -274,3 +278,25 @@ def test_the_defences_levels_are_each_run_s_own_mean_over_its_seeds():
     assert row.split(" | ")[2].startswith(f"{100 * sum(f) / len(f):.1f} [")
     assert "def-base-replay" not in claims.defence_levels([{k: v for k, v in x.items() if k != "def-base-replay"}
                                                            for x in bundles])
+
+
+def github_anchor(heading):
+    """GitHub's anchor of a markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", heading.strip().lower()))
+
+
+def test_the_readme_and_the_handout_print_one_table_of_what_held(monkeypatch):
+    """Issue 85: the verdicts are read from one place (claims.HEADLINE): the README and docs/HANDOUT.md print its
+    table as it is, each row's link lands on a heading of docs/RESULTS.md, and each verdict is one of five words."""
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    handout = open(os.path.join(ROOT, "docs", "HANDOUT.md")).read()
+    assert claims.headline_table() in readme and claims.headline_table("RESULTS.md") in handout
+    headings = {github_anchor(line.lstrip("#")) for line in open(os.path.join(ROOT, "docs", "RESULTS.md"))
+                if line.startswith("#")}
+    for claim, verdict, number, anchor in claims.HEADLINE:
+        assert anchor in headings, (claim, anchor)
+        assert verdict in (claims.HELD, claims.OPPOSITE, claims.NOT_REPRODUCED, claims.DEPENDS, claims.NOT_TESTABLE)
+    # the check can fail: a verdict changed in the one place is no longer what the README prints
+    monkeypatch.setattr(claims, "HEADLINE", [(c, claims.OPPOSITE if v == claims.HELD else v, n, a)
+                                             for c, v, n, a in claims.HEADLINE])
+    assert claims.headline_table() not in readme
