@@ -24,13 +24,15 @@ from analysis import archive  # noqa: E402
 from infra import safety  # noqa: E402
 
 RESULTS = os.path.join(safety.REPO, "results")
-FAMILIES = ("reference", "equal_rate", "frontier", "headline", "collapse", "coding_ablation", "continual", "cot")
+FAMILIES = ("reference", "equal_rate", "frontier", "headline", "collapse", "coding_ablation", "continual", "cot",
+            "mediation")
 # each committed file a command rebuilds, and the command (run from the repository, its output into OUT)
 REBUILT = {
     "reference/report.md": "tools/reference.py --summary --root {OUT}/reference",
     "reference/report_defences.md": "tools/reference.py --family defences --summary --root {OUT}/reference",
     "equal_rate/report.md": "tools/reference.py --family equal --summary --root {OUT}/equal_rate",
     "frontier/report.md": "tools/reference.py --family frontier --summary --root {OUT}/frontier",
+    "mediation/report.md": "tools/mediation.py --summary --root {OUT}/mediation",
     "coding_ablation/report.md": "tools/coding_ablation.py --summary-only --out {OUT}/coding_ablation",
     "headline/report.md": "tools/compare.py --report --family {OUT}/headline",
     "tables/reference.parquet": "tools/tables.py --out {OUT}/tables",
