@@ -297,7 +297,7 @@ def cell_table(fam, draws=BOOTSTRAP, seed=1):
         def cell(key, fmt):
             lo, hi, _ = frontier.bootstrap_interval(boot[key][(role, lr)])
             return f"{float(point[key][rows].mean()):{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
-        lines.append(f"| {role} | {lr:g} | {len(rows)} | {cell('gain', '+.1f')} | {cell('drop', '+.1f')} | "
+        lines.append(f"| {role} | {frontier.rate_label(lr)} | {len(rows)} | {cell('gain', '+.1f')} | {cell('drop', '+.1f')} | "
                      f"{cell('drop_committed', '+.1f')} | {cell('kl_old', '.2f')} | {cell('kl_new', '.2f')} | "
                      f"{cell('kl_zero', '.2f')} |")
     return "\n".join(lines)
@@ -331,7 +331,8 @@ def summary_text(fam, draws=BOOTSTRAP):
     declared = sum(len(rates) for rates in ARM_RATES.values())
     interim = "" if set(SEEDS) <= set(seeds) and len(per_cell) == declared and all(
         sum(1 for r in fam["runs"] if (r["role"], r["lr"]) == c) >= 10 for c in per_cell) else \
-        f"**Interim**: {len(seeds)} seeds ({', '.join(map(str, seeds))}); no verdict below is final.\n\n"
+        f"**Interim**: {len(seeds)} of the {len(SEEDS)} declared seeds ({', '.join(map(str, seeds))}); no verdict below " \
+        "is final, and the declared reading waits for every seed.\n\n"
     law = law_fit(measures(stacked(fam), identity_prompts(stacked(fam))),
                   np.array([i for i, r in enumerate(fam["runs"]) if r["role"] == "GRPO"], dtype=int)) \
         if any(r["role"] == "GRPO" for r in fam["runs"]) else None
@@ -340,4 +341,5 @@ def summary_text(fam, draws=BOOTSTRAP):
     return (interim + f"Code: {str(fam['code'])[:7]}; wall time summed over the finished experiments: "
             f"{fam['seconds']} s.\n\n## The arms (means over seeds, 95% two-way bootstrap: seeds × prompts)\n\n"
             + cell_table(fam, draws) + "\n\n## The declared tests, at matched SCIENCE gain (Holm over the six)\n\n"
-            + family_table(rows) + law_line + "\n\n**Reading (declared rule):** " + reading(rows)), rows
+            + family_table(rows) + law_line + "\n\n**Reading (declared rule):** "
+            + ("none yet: it is read once every declared seed is in." if interim else reading(rows))), rows
