@@ -3,7 +3,11 @@ ends with its runner however the runner dies, and a failed child is reported by 
 import ctypes
 import signal
 import subprocess
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+from tqdm import tqdm
 
 
 class ExperimentFailed(Exception):
@@ -41,3 +45,25 @@ def run_child(cmd, log, name, cwd):
     if code != 0:
         raise ExperimentFailed(f"{name} stopped (exit {code}): {last_line(log)} (its whole log: {log}; rerun the "
                                f"same command to resume it)")
+
+
+def run_all(units, work, jobs, desc):
+    """work(unit) for every unit, `jobs` at a time, under one progress bar. A failed child ends the command with its
+    one error line (exit 1); a Ctrl-C with exit 130, each experiment keeping what it saved."""
+    bar = tqdm(total=len(units), desc=desc, unit="exp", dynamic_ncols=True)
+
+    def one(unit):
+        work(unit)
+        bar.update(1)
+    try:
+        with ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(one, units))
+    except ExperimentFailed as e:
+        bar.close()
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        bar.close()
+        print("\nstopped: each experiment keeps its completed stages; rerun the same command to resume", file=sys.stderr)
+        sys.exit(130)
+    bar.close()

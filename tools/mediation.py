@@ -21,7 +21,6 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
@@ -32,8 +31,7 @@ from analysis import mediation  # noqa: E402
 from infra import flags, safety  # noqa: E402
 from infra.checkpoints import write_atomically  # noqa: E402
 from infra.models import load_model  # noqa: E402
-from infra.children import ExperimentFailed, run_child  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+from infra.children import run_all, run_child  # noqa: E402
 
 THETA1 = "--method grpo --stages math --benchmarks math,science --no-drift"   # θ_1: GRPO's MATH stage, its own rate
 # the arms' continual.py flags; their rates are analysis/mediation.py's ARM_RATES (declared there)
@@ -165,24 +163,9 @@ def main(argv=None):
             ap.error(f"{os.path.relpath(root)} is committed: run into a folder of your own (--root DIR)")
         os.makedirs(root, exist_ok=True)
         units = [(name, f, s) for s in seeds for name, f in experiments(s).items() if not finished(root, name)]
-        bar, locks = tqdm(total=len(units), desc="mediation experiments", unit="exp", dynamic_ncols=True), {}
-
-        def one(unit):
-            run_unit(*unit, root, max(1, 2 // args.jobs), args.quick, locks)
-            bar.update(1)
-        try:
-            with ThreadPoolExecutor(args.jobs) as pool:
-                list(pool.map(one, units))
-        except ExperimentFailed as e:
-            bar.close()
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(1)
-        except KeyboardInterrupt:
-            bar.close()
-            print("\nstopped: each experiment keeps its completed stage; rerun the same command to resume",
-                  file=sys.stderr)
-            sys.exit(130)
-        bar.close()
+        locks = {}
+        run_all(units, lambda unit: run_unit(*unit, root, max(1, 2 // args.jobs), args.quick, locks), args.jobs,
+                "mediation experiments")
     if args.summary:
         try:
             text = mediation.summary_text(mediation.read_runs(root))[0]

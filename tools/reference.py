@@ -29,7 +29,6 @@ import json
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
@@ -37,9 +36,8 @@ import evaluate  # noqa: E402
 from analysis import archive, claims, footing, frontier  # noqa: E402
 from analysis.figures import plot_footing, plot_frontier, plot_kl_law  # noqa: E402
 from infra import flags, safety  # noqa: E402
-from infra.children import ExperimentFailed, run_child  # noqa: E402
+from infra.children import run_all, run_child  # noqa: E402
 from world import tasks  # noqa: E402
-from tqdm import tqdm  # noqa: E402
 from infra.models import load_model  # noqa: E402
 from infra.checkpoints import write_atomically  # noqa: E402
 
@@ -316,26 +314,10 @@ def main(argv=None):
         units = work_units(seeds, args.family, only, root)
         if not units:
             print(f"nothing to do: every experiment of seeds {args.seeds} is finished in {os.path.relpath(root)}/")
-        bar = tqdm(total=len(units), desc=f"{args.family} experiments", unit="exp", dynamic_ncols=True)
         committed = bool(safety.committed_path(root))
-
-        def one(unit):
-            run_experiment(*unit, max(1, 2 // args.jobs), root=root, family=args.family, committed=committed,
-                           quick=args.quick)
-            bar.update(1)
-        try:
-            with ThreadPoolExecutor(args.jobs) as pool:
-                list(pool.map(one, units))
-        except ExperimentFailed as e:
-            bar.close()
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(1)
-        except KeyboardInterrupt:
-            bar.close()
-            print("\nstopped: each experiment keeps its completed stages; rerun the same command to resume",
-                  file=sys.stderr)
-            sys.exit(130)
-        bar.close()
+        run_all(units, lambda unit: run_experiment(*unit, max(1, 2 // args.jobs), root=root, family=args.family,
+                                                   committed=committed, quick=args.quick),
+                args.jobs, f"{args.family} experiments")
     if args.summary:
         try:
             summary(root, family=args.family, write=args.into_results or not safety.committed_path(root),
