@@ -49,7 +49,7 @@ class Protocol:
 
     def __post_init__(self):   # the values allowed, checked before any work (infra/knobs.must: one error line)
         must(self.mini_batches >= 1, "--mini-batches must be >= 1")
-        must(self.epochs >= 1, "--epochs must be >= 1")
+        must(1 <= self.epochs <= 64, "--epochs must be in [1, 64] (each is a pass of optimizer steps over the batch)")
         must(0 <= self.epsilon < 1, "--epsilon must be in [0, 1)")
         must(0 <= self.epsilon_high < math.inf, "--epsilon-high must be >= 0")
         must(self.clip_ratio_c == 0 or 1 < self.clip_ratio_c < math.inf, "--clip-ratio-c must be 0 or > 1")

@@ -162,8 +162,8 @@ class Evaluation:
         must(1 <= self.eval_k <= 1024, "--eval-k must be in [1, 1024]")
         must(0 <= self.eval_seed < 2**31, "--eval-seed must be in [0, 2^31)")
         must(self.curve_every >= 0, "--curve-every must be >= 0")
-        must(self.curve_n >= 1, "--curve-n must be >= 1")
-        must(self.curve_k >= 1, "--curve-k must be >= 1")
+        must(1 <= self.curve_n <= MAX_EVAL_N, f"--curve-n must be in [1, {MAX_EVAL_N}]")
+        must(1 <= self.curve_k <= 1024, "--curve-k must be in [1, 1024]")   # (round six: a typo asked for 77 GB)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,7 +180,7 @@ class Drift:
     def __post_init__(self):
         must(0 < self.rank_frac <= 1, f"--rank-frac must be in (0, 1], got {self.rank_frac}")
         must(0 < self.mask_q <= 1, f"--mask-q must be in (0, 1], got {self.mask_q}")
-        must(self.kl_samples >= 1, f"--kl-samples must be >= 1, got {self.kl_samples}")
+        must(1 <= self.kl_samples <= 1024, f"--kl-samples must be in [1, 1024], got {self.kl_samples}")
         must(self.embed_samples >= 0, f"--embed-samples must be >= 0 (0 = all), got {self.embed_samples}")
 
 

@@ -266,6 +266,11 @@ def test_killing_the_runner_ends_its_children(tmp_path):
     ("tools/world.py", ["w2", "--lr-grpo", "inf"], "--lr-grpo"),
     ("tools/world.py", ["w2", "--lr-sdpo", "-1"], "--lr-sdpo"),
     ("tools/world.py", ["w2", "--jobs", "0"], "--jobs"),
+    # round six: every size has a ceiling a typo cannot pass
+    ("continual.py", ["--method", "grpo", "--epochs", "100000"], "--epochs must be in [1, 64]"),
+    ("continual.py", ["--curve-k", "5000000"], "--curve-k must be in [1, 1024]"),
+    ("continual.py", ["--curve-n", "5000000"], "--curve-n must be in [1, 4096]"),
+    ("continual.py", ["--kl-samples", "100000"], "--kl-samples must be in [1, 1024]"),
 ])
 def test_bounded_flags(tmp_path, script, args, says):
     assert says in one_error_line(run(script, args, cwd=tmp_path))
