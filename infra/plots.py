@@ -221,10 +221,19 @@ def plot_drift(results, path, seeds_results=None, labels=None):
     return save(fig, path)
 
 
+def curve_panels(rows):
+    """The (key, title) of the panels curves.png draws: a panel no run has (GRPO: JS, teacher entropy) is left out,
+    and so is the share distilled by feedback when it is 0 at every step (feedback off, the built-in world's
+    setting: a panel empty by the settings). A reward 0 at every step is drawn: it says something."""
+    return [(k, t) for k, t in CURVE_METRICS if any(r.get(k) is not None for r in rows)
+            and not (k == "feedback_frac" and not any(r.get(k) for r in rows))]
+
+
 def plot_curves(rows, path, stages=None, labels=None):
     """curves.png: per step, the mean reward, SDPO's per-token JS, the student's and the teacher's
     entropy (the paper's §3.1 curves), one line per run; dotted lines mark stage boundaries, each stage
-    named above its part. A panel no run has (GRPO: JS, teacher entropy), or that is 0 throughout, is left out.
+    named above its part. A panel no run has (GRPO: JS, teacher entropy), or the feedback share when feedback is
+    off (0 throughout), is left out.
 
     rows: log.jsonl rows (continual.py's carry 'run' and 'stage'; grpo.py/sdpo.py's have neither).
     """
@@ -234,9 +243,9 @@ def plot_curves(rows, path, stages=None, labels=None):
     if not rows:
         return None
     runs = list(dict.fromkeys(r.get("run", "run") for r in rows))
-    # a panel no run has (GRPO: JS, teacher entropy), or one that is 0 at every step under the run's settings
-    # (the share distilled by feedback, feedback being off), is left out
-    metrics = [(k, t) for k, t in CURVE_METRICS if any(r.get(k) not in (None, 0, 0.0) for r in rows)]
+    metrics = curve_panels(rows)
+    if not metrics:
+        return None
     cols = min(4, len(metrics))
     fig, grid = plt.subplots(-(-len(metrics) // cols), cols, figsize=(3.4 * cols, 2.8 * -(-len(metrics) // cols)),
                              squeeze=False)

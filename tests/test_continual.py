@@ -11,7 +11,7 @@ import continual
 import evaluate
 import grpo
 import train
-from infra import flags
+from infra import flags, plots
 from experiment import metrics, report, rundir
 from conftest import interrupted_copy, results_as_if_full
 
@@ -256,3 +256,14 @@ def test_an_interval_wider_than_the_scale_is_not_printed():
     assert report.pm({"mean": 0.184, "high": 0.205}) == "18.4 ± 2.1"
     assert report.pm({"mean": 0.68, "high": 0.68 + 1.439}) == "68.0 †"
     assert not report.wide({"mean": 0.5, "high": 1.4}) and report.wide({"mean": 0.5, "high": 1.6})
+
+
+def test_the_curves_leave_out_an_empty_feedback_panel_and_keep_a_zero_reward(tmp_path):
+    """Issue 85: the share distilled by feedback, 0 at every step with feedback off, gets no panel; a reward that is
+    0 at every step is still drawn; a one-step run whose every value is 0 still draws its figure."""
+    rows = [{"run": "sdpo_a0", "stage": 1, "step": s, "reward": 0.0, "js": 0.0, "feedback_frac": 0.0,
+             "demo_frac": 0.0} for s in (1, 2)]
+    keys = [k for k, _ in plots.curve_panels(rows)]
+    assert "feedback_frac" not in keys and {"reward", "js", "demo_frac"} <= set(keys)
+    assert "feedback_frac" in [k for k, _ in plots.curve_panels([{**r, "feedback_frac": 0.2} for r in rows])]
+    assert os.path.isfile(plots.plot_curves(rows, str(tmp_path / "curves.png"), ["math"]))
