@@ -14,7 +14,7 @@ benchmark: an accuracy matrix acc[stage][benchmark] (Acc@k, C3).
 
 Every configuration (method × α) starts from the same base with the same seed and the same data
 order. Results go to runs/<name>/: log.jsonl (one line per step), a Hugging Face checkpoint per
-stage, results.json, report.md and its plots. Rerunning the same command resumes where it stopped and ends
+stage, results.json and its table (report.md and plots: tools/report.py). Rerunning the same command resumes where it stopped and ends
 with the same results.json: the run object (experiment/rundir.py) keeps the directories, resumes them, and
 saves a stage that a Ctrl-C or SIGTERM stops.
 
@@ -124,7 +124,7 @@ def main(argv=None):
                             moved = drift.measure_drift(meter, run.model, seed.base_model, theta_prev, resp,
                                                         seed.run_dir, name, k, run.tok, one, stages[k])
                             run.complete(stage, acc, deg, moved)   # its checkpoint; the stage recorded as done
-                seed.write_results()               # results.json (A2–A3) and report.md
+                seed.write_results()               # results.json (A2–A3), results.csv
     return experiment.finish()
 
 

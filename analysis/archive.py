@@ -239,6 +239,6 @@ def resolve(path):
     if os.path.exists(path):
         return path
     root, rel = os.path.dirname(os.path.normpath(path)), os.path.basename(os.path.normpath(path))
-    while root and not os.path.isfile(os.path.join(root, ARCHIVE)):
-        root, rel = os.path.dirname(root), os.path.join(os.path.basename(root), rel)
-    return os.path.join(materialized(root), rel) if root else path
+    while root and root != os.path.dirname(root) and not os.path.isfile(os.path.join(root, ARCHIVE)):
+        root, rel = os.path.dirname(root), os.path.join(os.path.basename(root), rel)   # (up to "" or "/")
+    return os.path.join(materialized(root), rel) if root and os.path.isfile(os.path.join(root, ARCHIVE)) else path

@@ -286,7 +286,21 @@ def run_exercise(number, command, out_dir, fast, threads=None):
     with open(os.path.join(out_dir, "logs", f"{number}.txt"), "w") as log:
         status = subprocess.run(argv_of(command, number, fast), cwd=out_dir, stdout=log, stderr=subprocess.STDOUT,
                                 env=env).returncode
+        for run_dir in runs_of(command, out_dir) if status == 0 else []:   # its report.md and figures
+            status = status or subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report.py"), run_dir],
+                                              cwd=out_dir, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
     return time.time() - t0, status
+
+
+def runs_of(command, out_dir):
+    """The run directories a `python continual.py ... --name N` exercise wrote (runs/N, or each seed's runs/N-sS and
+    the summary runs/N-s0-1-2), which `python tools/report.py` then draws."""
+    argv = shlex.split(command)
+    if argv[1:2] != ["continual.py"] or "--name" not in argv:
+        return []
+    name = argv[argv.index("--name") + 1]
+    found = glob.glob(os.path.join(out_dir, "runs", name)) + glob.glob(os.path.join(out_dir, "runs", f"{name}-s*"))
+    return sorted(os.path.relpath(d, out_dir) for d in found if os.path.isfile(os.path.join(d, "results.json")))
 
 
 def timing_table(rows, fast):

@@ -1,6 +1,8 @@
 """experiment/metrics.py — what a run's results are summarised by: the paper's name of a configuration (`role_of`)
 and each run's metrics over its stages (`METRICS`: A3's G and F, drift, collapse, the field's average accuracy,
 forgetting from the peak, backward transfer). The claims over them are analysis/claims.py's; no run imports it."""
+from infra.stats import mean_interval
+
 
 # ----------------------------------------------------------------------------------------------
 # The configurations, recognised by their settings (the paper's Table D.6 names)
@@ -153,3 +155,27 @@ def per_seed_metric_of(seed_results, run_name, metric):
     """[value per seed] of one metric for the run called `run_name`, or None where it is not defined."""
     values = [METRICS[metric][0](res["runs"][run_name], res["stages"], res["benchmarks"]) for res in seed_results]
     return None if any(v is None for v in values) else values
+
+
+# ----------------------------------------------------------------------------------------------
+# Several seeds: means with 95% intervals (the claims' verdicts: analysis/claims.py over the seeds)
+# ----------------------------------------------------------------------------------------------
+def summarize_seeds(seed_results, seeds, seed_dirs, seconds):
+    """results.json over seeds: per run the accuracy matrix and every claim metric as
+    {mean, low, high, per_seed} (infra/stats.py's mean_interval)."""
+    first = seed_results[0]
+    out = {"seeds": seeds, "seed_dirs": seed_dirs, "stages": first["stages"], "benchmarks": first["benchmarks"],
+           "eval": first["eval"], "seconds_per_seed": seconds, "runs": {}}
+    for name, run in first["runs"].items():
+        cells = [[[r["runs"][name]["acc"][k][i] for r in seed_results] for i in range(len(row))]
+                 for k, row in enumerate(run["acc"])]
+        per_seed = {metric: per_seed_metric_of(seed_results, name, metric) for metric in METRICS}
+        out["runs"][name] = {"method": run["method"], "settings": run["settings"], "role": role_of(run),
+                             "acc": [[interval_dict(c) for c in row] for row in cells],
+                             "metrics": {m: interval_dict(v) for m, v in per_seed.items() if v is not None}}
+    return out
+
+
+def interval_dict(values):
+    mean, low, high = mean_interval(values)
+    return {"mean": mean, "low": low, "high": high, "per_seed": values}

@@ -1,31 +1,32 @@
-"""experiment/report.py — what a continual run reports: one seed's report.md (its accuracy matrix, A2–A3's changes,
-drift) with its figures and its results as tables; over several seeds, results.json of the means with their
-intervals and report.md of them. The paper's claims, each a paired difference over seeds with its verdict, are
+"""experiment/report.py — a finished continual run's report, drawn from its files by `python tools/report.py RUN_DIR`
+(the run itself prints its accuracy matrix and writes results.json, results.csv and log.jsonl): one seed's
+report.md (its accuracy matrix, A2–A3's changes, drift) with its five figures; over several seeds, report.md of the
+means with their intervals. The paper's claims, each a paired difference over seeds with its verdict, are
 analysis/claims.py's, a command over finished runs (the report names it)."""
 import json
 import os
 
 import drift
 from experiment import metrics, tables
-from infra import plots, stats
+from infra import plots
 from infra.checkpoints import read_jsonl, write_atomically
 
 
 # ----------------------------------------------------------------------------------------------
 # One seed's report: report.md and its figures
 # ----------------------------------------------------------------------------------------------
-def run_figures(results, run_dir):
-    """One seed's figures (infra/plots.py), with the paper's names in the legends: [(path or None, alt text)]."""
-    rows = seed_log(run_dir)
-    names = paper_names(results)
-    return [(plots.plot_accuracy(results, os.path.join(run_dir, "accuracy.png"), labels=names),
-             "accuracy per benchmark across stages"),
-            (plots.plot_accuracy_matrix(results, os.path.join(run_dir, "accuracy_matrix.png"), labels=names),
+def run_figures(results, run_dir, out_dir=None, prefix=""):
+    """One seed's five figures (infra/plots.py), with the paper's names in the legends, drawn into out_dir (the run
+    directory unless given), each name after `prefix`: [(path or None, alt text)]."""
+    rows, names = seed_log(run_dir), paper_names(results)
+    out = lambda name: os.path.join(out_dir or run_dir, prefix + name)   # noqa: E731
+    return [(plots.plot_accuracy(results, out("accuracy.png"), labels=names), "accuracy per benchmark across stages"),
+            (plots.plot_accuracy_matrix(results, out("accuracy_matrix.png"), labels=names),
              "the accuracy matrix, stage × benchmark"),
-            (plots.plot_gain_forgetting(results, os.path.join(run_dir, "gain.png"), labels=names),
+            (plots.plot_gain_forgetting(results, out("gain.png"), labels=names),
              "signed change δ on each stage's domain and of the final model"),
-            (plots.plot_drift(results, os.path.join(run_dir, "drift.png"), labels=names), "drift after every stage"),
-            (plots.plot_curves(rows, os.path.join(run_dir, "curves.png"), results["stages"], labels=names),
+            (plots.plot_drift(results, out("drift.png"), labels=names), "drift after every stage"),
+            (plots.plot_curves(rows, out("curves.png"), results["stages"], labels=names),
              "reward, JS and entropies per step")]
 
 
@@ -34,24 +35,10 @@ def paper_names(results):
     return {name: metrics.role_of(run) or name for name, run in results["runs"].items()}
 
 
-def fmt_row(acc):
-    return " ".join(f"{b} {100 * a:.0f}" for b, a in acc.items())
-
-
-def pct(v, signed=False):
-    """A fraction as a percentage with one decimal; None as "—"; never "-0.0" (a tiny negative rounds to 0.0)."""
-    if v is None:
-        return "—"
-    v = 0.0 if round(100 * v, 1) == 0 else v
-    return f"{100 * v:+.1f}" if signed and v != 0 else f"{100 * v:.1f}"
-
-
-def write_report(results, run_dir):
-    """report.md: accuracy matrix per run, the G/F table of the final models, averages, collapse markers; and the
-    same numbers as a table, results.parquet and results.csv (experiment/tables.py)."""
-    tables.write_tables(tables.rows_of(results), os.path.join(run_dir, "results"))
+def write_report(results, run_dir, out_dir=None):
+    """report.md: accuracy matrix per run, the G/F table of the final models, averages, drift and collapse, and
+    the five figures beside it."""
     stages, benches = results["stages"], results["benchmarks"]
-    short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
     ood = [b for b in benches if b not in stages]
     config = os.path.join(run_dir, "config.json")
     threads = json.load(open(config)).get("threads") if os.path.isfile(config) else None
@@ -59,30 +46,7 @@ def write_report(results, run_dir):
              f"Stages: {' → '.join(stages)}. Acc@{results['eval']['k']} in % on {results['eval']['n']} test prompts "
              f"per benchmark (T=0.6, top-p 0.95). OOD: {', '.join(ood) if ood else 'none'}."
              + (f" Run with {threads} torch threads (another count or processor gives other numbers)." if threads else ""),
-             ""]
-    for name, run in results["runs"].items():
-        lines += [f"## {name}: accuracy after each stage", "",
-                  "| after | " + " | ".join(short[b] for b in benches) + " | degenerate % |",
-                  "|---|" + "---|" * (len(benches) + 1)]
-        for k, row in enumerate(run["acc"]):
-            label = "base" if k == 0 else f"{k}: {stages[k - 1]}"
-            deg = "—" if k == 0 else pct(run["degenerate"][k - 1])
-            cells = [f"**{pct(v)}**" if k > 0 and benches[i] == stages[k - 1] else pct(v) for i, v in enumerate(row)]
-            lines.append(f"| {label} | " + " | ".join(cells) + f" | {deg} |")
-        lines.append("")
-    lines += ["## Final model vs base: relative change δ % per benchmark (A2)", "",
-              "| run | " + " | ".join(short[b] for b in benches) + " |", "|---|" + "---|" * len(benches)]
-    for name, run in results["runs"].items():
-        final = run["per_stage"][-1]
-        lines.append(f"| {name} | " + " | ".join(pct(final[b]["rel"], True) for b in benches) + " |")
-    lines += ["", "## Gain and forgetting (A3)", "",
-              "| run | avg gain G on each stage's domain % | avg forgetting F, earlier domains % | avg forgetting F, OOD % | degenerate after last stage % |",
-              "|---|---|---|---|---|"]
-    for name, run in results["runs"].items():
-        lines.append(f"| {name} | {pct(run['avg_gain_trained'])} | {pct(run['avg_forget_earlier'])} | "
-                     f"{pct(run['avg_forget_ood'])} | {pct(run['degenerate'][-1])} |")
-    lines += ["", "G of a stage is measured right after it (θ_k on d_k); F on the final model θ_K. "
-              "All relative to the base θ_0 (A2–A3)."]
+             ""] + tables.accuracy_tables(results)
     for name, run in results["runs"].items():
         if run.get("drift") and all(run["drift"]):
             lines += ["", f"## {name}: drift after each stage (A4–A8)", "", drift.drift_table(run["drift"], stages)]
@@ -94,36 +58,15 @@ def write_report(results, run_dir):
                   "model's samples: a true KL near 0 can come out slightly negative, within its standard error, which "
                   "results.json keeps per benchmark); collapse: responses repeating one "
                   "short pattern to the length limit (A8), with the most common pattern."]
-    lines += [""] + [f"![{alt}]({os.path.basename(p)})" for p, alt in run_figures(results, run_dir) if p]
+    lines += [""] + [f"![{alt}]({os.path.basename(p)})" for p, alt in run_figures(results, run_dir, out_dir) if p]
     text = "\n".join(lines) + "\n"
-    write_atomically(os.path.join(run_dir, "report.md"), lambda f: f.write(text))
+    write_atomically(os.path.join(out_dir or run_dir, "report.md"), lambda f: f.write(text))
     return text
 
 
 # ----------------------------------------------------------------------------------------------
 # Several seeds: means with 95% intervals (the claims' verdicts: analysis/claims.py over the seeds)
 # ----------------------------------------------------------------------------------------------
-def summarize_seeds(seed_results, seeds, seed_dirs, seconds):
-    """results.json over seeds: per run the accuracy matrix and every claim metric as
-    {mean, low, high, per_seed} (stats.mean_interval)."""
-    first = seed_results[0]
-    out = {"seeds": seeds, "seed_dirs": seed_dirs, "stages": first["stages"], "benchmarks": first["benchmarks"],
-           "eval": first["eval"], "seconds_per_seed": seconds, "runs": {}}
-    for name, run in first["runs"].items():
-        cells = [[[r["runs"][name]["acc"][k][i] for r in seed_results] for i in range(len(row))]
-                 for k, row in enumerate(run["acc"])]
-        stats = {metric: metrics.per_seed_metric_of(seed_results, name, metric) for metric in metrics.METRICS}
-        out["runs"][name] = {"method": run["method"], "settings": run["settings"], "role": metrics.role_of(run),
-                             "acc": [[interval_dict(c) for c in row] for row in cells],
-                             "metrics": {m: interval_dict(v) for m, v in stats.items() if v is not None}}
-    return out
-
-
-def interval_dict(values):
-    mean, low, high = stats.mean_interval(values)
-    return {"mean": mean, "low": low, "high": high, "per_seed": values}
-
-
 def pm(cell, scale=100):
     """"18.4 ± 2.1": the mean and the half-width of its 95% interval over seeds; the mean alone, marked †, when the
     interval is wider than the whole scale (two seeds: t_0.975,1 = 12.7 times their spread), which says nothing."""
@@ -146,7 +89,7 @@ def write_seeds_report(summary, seed_results, out_dir):
     """report.md over seeds: each run's accuracy matrix as mean ± half-width, G and F, the figures; first, the
     command that gives the paper's claims over these seeds (analysis/claims.py)."""
     stages, benches, n = summary["stages"], summary["benchmarks"], len(summary["seeds"])
-    short = {b: b.replace("science_boxed", "sci_boxed").replace("tool_unseen", "tool_new") for b in benches}
+    short = tables.short_names(benches)
     lines = ["# Continual post-training over seeds", "",
              f"Seeds {', '.join(map(str, summary['seeds']))} (one directory each: "
              f"{', '.join(os.path.basename(d) for d in summary['seed_dirs'])}). Stages: {' → '.join(stages)}. "

@@ -24,7 +24,8 @@ import evaluate
 import sdpo
 import train
 from beyond import variants
-from experiment.report import fmt_row, summarize_seeds, write_report, write_seeds_report
+from experiment.metrics import summarize_seeds
+from experiment.tables import accuracy_tables, rows_of, write_tables
 from infra import flags, safety, trackers
 from infra.checkpoints import (CHECKSUMS, append_jsonl, atomic_json, check_states, damaged_files, load_optimizer,
                                load_teacher, read_jsonl, save_checkpoint, stage_checkpoint, with_stage_checkpoints, write_atomically,
@@ -152,12 +153,14 @@ class Experiment:
                    "trackio": lambda d: f"; trackio's project {os.path.basename(os.path.abspath(d))} (trackio show "
                                         f"--project {os.path.basename(os.path.abspath(d))})"}.get(args.report_to)
         if len(seeds) == 1:
-            print(f"\n{dirs[0]}/: results.json, report.md (the tables), log.jsonl, the figures (*.png), checkpoints/"
-                  f"{tracked(dirs[0]) if tracked else ''} — {time.time() - self.t_start:.0f}s this invocation")
+            print(f"\n{dirs[0]}/: results.json, results.csv (the table), log.jsonl, checkpoints/"
+                  f"{tracked(dirs[0]) if tracked else ''} — {time.time() - self.t_start:.0f}s this invocation\n"
+                  f"its report.md and figures: python tools/report.py {dirs[0]}")
             return self.results[0]
         summary_dir, summary = write_seeds_summary(args, self.configs, self.defaults, self.results, dirs)
-        print(f"\n{summary_dir}/: results.json, report.md over seeds {','.join(map(str, args.seed))} (each seed in "
-              f"{', '.join(dirs)}) — {time.time() - self.t_start:.0f}s this invocation")
+        print(f"\n{summary_dir}/: results.json over seeds {','.join(map(str, args.seed))} (each seed in "
+              f"{', '.join(dirs)}) — {time.time() - self.t_start:.0f}s this invocation\n"
+              f"its report.md and figures, means with 95% intervals: python tools/report.py {summary_dir}")
         return summary
 
 
@@ -236,22 +239,23 @@ class Seed:
         return run
 
     def write_results(self):
-        """results.json (the accuracy matrix, A2–A3, drift) and report.md (rank 0)."""
+        """results.json (the accuracy matrix, A2–A3, drift) and the same as one table, results.csv and
+        results.parquet (rank 0); with one seed, the accuracy matrix and A3 printed."""
         if not is_main():
             return None
         results = build_results(self.configs, self.stages, self.benchmarks, self.progress, self.args)
         atomic_json(os.path.join(self.run_dir, "results.json"), results)
         write_result_checksum(os.path.join(self.run_dir, "results.json"))   # (the summaries check against it)
         n = len(self.experiment.seed_args)
-        text = write_report(results, self.run_dir)
+        write_tables(rows_of(results), os.path.join(self.run_dir, "results"))
         if n == 1:
-            print("\n" + text)
+            print("\n" + "\n".join(accuracy_tables(results)))
         else:   # several seeds: one compact line each here, the full report once, over the seeds, at the end
             own = "; ".join(f"{name} " + " ".join(f"{100 * run['acc'][k + 1][results['benchmarks'].index(d)]:.0f}"
                                                  for k, d in enumerate(results["stages"]) if d in results["benchmarks"])
                             for name, run in results["runs"].items())
             print(f"seed {self.args.seed} ({len(self.experiment.results) + 1}/{n}) done, each stage's own domain after "
-                  f"it, %: {own} (its report: {self.run_dir}/report.md)")
+                  f"it, %: {own}")
         self.experiment.results.append(results)
         return results
 
@@ -434,14 +438,13 @@ def run_dir_name(args, configs, defaults):
 
 
 def write_seeds_summary(args, configs, defaults, all_results, dirs):
-    """Several seeds: their summary in its own directory (<name>-s0-1-2 beside the seeds' with --name),
-    printed; returns (the directory, the summary)."""
+    """Several seeds: their summary in its own directory (<name>-s0-1-2 beside the seeds' with --name); returns
+    (the directory, the summary)."""
     summary_dir = os.path.join(args.runs_dir, f"{args.name}-s{'-'.join(map(str, args.seed))}" if args.name
                                else run_dir_name(args, configs, defaults))
     summary = summarize_seeds(all_results, args.seed, dirs, [seconds_of(d) for d in dirs])
     os.makedirs(summary_dir, exist_ok=True)
     atomic_json(os.path.join(summary_dir, "results.json"), summary)
-    print("\n" + write_seeds_report(summary, all_results, summary_dir))
     return summary_dir, summary
 
 
@@ -671,6 +674,10 @@ def check_saved_stages(run_dir, run_name, done, n_stages):
 
 def minutes(seconds):
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def fmt_row(acc):
+    return " ".join(f"{b} {100 * a:.0f}" for b, a in acc.items())
 
 
 def print_stage(run_name, k, stages, progress, acc, deg, train_s):

@@ -34,7 +34,7 @@ SMALLEST = {   # script: flags appended to each of its commands
     "tools/coding_ablation.py": ["--steps", "1", "--factors", "a", "--grpo-factors", "a", "--seeds", "0"],
     "tools/tiny.py": ["--steps", "2", "--out", "runs/tiny-smallest"],
     "tools/figures.py": [], "tools/tables.py": [], "tools/results.py": [], "analysis/claims.py": [],
-    "tools/compare.py": [], "tools/mediation.py": ["--quick"],
+    "tools/compare.py": [], "tools/mediation.py": ["--quick"], "tools/report.py": [],
     "tests/test_layout.py": [],
 }
 REPLACED = {   # a command whose smallest form is another of its own forms
@@ -56,6 +56,8 @@ TORCHRUN = ["--mini-batches", "2"]   # (GRPO's 4 mini-batches need 4 prompts on 
 SETUP = [["python", "tools/reference.py", "--family", "regen", "--seeds", "0,10", "--quick"],
          ["python", "tools/world.py", "w2", "--quick"],
          ["python", "continual.py", "--method", "grpo,sdpo", "--seed", "0", "--name", "grpo+sdpo_a0.05-s0", *RUN,
+          "--curve-every", "0", "--kl-samples", "1"],
+         ["python", "continual.py", "--method", "sdpo", "--seed", "0", "--name", "sdpo_a0.05-s0", *RUN,
           "--curve-every", "0", "--kl-samples", "1"]]
 
 

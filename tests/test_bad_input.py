@@ -18,7 +18,10 @@ from tools import tiny
 NO_CUDA = not torch.cuda.is_available()
 
 from classroom import tokens
-from tools import collapse, gpu_check
+from tools import collapse, figures, gpu_check, report
+
+COMMITTED_RUN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "reference",
+                             "continual-s10")   # (inside its family's archive)
 
 BAD = [   # (script, argv); FILE is a plain file in the working directory
     # round five (issue 73): tracebacks, unbounded flags and negative seeds
@@ -93,6 +96,11 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (claims, []),
     (claims, ["/nonexistent"]),
     (claims, ["GARBAGE_RUN"]),
+    # the run's report as a command (issue 84): no run, a damaged one, a committed one without --out; round six's
+    # output names checked after joining (issue 86): a --prefix that leaves --out
+    (report, ["/nonexistent/run"]), (report, ["GARBAGE_RUN"]), (report, ["FILE"]), (report, [COMMITTED_RUN]),
+    (report, [COMMITTED_RUN, "--out", "FILE"]),
+    (figures, [COMMITTED_RUN, "--out", "figs", "--prefix", "../x"]), (figures, ["/nonexistent/run"]),
 ]
 if NO_CUDA:
     BAD.append((continual, ["--device", "cuda"]))

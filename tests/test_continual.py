@@ -55,17 +55,22 @@ def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
     full = run_cli(SMOKE + ["--name", "full"], tmp_path)
     assert full.returncode == 0, full.stderr[-2000:]
     run = tmp_path / "runs" / "full"
-    for f in ["results.json", "report.md", "log.jsonl", "config.json", "progress.json"]:
+    for f in ["results.json", "results.csv", "log.jsonl", "config.json", "progress.json"]:
         assert (run / f).is_file(), f
+    assert not (run / "report.md").exists() and "## grpo: accuracy after each stage" in full.stdout   # printed
+    assert f"python tools/report.py {os.path.join('runs', 'full')}" in full.stdout   # the command that draws the rest
     for r in ["grpo", "sdpo_a0.05"]:
         for s in ["stage1-math", "stage2-tooluse"]:
             assert (run / "checkpoints" / r / s / "model.safetensors").is_file()
     results = json.loads((run / "results.json").read_text())
     assert set(results["runs"]) == {"grpo", "sdpo_a0.05"}
     assert len(results["runs"]["grpo"]["acc"]) == 3               # base + 2 stages
+    drawn = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report.py"), "runs/full"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+    assert drawn.returncode == 0, drawn.stderr[-2000:]
     report = (run / "report.md").read_text()
     assert "## grpo: accuracy after each stage" in report and "Gain and forgetting" in report
-    for png in ("accuracy.png", "gain.png", "drift.png", "curves.png"):   # plots by default, linked from the report
+    for png in ("accuracy.png", "gain.png", "drift.png", "curves.png"):   # the figures, linked from the report
         assert (run / png).is_file() and f"]({png})" in report, png
     logs = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
     assert len(logs) == 2 * 2 * 2                                 # runs × stages × steps

@@ -120,8 +120,9 @@ def headline_closure(graph=None, start="continual"):
 # are free: the design card asks for heavily commented scripts; issue 84's decision). 4,454 at that decision (7,179
 # physical lines); 4,486 with issue 83's V1 arm and per-prompt records; 4,525 with round six's bounded judging
 # (world/graders.py +16) and live-run check (infra/safety.py +12), GRPO's saved reference (issue 84), and issue 85's
-# colours and wide intervals. Held here so that it only shrinks; issue 84's cuts aim at 3,700.
-MAX_HEADLINE_CODE_LINES = 4525
+# colours and wide intervals; 4,530 with the curves' panel choice. 4,172 once the run's report and figures became a
+# command (tools/report.py; issue 84). Held here so that it only shrinks; issue 84's cuts aim at 3,700.
+MAX_HEADLINE_CODE_LINES = 4172
 
 
 def headline_code_lines(closure=None):
@@ -139,7 +140,7 @@ def test_the_headline_carries_no_research_harness():
     assert carried <= MAX_HEADLINE_CODE_LINES, f"the headline imports {carried} code lines besides the jail"
     # the measure itself can fail: an edge from the product into analysis/ is found
     graph = {**import_graph()[0]}
-    graph["experiment.report"] = graph["experiment.report"] | {"analysis.claims"}
+    graph["experiment.tables"] = graph["experiment.tables"] | {"analysis.claims"}
     assert "analysis.claims" in headline_closure(graph) and "analysis.archive" in headline_closure(graph)
 
 

@@ -15,6 +15,7 @@ import continual
 import evaluate
 from world import tasks
 from infra.flags import seed_list
+from tools import report as tools_report
 
 
 # ---- the 95% interval ------------------------------------------------------------------------
@@ -225,8 +226,10 @@ def test_seeds_share_test_prompts_and_resume_one_by_one(tmp_path, capsys):
     assert "grpo: resuming after stage 1 (math)" in out and out.count("resuming") == 1
     assert again["runs"]["grpo"]["acc"] == summary["runs"]["grpo"]["acc"]
     assert json.load(open(f"{d1}/results.json"))["runs"]["grpo"]["acc"] == r1["runs"]["grpo"]["acc"]
-    # the run writes no verdict of its own; its report names the command that gives them over these seeds
+    # the run writes no verdict of its own; its report (tools/report.py) names the command that gives them
     summary_dir = f"{runs}/grpo-s0-1-{d0.rsplit('-', 1)[1]}"
+    assert f"python tools/report.py {summary_dir}" in out and not os.path.exists(f"{summary_dir}/report.md")
+    tools_report.main([summary_dir])
     text = open(f"{summary_dir}/report.md").read()
     assert f"`python analysis/claims.py {summary_dir}`" in text and "## The paper's claims" not in text
     assert "claims" not in json.load(open(f"{d0}/results.json")) and "claims" not in again

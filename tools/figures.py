@@ -3,9 +3,9 @@
     python tools/figures.py results/reference/continual-s10 --out runs/figures            # five PNGs
     python tools/figures.py results/reference/continual-s10 --out docs/img --prefix reference_ --overwrite-committed
 
-The same figures continual.py draws for every run (infra/plots.py): the accuracy lines with each domain's
-training stage shaded, the accuracy matrix as a heatmap, the signed change δ, the drift after every stage, and the
-per-step curves, read from the run's results.json and log.jsonl (nothing is recomputed).
+The figures `python tools/report.py RUN_DIR` draws beside a run's report (infra/plots.py): the accuracy lines with
+each domain's training stage shaded, the accuracy matrix as a heatmap, the signed change δ, the drift after every
+stage, and the per-step curves, read from the run's results.json and log.jsonl (nothing is recomputed).
 """
 import argparse
 import json
@@ -13,7 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from infra import plots, safety  # noqa: E402
+from infra import safety  # noqa: E402
 from analysis import archive  # noqa: E402
 from experiment import report  # noqa: E402
 
@@ -29,18 +29,16 @@ def main(argv=None):
     path = os.path.join(args.run_dir, "results.json")
     if not os.path.isfile(path):
         ap.error(f"{args.run_dir}: no results.json (give a finished continual.py run directory)")
+    if os.path.basename(args.prefix) != args.prefix or args.prefix in (".", ".."):   # (each name stays inside --out)
+        ap.error(f"--prefix {args.prefix!r}: a file-name prefix, without a path separator")
     safety.refuse_committed(ap.error, "--out", args.out, args.overwrite_committed)
     results = json.load(open(path))
-    names = report.paper_names(results)
-    out = lambda name: os.path.join(args.out, args.prefix + name)   # noqa: E731
-    os.makedirs(args.out, exist_ok=True)
-    made = [plots.plot_accuracy(results, out("accuracy.png"), labels=names),
-            plots.plot_accuracy_matrix(results, out("accuracy_matrix.png"), labels=names),
-            plots.plot_gain_forgetting(results, out("gain.png"), labels=names),
-            plots.plot_drift(results, out("drift.png"), labels=names),
-            plots.plot_curves(report.seed_log(args.run_dir), out("curves.png"), results["stages"], labels=names)]
-    print("wrote " + ", ".join(m for m in made if m))
-
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:   # (a file in its place, no permission)
+        ap.error(f"--out {args.out}: {e.strerror or e}; nothing was written")
+    made = report.run_figures(results, args.run_dir, args.out, args.prefix)
+    print("wrote " + ", ".join(p for p, _ in made if p))
 
 if __name__ == "__main__":
     main()
