@@ -1,11 +1,9 @@
 """drift.py — why a method forgets, measured: parameter drift (A4–A6), response drift (A7),
 the sequence KL to the base (the quantity of the forgetting law, B4), and collapse (A8).
 
-    python drift.py runs/grpo+sdpo_a0.05-s0          # recompute the drift table of a finished run
-    python drift.py RUN_DIR --embed-model BAAI/bge-small-en-v1.5   # response drift in another embedding space
-
 continual.py calls `stage_drift` after every stage (against the base θ_0 and the previous stage) and
-puts the numbers in results.json and report.md. The paper's §5 reading: SDPO drifts more than GRPO
+puts the numbers in results.json; `python tools/drift.py RUN_DIR` recomputes them for a finished run, and
+`python tools/report.py RUN_DIR` tabulates them. The paper's §5 reading: SDPO drifts more than GRPO
 in parameter space (larger spectral shift and subspace rotation, lower principal-mask overlap) and
 in response space (lower base-vs-trained similarity, heavier lower tail).
 
@@ -16,7 +14,6 @@ Parameter drift compares every 2-D weight matrix W (base) with W' (trained):
 with r = ceil(rank_frac · min(m, n)) (default 10%) and the mask = the top q (default 10%) entries of
 |U_r Σ_r V_rᵀ|. Summaries are per layer type (q_proj, mlp.up_proj, embed_tokens, ...): mean and max.
 """
-import argparse
 import json
 import math
 import os
@@ -27,12 +24,11 @@ import time
 import torch
 
 import evaluate
-from infra import flags
 from world import tasks
 from evaluate import collapse
-from infra.flags import MASK_Q, RANK_FRAC, check_device_flag, check_model_flag
-from infra.distributed import full_state_dict, gathered, is_main, setup_torch
-from infra.checkpoints import with_stage_checkpoints, write_atomically
+from infra.flags import MASK_Q, RANK_FRAC
+from infra.distributed import full_state_dict, gathered, is_main
+from infra.checkpoints import write_atomically
 from infra.models import load_model
 from infra.speedups import SAMPLE_BATCH
 from rollout import chat_messages, encode_chat, response_logits, sample, sampled_logprobs
@@ -402,30 +398,6 @@ def load_embedder(name, base, tok, device):
     return AutoModel.from_pretrained(name).to(device).eval(), etok
 
 
-def drift_table(drift_rows, stages):
-    """Markdown: one row per stage, the headline numbers of stage_drift."""
-    def f(v, spec):
-        return "—" if v is None else format(v, spec)
-    lines = ["| after | NSS vs base (mean / max) | max angle ° vs base | mask IoU vs base % | update in base mask % "
-             "| NSS vs prev | resp. cos vs base (mean / p5) | resp. cos vs prev (mean) | KL(π‖π0) nats | collapse % |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for k, d in enumerate(drift_rows):
-        pb, pp = d["params_vs_base"]["all"], d["params_vs_prev"]["all"]
-        rb, rp, col = d["responses_vs_base"], d["responses_vs_prev"], d["collapse"]
-        top = next(iter(col["patterns"]), None)
-        lines.append(
-            f"| {k + 1}: {os.path.basename(stages[k])} | {f(pb['nss_mean'], '.4f')} / {f(pb['nss_max'], '.4f')} "
-            f"| {f(pb['angle_max'], '.1f')} | {f(pb['iou_mean'] and 100 * pb['iou_mean'], '.1f')} "
-            f"| {f(pb['in_mask_mean'] and 100 * pb['in_mask_mean'], '.1f')} | {f(pp['nss_mean'], '.4f')} "
-            f"| {f(rb['mean'], '.3f')} / {f(rb['p5'], '.3f')} | {f(rp['mean'], '.3f')} "
-            f"| {f(d['kl_to_base_mean'], '.2f')} | {100 * col['share']:.2f}"
-            + (f" ({col['patterns'][top]}× `{top}`)" if top else "") + " |")
-    return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------------------------
-# CLI: recompute the drift of an existing continual.py run
-# ----------------------------------------------------------------------------------------------
 # ----------------------------------------------------------------------------------------------
 # Drift across the stages of a continual run (continual.py calls these once per stage)
 # ----------------------------------------------------------------------------------------------
@@ -478,65 +450,6 @@ def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name,
     return measured
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(usage="python drift.py RUN_DIR [--embed-model M] ... (--help lists all)",
-                                 formatter_class=flags.DefaultsShown,
-                                 description="Recompute parameter/response drift, KL to base and collapse "
-                                             "for a finished continual.py run (SPEC A4–A8).")
-    ap.add_argument("run_dir", help="a runs/<name>/ directory written by continual.py")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences per forward or generate call")
-    knobs = [k for k in flags.run_rows() if k["group"] == "drift" and k["name"] != "no_drift"]   # (flags.Drift)
-    flags.add_knobs(ap.add_argument_group("drift (A4–A8)"), knobs, "drift")
-    args = ap.parse_args(argv)
-    flags.check_knobs(ap, args, knobs)
-    if args.embed_model:
-        check_model_flag(ap, "--embed-model", args.embed_model)
-    check_device_flag(ap, args.device)
-    if args.sample_batch < 1:
-        ap.error(f"--sample-batch must be >= 1, got {args.sample_batch}")
-    cfg_path, prog_path = os.path.join(args.run_dir, "config.json"), os.path.join(args.run_dir, "progress.json")
-    if not os.path.isfile(cfg_path) or not os.path.isfile(prog_path):
-        ap.error(f"{args.run_dir} is not a continual.py run directory (no config.json / progress.json)")
-    try:
-        config, progress = json.load(open(cfg_path)), json.load(open(prog_path))
-        missing = [k for k in ("model", "benchmarks", "eval_n", "max_new_tokens", "seed") if k not in config]
-        assert not missing and isinstance(progress, dict) and "base" in progress, f"missing {missing or 'base'}"
-        progress = with_stage_checkpoints(progress, args.run_dir)
-    except (ValueError, TypeError, KeyError, AssertionError) as e:
-        ap.error(f"{args.run_dir}: config.json or progress.json is damaged ({tasks.one_line(e) or 'incomplete'}); "
-                 f"rerun the continual.py command that made it to rebuild them")
-    device = setup_torch(args.device)
-    args.max_new_tokens = config["max_new_tokens"]
-    args.eval_k = config.get("eval_k", 8)
-    args.eval_seed = config.get("eval_seed", config["seed"])   # (runs before --eval-seed scored with --seed)
-    base, tok = load_model(config["model"], device, config.get("dtype"))
-    embedder, etok = load_embedder(args.embed_model, base, tok, device)
-    benchmarks = config["benchmarks"]
-    kl_records = {b: evaluate.benchmark_records(b, config["eval_n"], args.eval_seed, tok, config.get("max_prompt_len", 0))
-                  for b in benchmarks}
-    base_resp = load_responses(args.run_dir, "base")
-    out, embed_cache, base_cache = {}, {}, {}
-    for run_name, run in progress.items():
-        if run_name == "base":
-            continue
-        rows, prev_state, prev_resp = [], None, None
-        for k, st in enumerate(run["stages"]):
-            model, _ = load_model(st["checkpoint"], device, config.get("dtype"))
-            resp = load_responses(args.run_dir, f"{run_name}-stage{k + 1}")
-            rows.append(stage_drift(model, base, prev_state, resp, base_resp, prev_resp, embedder, etok, tok,
-                                    kl_records, args, embed_cache, domain=config["stages"][k], base_cache=base_cache))
-            prev_state, prev_resp = matrices(model), resp
-            print(f"{run_name} stage {k + 1}: NSS {rows[-1]['params_vs_base']['all']['nss_mean']:.4f}, "
-                  f"KL to base {rows[-1]['kl_to_base_mean']:.2f}", file=sys.stderr)
-        out[run_name] = rows
-        print(f"\n## {run_name}: drift after each stage\n\n" + drift_table(rows, config["stages"]))
-    path = os.path.join(args.run_dir, "drift.json")
-    write_atomically(path, lambda f: json.dump(out, f, indent=1))
-    print(f"\nwrote {path}")
-    return out
-
-
 def responses_path(run_dir, tag):
     return os.path.join(run_dir, "responses", f"{tag}.json")
 
@@ -571,5 +484,7 @@ def load_responses(run_dir, tag):
         sys.exit(1)
 
 
-if __name__ == "__main__":
-    main()
+
+if __name__ == "__main__":   # (this file is the drift measures; continual.py calls them, tools/drift.py reruns them)
+    print("error: a finished run's drift is recomputed by python tools/drift.py RUN_DIR", file=sys.stderr)
+    sys.exit(2)

@@ -6,7 +6,6 @@ analysis/claims.py's, a command over finished runs (the report names it)."""
 import json
 import os
 
-import drift
 from experiment import metrics, tables
 from infra import plots
 from infra.checkpoints import read_jsonl, write_atomically
@@ -49,7 +48,7 @@ def write_report(results, run_dir, out_dir=None):
              ""] + tables.accuracy_tables(results)
     for name, run in results["runs"].items():
         if run.get("drift") and all(run["drift"]):
-            lines += ["", f"## {name}: drift after each stage (A4–A8)", "", drift.drift_table(run["drift"], stages)]
+            lines += ["", f"## {name}: drift after each stage (A4–A8)", "", drift_table(run["drift"], stages)]
     if any(run.get("drift") and all(run["drift"]) for run in results["runs"].values()):
         lines += ["", "NSS: normalised spectral shift (A4), mean over all weight matrices; max angle: largest principal "
                   "angle of the top-10% singular subspaces (A5); mask IoU / update in base mask: principal-mask overlap "
@@ -62,6 +61,27 @@ def write_report(results, run_dir, out_dir=None):
     text = "\n".join(lines) + "\n"
     write_atomically(os.path.join(out_dir or run_dir, "report.md"), lambda f: f.write(text))
     return text
+
+
+def drift_table(drift_rows, stages):
+    """Markdown: one row per stage, the headline numbers of stage_drift."""
+    def f(v, spec):
+        return "—" if v is None else format(v, spec)
+    lines = ["| after | NSS vs base (mean / max) | max angle ° vs base | mask IoU vs base % | update in base mask % "
+             "| NSS vs prev | resp. cos vs base (mean / p5) | resp. cos vs prev (mean) | KL(π‖π0) nats | collapse % |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for k, d in enumerate(drift_rows):
+        pb, pp = d["params_vs_base"]["all"], d["params_vs_prev"]["all"]
+        rb, rp, col = d["responses_vs_base"], d["responses_vs_prev"], d["collapse"]
+        top = next(iter(col["patterns"]), None)
+        lines.append(
+            f"| {k + 1}: {os.path.basename(stages[k])} | {f(pb['nss_mean'], '.4f')} / {f(pb['nss_max'], '.4f')} "
+            f"| {f(pb['angle_max'], '.1f')} | {f(pb['iou_mean'] and 100 * pb['iou_mean'], '.1f')} "
+            f"| {f(pb['in_mask_mean'] and 100 * pb['in_mask_mean'], '.1f')} | {f(pp['nss_mean'], '.4f')} "
+            f"| {f(rb['mean'], '.3f')} / {f(rb['p5'], '.3f')} | {f(rp['mean'], '.3f')} "
+            f"| {f(d['kl_to_base_mean'], '.2f')} | {100 * col['share']:.2f}"
+            + (f" ({col['patterns'][top]}× `{top}`)" if top else "") + " |")
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ RUN = ["--steps", "1", "--prompts-per-step", "4", "--group-size", "2", "--eval-n
 SMALLEST = {   # script: flags appended to each of its commands
     "continual.py": RUN + ["--curve-every", "0", "--kl-samples", "1"],
     "evaluate.py": ["--n", "2", "--k", "1", "--max-new-tokens", "16", "--no-teacher-check"],
-    "drift.py": ["--kl-samples", "1"],
+    "tools/drift.py": ["--kl-samples", "1"],
     "razor.py": [],
     "classroom/tokens.py": ["--prompts", "2", "--group-size", "2", "--show", "2", "--max-new-tokens", "16"],
     "classroom/lab.py": [],

@@ -10,7 +10,6 @@ import torch
 from tools import bench
 from analysis import claims
 import continual
-import drift
 import evaluate
 import razor
 from tools import tiny
@@ -18,7 +17,7 @@ from tools import tiny
 NO_CUDA = not torch.cuda.is_available()
 
 from classroom import tokens
-from tools import collapse, figures, gpu_check, report
+from tools import collapse, drift, figures, gpu_check, report
 
 COMMITTED_RUN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "reference",
                              "continual-s10")   # (inside its family's archive)

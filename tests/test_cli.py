@@ -35,7 +35,8 @@ CASES = [
     ("continual.py", ["--prompts-per-step", "6", "--sample-blocks", "4"], "must be divisible by the 4 sample blocks"),
     ("continual.py", ["--max-prompt-len", "-1"], "--max-prompt-len must be >= 0"),
     ("continual.py", ["--rank-frac", "0"], "--rank-frac must be in (0, 1]"),
-    ("drift.py", ["no_such_run"], "is not a continual.py run directory"),
+    ("tools/drift.py", ["no_such_run"], "is not a continual.py run directory"),
+    ("drift.py", ["runs/x"], "python tools/drift.py RUN_DIR"),
     ("tools/bench.py", ["--group-size", "1"], "--group-size must be >= 2"),
     ("razor.py", ["--a", "0"], "--a must be in (0, 1]"),
 ]

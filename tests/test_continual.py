@@ -75,7 +75,7 @@ def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
     logs = [json.loads(l) for l in (run / "log.jsonl").read_text().splitlines()]
     assert len(logs) == 2 * 2 * 2                                 # runs × stages × steps
     assert {"reward", "loss", "entropy"} <= set(logs[0])
-    # drift (A4–A8) after every stage, in results.json and report.md; responses kept for drift.py
+    # drift (A4–A8) after every stage, in results.json and report.md; responses kept for tools/drift.py
     moved = []
     for r in ["grpo", "sdpo_a0.05"]:
         d = results["runs"][r]["drift"]
@@ -93,15 +93,15 @@ def test_smoke_run_writes_every_artefact_and_resumes_identically(tmp_path):
             mine = [x for x in recs if x["benchmark"] == b]
             assert [x["prompt"] for x in mine] == list(range(len(mine))) and all(len(x["scores"]) == 2 for x in mine)
             assert sum(sum(x["scores"]) / 2 for x in mine) / len(mine) == pytest.approx(acc, abs=1e-12), (tag, b)
-    # drift.py recomputes the same figures from the checkpoints and the saved responses
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "drift.py"), "runs/full"], cwd=tmp_path,
+    # tools/drift.py recomputes the same figures from the checkpoints and the saved responses
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "drift.py"), "runs/full"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     recomputed = json.loads((run / "drift.json").read_text())
     assert recomputed == {r: results["runs"][r]["drift"] for r in ["grpo", "sdpo_a0.05"]}
     # ... from any working directory (progress.json's checkpoint paths are relative to where the run started)
     (run / "drift.json").unlink()
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "drift.py"), "full"], cwd=tmp_path / "runs",
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "drift.py"), "full"], cwd=tmp_path / "runs",
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads((run / "drift.json").read_text()) == recomputed
