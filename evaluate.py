@@ -34,9 +34,9 @@ from rollout import EVAL_TEMPERATURE, EVAL_TOP_P, acc_at_k, drop_long_prompts, f
 
 
 def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0, split="test"):
-    """The test records of a benchmark: the built-in test split (or split="valid"), a hub dataset
-    ('hf:NAME'), or the first n records of a file; with max_prompt_len, over-long prompts are dropped
-    first (needs tok)."""
+    """The test records of a benchmark: the built-in test split (or split="valid"), or the first n records of a
+    record file (tools/prepare_data.py writes the paper's datasets as such); with max_prompt_len, over-long prompts
+    are dropped first (needs tok)."""
     if name in tasks.GENERATORS:
         records = tasks.builtin_split(name, split, n, seed)
     else:

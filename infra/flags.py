@@ -99,7 +99,8 @@ class Experiment:
                                "the paper's named configurations (sdpo_0, sdpo_5, sdpo_cot_0, sdpo_cot_5, s_sdpo_0, "
                                "stable_sdpo)")
     stages: str = knob(DEFAULT_STAGES, "training domains in order (C1): built-in ones (" + ", ".join(tasks.GENERATORS)
-                       + "), JSON(-lines) files, or hf:NAME; one for a single-domain run")
+                       + "), or JSON(-lines) record files (tools/prepare_data.py writes the paper's datasets "
+                       "as such); one for a single-domain run")
     steps: int = knob(40, "optimizer steps per stage")
     prompts_per_step: int = knob(8, "prompts per step")
     group_size: int = knob(8, "responses sampled per prompt (G)", aliases=["--num-generations"])

@@ -30,8 +30,10 @@ CASES = [
     ("sdpo.py", ["--alpha", "0"], "python continual.py --method sdpo --stages TASK"),
     ("beyond/variants.py", ["--teacher", "live"], "python continual.py --method sdpo --stages TASK --teacher live"),
     ("evaluate.py", ["--k", "0"], "--k must be in [1, 1024]"),
-    ("continual.py", ["--stages", "hf:bfcl"], "read from its downloaded file"),
-    ("continual.py", ["--benchmarks", "hf:nope"], "unknown hub task"),
+    ("continual.py", ["--stages", "hf:bfcl"], "python tools/prepare_data.py hf:bfcl --out data/"),
+    ("continual.py", ["--benchmarks", "hf:nope"], "a hub dataset is written as a record file first"),
+    ("tools/prepare_data.py", ["hf:nope"], "unknown hub task"),
+    ("tools/prepare_data.py", ["hf:bfcl"], "read from its downloaded file"),
     ("continual.py", ["--prompts-per-step", "6", "--sample-blocks", "4"], "must be divisible by the 4 sample blocks"),
     ("continual.py", ["--max-prompt-len", "-1"], "--max-prompt-len must be >= 0"),
     ("continual.py", ["--rank-frac", "0"], "--rank-frac must be in (0, 1]"),
@@ -74,13 +76,13 @@ def test_bad_data_files_name_file_and_line(tmp_path):
 
 
 def test_unreachable_hub_dataset_is_one_line(tmp_path):
-    """No network (offline mode): a hub task stops the run before any work, in one line."""
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "continual.py"), "--stages", "hf:math500"], cwd=tmp_path,
+    """No network (offline mode): preparing a hub dataset stops in one line naming it, and writes no record file."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "prepare_data.py"), "hf:math500"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))
-    assert out.returncode == 2 and "math-ai/math500" in out.stderr, out.stderr[-800:]
-    assert "Traceback" not in out.stderr
-    assert not (tmp_path / "runs").exists()       # nothing written
+    assert out.returncode == 1 and "math-ai/math500" in out.stderr, out.stderr[-800:]
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not (tmp_path / "data").exists()       # nothing written
 
 
 def test_a_knob_is_one_field_in_its_file():

@@ -2,12 +2,12 @@
 mode: the answer is a JSON grid, a puzzle counts when every cell is right."""
 import json
 
-from world import tasks
+from world import hub
 from world import graders
 
 ROW = {"id": "lgp-test-2x2-1", "size": "2*2", "puzzle": "There are 2 houses, numbered 1 to 2 ...",
        "solution": {"header": ["House", "Name", "Color"], "rows": [["1", "Eric", "Red"], ["2", "Arnold", "Blue"]]}}
-REC = tasks.adapt_zebralogic(ROW)
+REC = hub.adapt_zebralogic(ROW)
 
 
 def answer(grid, reasoning="Eric is in house 1."):

@@ -11,8 +11,8 @@ import zlib
 
 import pytest
 
-from world import tasks
-from world import graders
+from world import graders, hub, tasks
+from tools import prepare_data
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "release")
 
@@ -28,22 +28,22 @@ def fake_hub(rows):
 
 def load(name, rows, spec=None):
     load_dataset, calls = fake_hub(rows)
-    recs = tasks.load_hub_task(spec or f"hf:{name}", load_dataset=load_dataset)
-    assert calls == [tuple(tasks.HUB_TASKS[name][:3])] or spec
+    recs = hub.load_hub_task(spec or f"hf:{name}", load_dataset=load_dataset)
+    assert calls == [tuple(hub.HUB_TASKS[name][:3])] or spec
     return recs
 
 
 # ------------------------------------------------------------------ MATH: DAPO, AIME 24/25, Math500
 def test_math_prompt_is_the_release_text():
-    assert tasks.PROMPT.format(problem="What is 1+1?") == (
+    assert hub.PROMPT.format(problem="What is 1+1?") == (
         "What is 1+1?\n\nPlease reason step by step, and put your final answer within \\boxed{}.")
 
 
 def test_dapo_math_trains_on_the_bare_problem():
-    content = tasks.DAPO_HEAD + "Find $x$ if $2x = 10$." + tasks.DAPO_TAIL
+    content = hub.DAPO_HEAD + "Find $x$ if $2x = 10$." + hub.DAPO_TAIL
     (rec,) = load("dapo_math", [{"prompt": [{"role": "user", "content": content}], "data_source": "math_dapo",
                                  "reward_model": {"ground_truth": "5", "style": "rule-lighteval/MATH_v2"}}])
-    assert rec["prompt"] == tasks.PROMPT.format(problem="Find $x$ if $2x = 10$.") and rec["answer"] == "5"
+    assert rec["prompt"] == hub.PROMPT.format(problem="Find $x$ if $2x = 10$.") and rec["answer"] == "5"
     assert graders.grade(rec, "so x = \\boxed{5}") == 1.0 and graders.grade(rec, "\\boxed{x = 5}") == 1.0
 
 
@@ -108,7 +108,7 @@ def test_mmlu_redux_prompt_keeps_only_rows_marked_ok():
                              "\\boxed{A}. There is only one correct answer.")
     assert rec["answer"] == "B" and graders.grade(rec, "\\boxed{B}") == 1.0
     load_dataset, calls = fake_hub(rows[:1])
-    tasks.load_hub_task("hf:mmlu_redux:college_physics", load_dataset=load_dataset)
+    hub.load_hub_task("hf:mmlu_redux:college_physics", load_dataset=load_dataset)
     assert calls == [("edinburgh-dawg/mmlu-redux-2.0", "college_physics", "test")]
 
 
@@ -136,10 +136,23 @@ def test_toolalpaca_rebuilds_the_release_records(tmp_path):
         by_api.setdefault(r["prompt"].split("\nQuestion: ")[0], []).append(r)
     path = tmp_path / "train_data.json"
     path.write_text(json.dumps([api_of_toolalpaca(rs) for rs in by_api.values()]))
-    recs = tasks.load_hub_task(f"hf:toolalpaca:{path}")
+    recs = hub.load_hub_task(f"hf:toolalpaca:{path}")
     mine = sorted((r["prompt"], r["answer"]) for r in recs)
     theirs = sorted((r["prompt"], json.dumps(json.loads(r["answer"]))) for r in release)
     assert len(mine) == 48 and mine == theirs
+    # tools/prepare_data.py writes them as a record file a run reads (--stages FILE), and replaces only its own
+    out = tmp_path / "data"
+    prepare_data.main([f"hf:toolalpaca:{path}", "--out", str(out)])
+    written = out / "toolalpaca_train_data.jsonl"
+    assert tasks.task_records(str(written)) == tasks.with_release_rules(recs)
+    with pytest.raises(SystemExit, match="2"):
+        prepare_data.main([f"hf:toolalpaca:{path}", "--out", str(out)])    # there already: nothing replaced
+    prepare_data.main([f"hf:toolalpaca:{path}", "--out", str(out), "--overwrite"])
+    (out / "toolalpaca_train_data.jsonl").write_text("a user's own file\n")
+    (out / ".prepared").write_text("")   # (this command's record of its files, emptied: the file is not its own)
+    with pytest.raises(SystemExit, match="2"):
+        prepare_data.main([f"hf:toolalpaca:{path}", "--out", str(out), "--overwrite"])
+    assert (out / "toolalpaca_train_data.jsonl").read_text() == "a user's own file\n"
 
 
 def test_bfcl_reads_the_question_and_answer_files(tmp_path):
@@ -151,8 +164,8 @@ def test_bfcl_reads_the_question_and_answer_files(tmp_path):
         {"id": "multiple_0", "question": [[{"role": "user", "content": "What is 5 factorial?"}]], "function": [fn]}) + "\n")
     (tmp_path / "possible_answer" / "BFCL_v4_multiple.json").write_text(json.dumps(
         {"id": "multiple_0", "ground_truth": [{"math.factorial": {"n": [5]}}]}) + "\n")
-    (rec,) = tasks.load_hub_task(f"hf:bfcl:{tmp_path / 'BFCL_v4_multiple.json'}")
-    assert rec["prompt"] == tasks.TOOL_PROMPT.format(
+    (rec,) = hub.load_hub_task(f"hf:bfcl:{tmp_path / 'BFCL_v4_multiple.json'}")
+    assert rec["prompt"] == hub.TOOL_PROMPT.format(
         name="functions", description="The functions you can call.",
         documentation='math.factorial: Factorial of n.\nParameters: {"n": "integer. The number."}',
         question="What is 5 factorial?")
@@ -163,7 +176,7 @@ def test_bfcl_reads_the_question_and_answer_files(tmp_path):
 def test_file_datasets_need_their_file():
     for spec in ("hf:toolalpaca", "hf:bfcl:/no/such/file.json"):
         with pytest.raises(ValueError, match="downloaded file"):
-            tasks.check_task(spec)
+            hub.check_hub_task(spec)
 
 
 # ------------------------------------------------------------------ CODING: LiveCodeBench v6, Dolci
@@ -201,14 +214,14 @@ def test_livecodebench_prompt_tests_and_window(capsys):
 def test_livecodebench_private_tests_are_never_unpickled_as_code():
     evil = base64.b64encode(zlib.compress(pickle.dumps(os.getcwd))).decode()   # a pickle that names a function
     with pytest.raises(pickle.UnpicklingError):
-        tasks.lcb_private_tests(evil)
+        hub.lcb_private_tests(evil)
 
 
 def test_dolci_code_rows_and_stdin_livecodebench():
     rows = [{"id": "1", "prompt": "Write add(a, b).", "dataset": ["code"], "ground_truth": ["assert add(1, 2) == 3"]},
             {"id": "2", "prompt": "Say hi.", "dataset": ["general-quality"], "ground_truth": ["hi"]}]
     (rec,) = load("dolci_code", rows)
-    assert rec["prompt"] == tasks.CODE_PROMPT.format(problem="Write add(a, b).")
+    assert rec["prompt"] == hub.CODE_PROMPT.format(problem="Write add(a, b).")
     assert graders.grade(rec, "```python\ndef add(a, b):\n    return a + b\n```") == 1.0
     stdin = dict(LCB_ROW, starter_code="", metadata="{}", private_test_cases="",
                  public_test_cases=json.dumps([{"input": "3\n", "output": "6\n", "testtype": "stdin"}]))
@@ -228,7 +241,7 @@ def test_zebralogic_loads_from_the_hub_shape():
 def test_every_dataset_of_the_release_table_has_an_adapter():
     """docs/DATA.md of the release: DAPO-Math-17k, AIME 24/25, Math500, SciKnowEval, GPQA, ToolAlpaca,
     BFCL v4, Dolci-Think-RL-7B, LiveCodeBench v6, ZebraLogic, MMLU-Redux."""
-    assert set(tasks.HUB_TASKS) == {"dapo_math", "aime24", "aime25", "math500", "sciknoweval_chemistry", "gpqa_diamond",
+    assert set(hub.HUB_TASKS) == {"dapo_math", "aime24", "aime25", "math500", "sciknoweval_chemistry", "gpqa_diamond",
                                     "toolalpaca", "bfcl", "dolci_code", "livecodebench", "zebralogic", "mmlu_redux"}
     with pytest.raises(ValueError, match="unknown hub task"):
-        tasks.check_task("hf:nope")
+        hub.check_hub_task("hf:nope")
