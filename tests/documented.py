@@ -34,7 +34,7 @@ SMALLEST = {   # script: flags appended to each of its commands
     "tools/coding_ablation.py": ["--steps", "1", "--factors", "a", "--grpo-factors", "a", "--seeds", "0"],
     "tools/tiny.py": ["--steps", "2", "--out", "runs/tiny-smallest"],
     "tools/figures.py": [], "tools/tables.py": [], "tools/results.py": [], "analysis/claims.py": [],
-    "tools/compare.py": [], "tools/mediation.py": ["--quick"], "tools/report.py": [],
+    "tools/compare.py": [], "tools/mediation.py": ["--quick"], "tools/report.py": [], "tools/prepare_data.py": [],
     "tests/test_layout.py": [],
 }
 REPLACED = {   # a command whose smallest form is another of its own forms
