@@ -24,8 +24,8 @@ import time
 import torch
 
 import evaluate
-from world import tasks
 from evaluate import collapse
+from infra import errors
 from infra.flags import MASK_Q, RANK_FRAC
 from infra.distributed import full_state_dict, gathered, is_main
 from infra.checkpoints import write_atomically
@@ -478,7 +478,7 @@ def load_responses(run_dir, tag):
     try:
         return read_responses(path)
     except (ValueError, AssertionError, TypeError, AttributeError) as e:
-        print(f"error: {path} is damaged ({tasks.one_line(e)}); delete it and rerun the same command: "
+        print(f"error: {path} is damaged ({errors.one_line(e)}); delete it and rerun the same command: "
               + ("the base model is evaluated again (same prompts, same result)" if tag == "base" else
                  "or rerun with --overwrite to start the run again"), file=sys.stderr)
         sys.exit(1)

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from infra import safety
+from infra import errors, safety
 from world import tasks
 from world import graders
 from infra.flags import (MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag,
@@ -324,7 +324,7 @@ def main(argv=None):
             if n not in tasks.GENERATORS:
                 tasks.task_records(n)
     except Exception as e:
-        ap.error(tasks.one_line(e))
+        ap.error(errors.one_line(e))
     check_code_jail(ap, args, names)
     set_switches(args)   # (--unsafe-code: the graders may run programs without a jail)
     device = init_distributed(args.device)   # torchrun: the prompts are shared out, the results gathered

@@ -26,9 +26,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
 from analysis import archive
+from analysis.results_file import read_results
 from experiment.metrics import (ALPHAS, METRICS, final_drift, forget_points, per_seed_metric_of, reference_role,
                                 role_of)
 from infra.checkpoints import result_changed
+from infra.errors import run_command
 from analysis.significance import holm, p_value
 from infra.stats import mean_interval, spread, t_quantile
 
@@ -699,12 +701,7 @@ def checked_results_at(path, exp, seed, flags):
         raise ValueError(f"{path} is not a file")
     if result_changed(path):
         raise ValueError(f"{path} is not what its run wrote (its checksum, {os.path.basename(path)}.sha256, differs)")
-    try:
-        res = json.load(open(path))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is damaged ({str(e).splitlines()[0][:120]})") from None
-    if not isinstance(res, dict) or not isinstance(res.get("runs"), dict):
-        raise ValueError(f"{path} is not a continual.py results file")
+    res = read_results(path)   # (a regular file, valid JSON, every accuracy a number in [0, 1])
     if res.get("seed") != seed:
         raise ValueError(f"{path} holds seed {res.get('seed')}'s results, not seed {seed}'s (its directory's name)")
     if res.get("stages") != stages_of(flags):
@@ -752,12 +749,7 @@ def read_seed_results(paths):
         f = os.path.join(path, "results.json")
         if not os.path.isfile(f):
             raise ValueError(f"{path}: no results.json (give run directories written by continual.py)")
-        try:
-            res = json.load(open(f))
-        except ValueError as e:
-            raise ValueError(f"{f} is damaged ({str(e).splitlines()[0]})") from None
-        if not isinstance(res, dict) or ("runs" not in res and "seed_dirs" not in res):
-            raise ValueError(f"{f} is not a continual.py results file")
+        res = read_results(f)   # (a regular file, valid JSON, every accuracy a number in [0, 1])
         if "seed_dirs" in res:   # a summary over seeds: its seeds' own directories, beside it (as written)
             beside = [os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(d)) for d in res["seed_dirs"]]
             inside = sorted(os.path.join(path, d) for d in os.listdir(path)   # (or inside it, as in results/)
@@ -793,4 +785,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main)

@@ -34,7 +34,7 @@ import evaluate
 import grpo
 import sdpo
 from world import tasks
-from infra import flags, safety
+from infra import errors, flags, safety
 from infra.checkpoints import write_atomically
 from infra.distributed import setup_torch
 from infra.models import load_model
@@ -285,7 +285,7 @@ def main(argv=None):
         tasks.check_task(args.task)
         records = evaluate.benchmark_records(args.task, args.prompts, args.seed)
     except Exception as e:
-        ap.error(f"--task: {tasks.one_line(e)}")
+        ap.error(f"--task: {errors.one_line(e)}")
     device = setup_torch("cpu" if not torch.cuda.is_available() else "auto")
     model, tok = load_model(args.model, device)
     teacher = sdpo.stage_teacher(model) if args.teacher is None else load_model(args.teacher, device)[0].eval()

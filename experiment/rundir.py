@@ -26,7 +26,7 @@ import train
 from beyond import variants
 from experiment.metrics import summarize_seeds
 from experiment.tables import accuracy_tables, rows_of, write_tables
-from infra import flags, safety, trackers
+from infra import errors, flags, safety, trackers
 from infra.checkpoints import (CHECKSUMS, append_jsonl, atomic_json, check_states, damaged_files, load_optimizer,
                                load_teacher, read_jsonl, save_checkpoint, stage_checkpoint, with_stage_checkpoints, write_atomically,
                                write_result_checksum)
@@ -35,7 +35,6 @@ from infra.flags import per_seed
 from infra.models import load_model, load_policy
 from infra.stops import Interrupted, sigterm_as_ctrl_c
 from rollout import acc_at_k
-from world import tasks
 
 def method_of(method, settings, base):
     """The method train.run_steps is handed: train.METHODS[method], or beyond/variants.py's when one of its knobs is
@@ -497,7 +496,7 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks, configs=()):
             with open(config_path) as f:
                 old = json.load(f)
         except ValueError as e:
-            fail(f"{config_path} is damaged ({tasks.one_line(e)}); it says which command {run_dir} belongs to. Restore "
+            fail(f"{config_path} is damaged ({errors.one_line(e)}); it says which command {run_dir} belongs to. Restore "
                  f"it from a copy and rerun, or use --name for a new run (--overwrite would delete the completed stages)")
         if not safety.owned_by(run_dir, PROGRAM):   # parsed, but not ours: never replaced
             ap.error(f"{run_dir} holds a config.json that continual.py did not write; nothing was changed. Give "
@@ -582,7 +581,7 @@ def load_progress(path):
         assert progress, "it is empty, and a run writes the base model's row first"
         return with_stage_checkpoints(progress, os.path.dirname(path))
     except (ValueError, TypeError, KeyError, AssertionError) as e:
-        fail(f"{path} is damaged ({tasks.one_line(e)}). It records the completed stages: restore it from a copy and "
+        fail(f"{path} is damaged ({errors.one_line(e)}). It records the completed stages: restore it from a copy and "
              f"rerun the same command, or use --name for a new run (--overwrite would delete the completed stages)")
 
 
@@ -608,7 +607,7 @@ def load_checkpoint(path, device, dtype, grad_checkpointing=False, what="checkpo
     try:
         return load_model(path, device, dtype, grad_checkpointing, enable_thinking=enable_thinking)
     except Exception as e:   # a truncated safetensors file, a garbage config.json, a missing file...
-        fail(f"the {what} {path} cannot be loaded ({tasks.one_line(e)[:200]}). Delete that directory and rerun "
+        fail(f"the {what} {path} cannot be loaded ({errors.one_line(e)[:200]}). Delete that directory and rerun "
              f"the same command: that stage and the ones after it are trained again")
 
 
@@ -631,7 +630,7 @@ def load_partial(partial_dir, run_name, stage, device, args):
         aside = partial_dir.rstrip("/") + ".damaged"
         shutil.rmtree(aside, ignore_errors=True)
         os.replace(partial_dir, aside)
-        print(f"warning: the saved mid-stage state in {partial_dir} is damaged ({tasks.one_line(e)[:200]}); it is "
+        print(f"warning: the saved mid-stage state in {partial_dir} is damaged ({errors.one_line(e)[:200]}); it is "
               f"kept in {aside} and stage {stage + 1} of {run_name} restarts from its beginning", file=sys.stderr)
         return None
 
@@ -668,7 +667,7 @@ def check_saved_stages(run_dir, run_name, done, n_stages):
         except FileNotFoundError:
             continue   # (--no-drift runs of old kept none)
         except (ValueError, AssertionError, TypeError, AttributeError) as e:
-            fail(f"{path} is damaged ({tasks.one_line(e)[:120]}): stage {k + 1}'s saved evaluation responses. "
+            fail(f"{path} is damaged ({errors.one_line(e)[:120]}): stage {k + 1}'s saved evaluation responses. "
                  f"Restore it from a copy, or {again}")
 
 

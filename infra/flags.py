@@ -30,7 +30,7 @@ from world import tasks
 from infra.distributed import sample_blocks_per_step
 from infra.safety import committed_path
 from infra.models import BUILT_IN_MODELS, DTYPES, MODEL_DIRS
-from infra import speedups, trackers
+from infra import errors, speedups, trackers
 from infra.knobs import knob, must
 from infra.speedups import SAMPLE_BATCH
 
@@ -471,7 +471,7 @@ def check_stages_and_benchmarks(ap, args):
         try:  # a data file is read once before any work: a bad line stops here, naming file:line
             tasks.task_records(path)
         except Exception as e:  # (a hub task that cannot be fetched says why, in one line)
-            ap.error(tasks.one_line(e))
+            ap.error(errors.one_line(e))
     for b in benchmarks + stages:   # enough test prompts for --eval-n (and the in-stage curve)?
         if b in tasks.GENERATORS:
             try:

@@ -16,7 +16,6 @@ distribution's (other than the seed, the thread count, the name and where runs g
 """
 import argparse
 import glob
-import json
 import os
 import statistics
 import sys
@@ -26,7 +25,9 @@ from scipy.stats import binom
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # as a script: the repository root
 
 from analysis import archive  # noqa: E402
+from analysis.results_file import read_results  # noqa: E402
 from infra.checkpoints import write_atomically  # noqa: E402
+from infra.errors import read_json, run_command  # noqa: E402
 
 FAMILY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "headline")
 RUN = "sdpo_a0.05"
@@ -56,8 +57,8 @@ def distribution(family=FAMILY):
     dirs = sorted(glob.glob(os.path.join(root, f"{RUN}-s*")), key=lambda d: int(d.rsplit("-s", 1)[1]))
     if not dirs:
         raise ValueError(f"{family}: no seed of the headline ({RUN}-s<K>) is there")
-    per_seed = [cells_of(json.load(open(os.path.join(d, "results.json")))) for d in dirs]
-    config = json.load(open(os.path.join(dirs[0], "config.json")))
+    per_seed = [cells_of(read_results(os.path.join(d, "results.json"))) for d in dirs]
+    config = read_json(os.path.join(dirs[0], "config.json"))
     return {c: [p[c] for p in per_seed] for c in per_seed[0]}, [int(d.rsplit("-s", 1)[1]) for d in dirs], config
 
 
@@ -127,8 +128,8 @@ def main(argv=None):
         return dist
     path = os.path.join(args.run_dir, "results.json")
     try:
-        results = json.load(open(path))
-        mine_config = json.load(open(os.path.join(args.run_dir, "config.json")))
+        results = read_results(path)   # (a regular file: a FIFO would wait forever; every accuracy in [0, 1])
+        mine_config = read_json(os.path.join(args.run_dir, "config.json"))
         mine = cells_of(results)
     except FileNotFoundError as e:
         ap.error(f"{args.run_dir}: {os.path.basename(e.filename)} is not there (a finished continual.py run has it)")
@@ -169,4 +170,4 @@ def verdict(diff, base, out, n_cells, n_seeds):
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main)   # (a failure it did not name itself: one error: line, never a traceback)

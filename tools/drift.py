@@ -15,13 +15,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import evaluate  # noqa: E402
 from drift import load_embedder, load_responses, matrices, stage_drift  # noqa: E402
 from experiment.report import drift_table  # noqa: E402
-from infra import flags  # noqa: E402
+from infra import errors, flags  # noqa: E402
 from infra.checkpoints import with_stage_checkpoints, write_atomically  # noqa: E402
 from infra.distributed import setup_torch  # noqa: E402
 from infra.flags import check_device_flag, check_model_flag  # noqa: E402
 from infra.models import load_model  # noqa: E402
 from infra.speedups import SAMPLE_BATCH  # noqa: E402
-from world import tasks  # noqa: E402
 
 
 def main(argv=None):
@@ -50,7 +49,7 @@ def main(argv=None):
         assert not missing and isinstance(progress, dict) and "base" in progress, f"missing {missing or 'base'}"
         progress = with_stage_checkpoints(progress, args.run_dir)
     except (ValueError, TypeError, KeyError, AssertionError) as e:
-        ap.error(f"{args.run_dir}: config.json or progress.json is damaged ({tasks.one_line(e) or 'incomplete'}); "
+        ap.error(f"{args.run_dir}: config.json or progress.json is damaged ({errors.one_line(e) or 'incomplete'}); "
                  f"rerun the continual.py command that made it to rebuild them")
     device = setup_torch(args.device)
     args.max_new_tokens = config["max_new_tokens"]

@@ -8,14 +8,16 @@ each domain's training stage shaded, the accuracy matrix as a heatmap, the signe
 stage, and the per-step curves, read from the run's results.json and log.jsonl (nothing is recomputed).
 """
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from infra import safety  # noqa: E402
 from analysis import archive  # noqa: E402
+from analysis.results_file import read_results  # noqa: E402
 from experiment import report  # noqa: E402
+from infra import errors  # noqa: E402
+from infra.errors import run_command  # noqa: E402
 
 
 def main(argv=None):
@@ -32,7 +34,10 @@ def main(argv=None):
     if os.path.basename(args.prefix) != args.prefix or args.prefix in (".", ".."):   # (each name stays inside --out)
         ap.error(f"--prefix {args.prefix!r}: a file-name prefix, without a path separator")
     safety.refuse_committed(ap.error, "--out", args.out, args.overwrite_committed)
-    results = json.load(open(path))
+    try:
+        results = read_results(path)
+    except (OSError, ValueError) as e:
+        ap.error(errors.one_line(e))
     try:
         os.makedirs(args.out, exist_ok=True)
     except OSError as e:   # (a file in its place, no permission)
@@ -41,4 +46,4 @@ def main(argv=None):
     print("wrote " + ", ".join(p for p, _ in made if p))
 
 if __name__ == "__main__":
-    main()
+    run_command(main)   # (a failure it did not name itself: one error: line, never a traceback)

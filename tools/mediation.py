@@ -30,6 +30,7 @@ import evaluate  # noqa: E402
 from analysis import mediation  # noqa: E402
 from infra import flags, safety  # noqa: E402
 from infra.checkpoints import write_atomically  # noqa: E402
+from infra.errors import run_command  # noqa: E402
 from infra.models import load_model  # noqa: E402
 from infra.children import run_all, run_child  # noqa: E402
 
@@ -181,4 +182,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main)   # (a failure it did not name itself: one error: line, never a traceback)

@@ -40,6 +40,7 @@ from infra.children import run_all, run_child  # noqa: E402
 from world import tasks  # noqa: E402
 from infra.models import load_model  # noqa: E402
 from infra.checkpoints import write_atomically  # noqa: E402
+from infra.errors import read_json, run_command  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "reference")
 # Where each family's run directories go. The equal-rate arm (issue 59) pairs by seed with the reference's;
@@ -146,7 +147,7 @@ def seconds_table(root=ROOT, family="paper"):
 
 
 def load_optional(path):
-    return json.load(open(path)) if os.path.isfile(path) else None
+    return read_json(path) if os.path.lexists(path) else None   # (a regular file of valid JSON, or ValueError)
 
 
 def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, figures=None):
@@ -328,4 +329,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main)   # (a failure it did not name itself: one error: line, never a traceback)

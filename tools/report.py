@@ -11,27 +11,26 @@ seeds: the same as means with their 95% intervals, and differences.png (each run
 A run does not draw them itself (nanochat's choice: the run writes its numbers, a command reports them).
 """
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from infra import safety  # noqa: E402
 from analysis import archive  # noqa: E402
+from analysis.results_file import read_results  # noqa: E402
 from experiment import report  # noqa: E402
+from infra.errors import run_command  # noqa: E402
 
 
-def read_results(error, run_dir):
+def read_run(error, run_dir):
     """A run directory's results.json, or error() with one line."""
     path = os.path.join(run_dir, "results.json")
     try:
-        with open(path) as f:
-            results = json.load(f)
-    except (OSError, ValueError) as e:
-        error(f"{path}: {getattr(e, 'strerror', None) or e} (give a finished continual.py run directory)")
-    if not isinstance(results, dict) or "runs" not in results or "stages" not in results:
-        error(f"{path}: not a continual.py results.json (no runs or stages)")
-    return results
+        return read_results(path)   # (a regular file, valid JSON, every accuracy a number in [0, 1])
+    except OSError as e:
+        error(f"{path}: {e.strerror or e} (give a finished continual.py run directory)")
+    except ValueError as e:
+        error(str(e))
 
 
 def seed_dir_of(summary_dir, recorded):
@@ -52,14 +51,14 @@ def main(argv=None):
         ap.error(f"{args.run_dir}: a committed run, read from its family's archive; give --out DIR for its report")
     out = args.out or run_dir
     safety.refuse_committed(ap.error, "--out" if args.out else "run directory", out, args.overwrite_committed)
-    results = read_results(ap.error, run_dir)
+    results = read_run(ap.error, run_dir)
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as e:   # (a file in its place, no permission)
         ap.error(f"--out {out}: {e.strerror or e}; nothing was written")
     if "seeds" in results:   # the summary over seeds (continual.py --seed 0,1,2)
         dirs = [seed_dir_of(run_dir, d) for d in results["seed_dirs"]]
-        seed_results = [read_results(ap.error, d) for d in dirs]
+        seed_results = [read_run(ap.error, d) for d in dirs]
         report.write_seeds_report({**results, "seed_dirs": dirs}, seed_results, out)
     else:
         report.write_report(results, run_dir, out)
@@ -68,4 +67,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main)   # (a failure it did not name itself: one error: line, never a traceback)

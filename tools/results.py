@@ -22,6 +22,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from analysis import archive  # noqa: E402
 from infra import safety  # noqa: E402
+from infra.errors import run_command  # noqa: E402
 
 RESULTS = os.path.join(safety.REPO, "results")
 FAMILIES = ("reference", "equal_rate", "frontier", "headline", "collapse", "coding_ablation", "continual", "cot",
@@ -128,10 +129,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (ValueError, OSError) as e:   # a damaged archive, a file where a folder belongs, a full disk: one line
-        where = getattr(e, "filename", None)
-        sys.exit(f"error: {(where + ': ') if where else ''}{getattr(e, 'strerror', None) or e}")
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run_command(main)   # (a damaged archive, a file where a folder belongs, a full disk: one error: line)

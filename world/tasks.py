@@ -346,12 +346,6 @@ def task_records(name):
     return with_release_rules(load_records(name))
 
 
-def one_line(exc):
-    """An exception as one line: the message of a ValueError/OSError, else 'Type: first line'."""
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return msg if isinstance(exc, (ValueError, OSError)) and msg else f"{type(exc).__name__}: {msg}"
-
-
 def has_code(name):
     """Whether a task or benchmark (built-in, file or hub) holds code records, graded in the sandbox."""
     if name in GENERATORS:
