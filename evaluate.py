@@ -313,7 +313,9 @@ def main(argv=None):
         ap.error(f"--seed must be in [0, 2^31), got {args.seed}")
     check_model_flag(ap, "--model", args.model)
     check_device_flag(ap, args.device)
-    if args.out:   # checked before the evaluation runs, not after it
+    if args.out is not None:   # checked before the evaluation runs, not after it
+        if not args.out.strip():
+            ap.error("--out: give a file path (it was empty)")
         if os.path.isdir(args.out):
             ap.error(f"--out: '{args.out}' is a directory; give a file path")
         check_dir_flag(ap, "--out", os.path.dirname(os.path.abspath(args.out)))

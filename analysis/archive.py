@@ -131,6 +131,10 @@ def unpack(archive, into):
     """The archive's files written under `into` (created), each checked first (read); returns `into`. A file that
     is already there is never replaced (ValueError naming it, before anything is written)."""
     files = read(archive)
+    folders = {"/".join(p.split("/")[:k]) for p in files for k in range(1, p.count("/") + 1)}   # (each level above)
+    both = sorted(folders & set(files))
+    if both:   # (a path that is a file and a folder: nothing can write both)
+        raise ValueError(f"{archive}: {both[0]} is both a file and a folder in it; the archive is damaged")
     for path in files:
         target = os.path.join(into, path)
         if os.path.relpath(target, into).startswith(".."):   # (a path that leaves the folder: never written)

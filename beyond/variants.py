@@ -269,6 +269,9 @@ def warnings_of(args, stages):
     if args.teacher in ("live", "base", "trust_region") and any(a != sdpo.Knobs.alpha for a in args.alpha):
         out.append(f"--alpha is the EMA teacher's rate (T1); --teacher {args.teacher} never moves by it: it changes "
                    f"only the run's name" + (" (T6's λ is --trust-rate)" if args.teacher == "trust_region" else ""))
+    if args.teacher in ("live", "base", "trust_region") and getattr(args, "refresh_every", 0):
+        out.append(f"--refresh-every is StableSDPO's schedule for the EMA teacher (T2); --teacher {args.teacher} is "
+                   f"never refreshed: it changes nothing")
     if args.trust_rate != Knobs.trust_rate and args.teacher != "trust_region":
         out.append("--trust-rate is the trust-region teacher's λ (T6), and --teacher is not trust_region: it changes "
                    "nothing")

@@ -325,6 +325,8 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="the folder everything goes to (default runs/class, or "
                     "runs/class-fast with --fast: the two settings are different runs)")
     args = ap.parse_args(argv)
+    if args.out is not None and not args.out.strip():
+        ap.error("--out: give a folder (it was empty)")
     args.out = args.out or os.path.join("runs", "class-fast" if args.fast else "class")
     sheet = exercises()
     known = [n for n, _, _ in sheet]

@@ -391,10 +391,21 @@ def continual_args(argv, presets, knobs, warnings=None):
     # a flag left to the model's own default is not a change (model_defaults, default_topk)
     defaults.update(model_defaults(args.model), topk=default_topk(args.model))
     check_unused_flags(args, defaults, knobs, presets, typed_flags(ap, [a for a in argv if a != "--help-all"]))
-    for line in warnings(args, stages) if warnings else []:
+    for line in [*run_warnings(args), *(warnings(args, stages) if warnings else [])]:
         print(f"warning: {line}", file=sys.stderr)
     set_switches(args)
     return ap, args, stages, benchmarks, defaults
+
+
+def run_warnings(args):
+    """The run's own flags that change nothing in this command (round four): one line each."""
+    out = []
+    if getattr(args, "teacher_mix", 1.0) != 1.0 and getattr(args, "teacher_init", "restart") != "carry":
+        out.append("--teacher-mix mixes the carried teacher (T3), and --teacher-init is not carry: it changes nothing")
+    if args.warmup_steps is not None and args.warmup_steps >= args.steps:
+        out.append(f"--warmup-steps {args.warmup_steps} lasts past the stage's {args.steps} steps: the learning rate "
+                   f"never reaches its full value")
+    return out
 
 
 # ----------------------------------------------------------------------------------------------

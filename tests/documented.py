@@ -163,6 +163,11 @@ def run(argv, log):
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--run"]:   # (the test's worker: a JSON list of argvs, in order)
     import json
+    if len(sys.argv) != 5 or not os.path.isfile(sys.argv[2]) or not os.path.isdir(sys.argv[3]):
+        print("error: --run is the test's worker: python tests/documented.py --run ARGVS.json CHECKOUT LOG_DIR "
+              "(tests/test_documented_commands.py gives them); to list the commands, run it without flags",
+              file=sys.stderr)
+        sys.exit(2)
     os.chdir(sys.argv[3])
     sys.path.insert(0, sys.argv[3])
     for k, argv in enumerate(json.load(open(sys.argv[2]))):

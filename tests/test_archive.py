@@ -85,7 +85,7 @@ def test_a_damaged_loose_run_is_named_by_the_family_not_by_the_cache(reference, 
     with pytest.raises(ValueError) as e:
         claims.checked_results(os.path.join(view, "continual-s11", "results.json"), "continual", 11,
                                claims.experiment_flags("continual"))
-    assert str(e.value).startswith(f"{family / 'continual-s11' / 'results.json'} is damaged"), str(e.value)
+    assert str(e.value).startswith(f"{family / 'continual-s11' / 'results.json'}: not valid JSON"), str(e.value)
     assert archive.cache_dir() not in str(e.value)
     assert archive.shown(os.path.join(view, "continual-s10", "results.json")) == \
         f"{family / archive.ARCHIVE}: continual-s10/results.json"
@@ -153,6 +153,17 @@ def test_unpack_never_replaces_a_file_and_writes_nothing_then(tmp_path):
         archive.unpack(path, str(out))
     assert (out / "continual-s10" / "results.json").read_text() == "the user's own"
     assert not (out / "continual-s10" / "report.md").exists()
+
+
+def test_unpack_of_a_path_both_file_and_folder_names_the_archive(tmp_path):
+    """Round five's, mended in round six (issue 86 item 7): it ended in "File exists" without naming the archive."""
+    files = {"continual-s10/results.json": "{}", "continual-s10/results.json/x": "{}"}
+    path = str(tmp_path / "runs.parquet")
+    pq.write_table(pa.table({"path": list(files), "sha256": [archive.sha256(t) for t in files.values()],
+                             "text": list(files.values())}), path)
+    with pytest.raises(ValueError, match=f"{path}: continual-s10/results.json is both a file and a folder"):
+        archive.unpack(path, str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("case", ["no sha256 column", "null text", "not UTF-8"])

@@ -125,6 +125,20 @@ def test_bad_command_line(script, argv, tmp_path, monkeypatch, capsys):
     assert (garbage / "config.json").read_text() == "{not json"
 
 
+@pytest.mark.parametrize("argv,line", [
+    (["--teacher", "base", "--refresh-every", "5"], "--refresh-every is StableSDPO's schedule"),
+    (["--teacher", "live", "--refresh-every", "5"], "--teacher live is never refreshed"),
+    (["--teacher-mix", "0.5"], "--teacher-mix mixes the carried teacher (T3), and --teacher-init is not carry"),
+    (["--warmup-steps", "40"], "--warmup-steps 40 lasts past the stage's 40 steps"),
+])
+def test_round_four_s_no_effect_warnings_are_back(argv, line, capsys):
+    """Round four's warnings for a knob that changes nothing here, lost in the restructuring (issue 86 item 7)."""
+    continual.parse_args(["--method", "sdpo", *argv])
+    assert line in capsys.readouterr().err.split("warning: ", 1)[1]
+    continual.parse_args(["--method", "sdpo", "--teacher-init", "carry", "--teacher-mix", "0.5", "--warmup-steps", "39"])
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_a_flag_of_the_method_not_run_is_named(capsys):
     """continual.py: a flag only the other method reads changes nothing, and a warning says so."""
     continual.parse_args(["--method", "grpo", "--refresh-every", "5"])

@@ -41,6 +41,11 @@ CASES = [
     ("drift.py", ["runs/x"], "python tools/drift.py RUN_DIR"),
     ("tools/bench.py", ["--group-size", "1"], "--group-size must be >= 2"),
     ("razor.py", ["--a", "0"], "--a must be in (0, 1]"),
+    # round five's, mended in round six (issue 86 item 7)
+    ("tests/documented.py", ["--run"], "--run is the test's worker"),
+    ("tools/coding_ablation.py", ["--worker", "3/2"], "--worker is i/n"),
+    ("evaluate.py", ["--out", ""], "--out: give a file path"),
+    ("classroom/lab.py", ["9", "--out", ""], "--out: give a folder"),
 ]
 
 

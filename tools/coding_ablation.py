@@ -29,6 +29,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -338,7 +339,8 @@ def plot_collapse(found, path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 usage="python tools/coding_ablation.py [--runs DIR] [--seeds S,…] … (--help lists all)")
     ap.add_argument("--runs", help="the regenerated first three stages (see the docstring); not needed by --summary-only")
     ap.add_argument("--out", default=os.path.join(safety.REPO, "results", "coding_ablation"))
     ap.add_argument("--seeds", default="0,1,2")
@@ -352,6 +354,9 @@ def main(argv=None):
     ap.add_argument("--into-results", action="store_true", help="write into results/ (the committed ablation, "
                     "--out's default): without it, give --out a folder of your own")
     args = ap.parse_args(argv)
+    worker = re.fullmatch(r"(\d+)/(\d+)", args.worker)
+    if not worker or not int(worker.group(1)) < int(worker.group(2)):
+        ap.error(f"--worker is i/n, this process's share of the cells with 0 <= i < n, got '{args.worker}'")
     try:
         seeds = flags.seed_list(args.seeds)
     except (ValueError, argparse.ArgumentTypeError) as e:
