@@ -27,14 +27,15 @@ from beyond import variants
 from experiment.metrics import summarize_seeds
 from experiment.tables import accuracy_tables, rows_of, write_tables
 from infra import errors, flags, safety, trackers
-from infra.checkpoints import (CHECKSUMS, append_jsonl, atomic_json, check_states, damaged_files, load_optimizer,
-                               load_teacher, read_jsonl, save_checkpoint, stage_checkpoint, with_stage_checkpoints, write_atomically,
-                               write_result_checksum)
+from infra.checkpoints import (CHECKSUMS, append_jsonl, atomic_json, check_states, damaged_files, file_digest,
+                               load_optimizer, load_teacher, read_jsonl, save_checkpoint, stage_checkpoint,
+                               with_stage_checkpoints, write_atomically, write_result_checksum)
 from infra.distributed import NonFiniteError, barrier, init_distributed, is_main, shard, under_torchrun
 from infra.flags import per_seed
 from infra.models import load_model, load_policy
 from infra.stops import Interrupted, sigterm_as_ctrl_c
 from rollout import acc_at_k
+from world import tasks
 
 def method_of(method, settings, base):
     """The method train.run_steps is handed: train.METHODS[method], or beyond/variants.py's when one of its knobs is
@@ -349,7 +350,10 @@ class Run:
         save_checkpoint(self.model, self.tok, ckpt, opt=stage.opt if keep_opt else None, teacher=self.prev_teacher)
         rows = stage.rows
         self.done.append({"domain": stage.domain, "acc": acc, "degenerate": deg, "drift": stage_drift,
-                          "curve": stage.curve, "checkpoint": ckpt, "checksums": True,   # (it must have them)
+                          "curve": stage.curve, "checkpoint": ckpt,
+                          # the digest of its checksums file: a resume checks this very checkpoint, not one copied in
+                          "checksums": file_digest(os.path.join(ckpt, CHECKSUMS)) if is_main() else True,
+                          "made_by": {"code": safety.code_version(), "threads": torch.get_num_threads()},
                           "train_seconds": round(train_s, 1),
                           "seconds": round(time.time() - stage.t0, 1),   # training, evaluation and drift
                           "mean_reward": sum(r["reward"] for r in rows) / len(rows),
@@ -430,7 +434,9 @@ def run_dir_name(args, configs, defaults):
                   "plain", "report_to", *variants.SETTINGS, "trust_rate",
                   *(k for m in train.METHODS.values() for k in getattr(m, "SETTINGS", ())),
                   *T3_SETTINGS}
-    changed = {k: v for k, v in sorted(vars(args).items()) if k not in per_config and v != defaults.get(k)}
+    resolved = lambda k, v: tasks.resolve_benchmarks(v) if k == "benchmarks" and isinstance(v, str) else v  # noqa: E731
+    changed = {k: v for k, v in sorted(vars(args).items())   # (a config.json records "all" resolved: the same run)
+               if k not in per_config and resolved(k, v) != resolved(k, defaults.get(k))}
     suffix = "-" + hashlib.sha1(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:6] if changed else ""
     seeds = args.seed if isinstance(args.seed, list) else [args.seed]   # several: the summary over the seeds
     return f"{'+'.join(c[2] for c in configs)}-s{'-'.join(map(str, seeds))}{suffix}"
@@ -467,7 +473,7 @@ PROGRAM = "continual.py"   # the marker of a run directory this program made (co
 # What config.json records beside the run's settings and never compares on a rerun: the configurations (derived),
 # the program, the code's commit, and where and how it ran (its directory, so `--config` reruns this very run; the
 # torch thread count, which changes the floating-point sums and so the numbers: a rerun by --config uses it again)
-RECORDED_ONLY = ("runs", "program", "code", "name", "runs_dir", "threads")
+RECORDED_ONLY = ("runs", "program", "code", "name", "runs_dir", "threads", "invocations")
 LOCKS = []                 # the run directories this process writes, locked until it exits (safety.RunLock)
 
 
@@ -519,9 +525,24 @@ def claim_run_dir(ap, args, run_dir, stages, benchmarks, configs=()):
                  f"--runs-dir")
     if is_main():
         os.makedirs(run_dir, exist_ok=True)
-    atomic_json(config_path, {**fingerprint, "name": os.path.basename(os.path.normpath(run_dir)),
-                              "runs_dir": os.path.dirname(os.path.normpath(run_dir)), "threads": torch.get_num_threads()})
+    this = invocation(fingerprint)
+    if is_main() and os.path.isfile(config_path):   # the same run again: its first record stays, this one is added
+        first = {"code": old.get("code"), "threads": old.get("threads")}
+        if {k: this[k] for k in first} != first:
+            print(f"warning: {run_dir} was started by code {first['code']} with {first['threads']} torch threads; this "
+                  f"invocation is code {this['code']} with {this['threads']}: the stages it adds are recorded as its own "
+                  f"(config.json's invocations, each stage's made_by in progress.json)", file=sys.stderr)
+        atomic_json(config_path, {**old, "invocations": old.get("invocations", []) + [this]})
+    else:
+        atomic_json(config_path, {**fingerprint, "name": os.path.basename(os.path.normpath(run_dir)),
+                                  "runs_dir": os.path.dirname(os.path.normpath(run_dir)), "threads": this["threads"]})
     barrier()
+
+
+def invocation(fingerprint):
+    """Who runs now: the code's version, the torch thread count (it changes the numbers) and the time."""
+    return {"code": fingerprint["code"], "threads": torch.get_num_threads(),
+            "time": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
 
 
 @contextlib.contextmanager
@@ -657,6 +678,10 @@ def check_saved_stages(run_dir, run_name, done, n_stages):
         bad = damaged_files(st["checkpoint"]) if os.path.isdir(st["checkpoint"]) else []
         if bad is None and st.get("checksums"):   # saved with checksums, and they are gone: nothing vouches for it
             bad = [(CHECKSUMS, "missing")]
+        elif not bad and isinstance(st.get("checksums"), str) and os.path.isdir(st["checkpoint"]) and \
+                file_digest(os.path.join(st["checkpoint"], CHECKSUMS)) != st["checksums"]:
+            fail(f"{st['checkpoint']} is not the checkpoint stage {k + 1} saved (its {CHECKSUMS} differs from the digest "
+                 f"progress.json recorded: copied in from another run?). Restore this run's own, or {again}")
         if bad:
             fail(f"{os.path.join(st['checkpoint'], bad[0][0])} is {bad[0][1]} since it was saved"
                  f"{f' ({len(bad) - 1} more file(s) too)' if len(bad) > 1 else ''}: the checkpoint of stage {k + 1} is "

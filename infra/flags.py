@@ -306,7 +306,9 @@ def parser(description, usage, knobs=(), show_all=True):
 # ----------------------------------------------------------------------------------------------
 # The entry point: parse, check, fill in the model's defaults
 # ----------------------------------------------------------------------------------------------
-CONFIG_IGNORED = ("runs", "program", "config", "code")   # what a run's config.json records beyond its flags (derived from them)
+# What a run's config.json records beyond its flags (derived from them), and where it was written: a --config never
+# sends a run into the directory another machine recorded (round six), so runs_dir and name come from the command
+CONFIG_IGNORED = ("runs", "program", "config", "code", "runs_dir", "name", "invocations")
 
 
 class NoAliases(yaml.SafeLoader):
@@ -321,8 +323,10 @@ class NoAliases(yaml.SafeLoader):
 def config_settings(ap, path):
     """{setting: value} of a --config file: JSON (a run's own config.json) or YAML; one error line if it cannot be
     read or is not a mapping."""
+    if os.path.exists(path) and not os.path.isfile(path):   # (a FIFO would wait forever, a folder mislead)
+        ap.error(f"--config {path}: not a regular file")
     try:
-        text = open(path).read()
+        text = open(path).read(1 << 20)   # (a settings file; a typo naming a huge file stops reading here)
         if path.endswith((".yaml", ".yml")):
             cfg = yaml.load(text, Loader=NoAliases)
         else:
@@ -503,14 +507,16 @@ def check_run_dir_flags(ap, args):
 
 def typed_flags(ap, argv):
     """The settings the command line names, whatever their values (a --config file's are not typed here)."""
-    saved = {a.dest: a.default for a in ap._actions}
+    saved, saved_config = {a.dest: a.default for a in ap._actions}, ap._defaults   # (--config's settings live in both)
     try:
         for a in ap._actions:
             a.default = argparse.SUPPRESS
+        ap._defaults = {}
         typed, _ = ap.parse_known_args(argv)
     finally:
         for a in ap._actions:
             a.default = saved[a.dest]
+        ap._defaults = saved_config
     return set(vars(typed)) - {"config"}
 
 

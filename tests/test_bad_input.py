@@ -92,6 +92,7 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (continual, ["--runs-dir", ""]),
     (continual, ["--feedback", "sometimes"]),
     (continual, ["--stage-optimizer", "later"]),
+    (continual, ["--config", "FIFO"]),   # round six: a FIFO as a settings file waited forever
     (claims, []),
     (claims, ["/nonexistent"]),
     (claims, ["GARBAGE_RUN"]),
@@ -110,6 +111,7 @@ def test_bad_command_line(script, argv, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     (tmp_path / "FILE").write_text("a file, not a directory\n")
+    os.mkfifo(tmp_path / "FIFO")
     garbage = tmp_path / "GARBAGE_RUN"
     garbage.mkdir()
     (garbage / "config.json").write_text("{not json")

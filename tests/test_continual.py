@@ -227,8 +227,9 @@ def test_a_method_beside_grpo_and_sdpo_is_its_file_its_row_and_its_rate(tmp_path
 
 
 def test_a_runs_own_config_json_reruns_that_run_in_its_directory(tmp_path):
-    """config.json records the run's directory and thread count; `--config` of it gives back the same directory
-    (issue 74: it once trained everything again into a new hashed directory) and the same threads."""
+    """`--config` of a run's config.json, in the folder it ran in, gives back the same directory (issue 74: it once
+    trained everything again into a new hashed directory) and the same threads; the folder is the command's, never
+    the file's (round six: a committed config sent runs into another machine's absolute path)."""
     ap, args, stages, benchmarks, configs, defaults = continual.parse_args(
         ["--method", "grpo,sdpo", "--seed", "3", "--steps", "2", "--runs-dir", str(tmp_path / "runs")])
     run_dir = rundir.seed_dirs(args, flags.per_seed(args), configs, defaults)[0]
@@ -236,8 +237,14 @@ def test_a_runs_own_config_json_reruns_that_run_in_its_directory(tmp_path):
               "name": os.path.basename(run_dir), "runs_dir": os.path.dirname(run_dir), "threads": 1}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(record))
-    ap2, args2, stages2, benchmarks2, configs2, defaults2 = continual.parse_args(["--config", str(path)])
+    ap2, args2, stages2, benchmarks2, configs2, defaults2 = continual.parse_args(
+        ["--config", str(path), "--runs-dir", str(tmp_path / "runs")])
     assert rundir.seed_dirs(args2, flags.per_seed(args2), configs2, defaults2) == [run_dir]
+    record["runs_dir"] = "/another/machine/runs"
+    path.write_text(json.dumps(record))
+    ap3, args3, _, _, configs3, defaults3 = continual.parse_args(["--config", str(path)])
+    assert rundir.seed_dirs(args3, flags.per_seed(args3), configs3, defaults3) == [
+        os.path.join("runs", os.path.basename(run_dir))]
     assert args2.threads == 1 and args2.steps == 2 and stages2 == stages
     # a rerun's own record is the same run, whatever threads or directory it records
     assert rundir.same_run(record, rundir.fingerprint_of(flags.per_seed(args2)[0], stages2, benchmarks2, configs2))

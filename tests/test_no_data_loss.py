@@ -196,7 +196,7 @@ def copy_reference(dst, pairs):
 
 
 @pytest.mark.parametrize("damage,says", [
-    (lambda d: (d / "continual-s10" / "results.json").write_text("{bad"), "is damaged"),
+    (lambda d: (d / "continual-s10" / "results.json").write_text("{bad"), "not valid JSON"),
     (lambda d: copy_reference(d, [("continual-s11", "continual-s12")]), "seed 11's results, not seed 12's"),
     (lambda d: ((d / "math-s10").mkdir(), (d / "math-s10" / "results.json").mkdir()), "is not a file"),
     (lambda d: copy_reference(d, [("math-s11", "tooluse-s11")]), "not on tooluse's stages"),
@@ -212,6 +212,20 @@ def test_the_summary_trusts_no_results_file(tmp_path, damage, says):
     line = one_error_line(p)
     assert says in line and str(tmp_path) in line
     assert (tmp_path / "report.md").read_text() == "the committed report"
+
+
+@pytest.mark.parametrize("family", ["paper", "equal", "frontier"])
+def test_a_summary_never_writes_over_a_file_it_did_not_make(tmp_path, family):
+    """Round six (issue 86 item 2): `--summary --root DIR` wrote DIR/report.md over the user's own file, even with no
+    finished seed there. Now: nothing to summarise, or a report.md not its own, is one line and nothing written."""
+    (tmp_path / "report.md").write_text("my own notes")
+    p = run("tools/reference.py", ["--family", family, "--summary", "--root", str(tmp_path)], cwd=tmp_path)
+    assert "no finished seed" in one_error_line(p) and (tmp_path / "report.md").read_text() == "my own notes"
+    if family == "paper":   # with a finished seed, still not over a file it did not make
+        copy_reference(tmp_path, [("continual-s10", "continual-s10")])
+        p = run("tools/reference.py", ["--summary", "--root", str(tmp_path)], cwd=tmp_path)
+        assert "is not a report this command wrote" in one_error_line(p)
+        assert (tmp_path / "report.md").read_text() == "my own notes"
 
 
 def test_a_failed_child_is_one_line_and_its_log_is_kept(tmp_path):

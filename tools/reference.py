@@ -154,6 +154,9 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, fi
     """The equal-rate arm (issue 59): every claim at the per-method rates and at each shared rate, with the
     world's adequacy test beside it; written to <root>/report.md, and drawn to <figures>/equal_footing.png."""
     bundles = footing.read_bundles(ROOT, root)
+    arm = sorted({s for s, x in bundles.items() if any(e in x for e in claims.EQUAL_RATE)})
+    if not arm:
+        raise ValueError(f"{root} holds no finished seed to summarise; nothing was written")
     base = json.load(open(os.path.join(safety.REPO, "results", "base", "tiny.json")))
     traces = load_optional(os.path.join(archive.materialized(root), "adequacy", "traces.json"))
     null = load_optional(os.path.join(archive.materialized(root), "adequacy", "null-iou.json"))
@@ -161,7 +164,6 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, fi
     if figures:
         os.makedirs(figures, exist_ok=True)
         print("wrote", plot_footing(footing.footing_figure_rows(rows), os.path.join(figures, "equal_footing.png")))
-    arm = sorted({s for s, x in bundles.items() if any(e in x for e in claims.EQUAL_RATE)})
     text = (f"arm seeds with a finished experiment: {', '.join(map(str, arm)) or 'none yet'}\n\n"
             "What one learning rate gives each method (each run's log.jsonl; GRPO takes 4 optimizer steps per batch, "
             "SDPO 1, so at a shared rate GRPO's update is about 3× SDPO's; the per-method rates match the step):\n\n"
@@ -180,9 +182,8 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, fi
     if not write:
         print(f"\n(printed only: add --into-results to write {os.path.relpath(root)}/report.md)")
         return
-    write_atomically(os.path.join(root, "report.md"), lambda f: f.write(
-        "# Equal footing: the claims at one shared learning rate (`python tools/reference.py --family equal "
-        "--summary`)\n\n" + text + "\n"))
+    write_own_report(os.path.join(root, "report.md"), "# Equal footing: the claims at one shared learning rate "
+                     "(`python tools/reference.py --family equal --summary`)", text, arm)
 
 
 def frontier_summary(root=os.path.join(safety.REPO, ROOTS["frontier"]), write=True, figures=None):
@@ -205,9 +206,8 @@ def frontier_summary(root=os.path.join(safety.REPO, ROOTS["frontier"]), write=Tr
     if not write:
         print(f"\n(printed only: add --into-results to write {os.path.relpath(root)}/report.md)")
         return
-    os.makedirs(root, exist_ok=True)
-    write_atomically(os.path.join(root, "report.md"), lambda f: f.write(
-        "# Forgetting at matched gain (`python tools/reference.py --family frontier --summary`)\n\n" + text + "\n"))
+    write_own_report(os.path.join(root, "report.md"),
+                     "# Forgetting at matched gain (`python tools/reference.py --family frontier --summary`)", text, new)
 
 
 def summary(root=ROOT, family="paper", write=True, figures=None):
@@ -244,11 +244,23 @@ def summary(root=ROOT, family="paper", write=True, figures=None):
         print(f"\n(printed only: add --into-results to write the report into {os.path.relpath(root)}/)")
         return rows
     name = "report.md" if family == "paper" else "report_defences.md"
-    write_atomically(os.path.join(root, name), lambda f: f.write(   # the table as it stands, committed with the seeds
-        f"# {'The paper' if family == 'paper' else 'The defences'}: the declared claims "
-        f"(`python tools/reference.py{'' if family == 'paper' else ' --family defences'} --summary`)\n\n"
-        + text + "\n"))
+    write_own_report(os.path.join(root, name),   # the table as it stands, committed with the seeds
+                     f"# {'The paper' if family == 'paper' else 'The defences'}: the declared claims (`python "
+                     f"tools/reference.py{'' if family == 'paper' else ' --family defences'} --summary`)", text, bundles)
     return rows
+
+
+def write_own_report(path, title, text, seeds):
+    """A summary's report: written only where it summarises something (a finished seed), and only over a report
+    of its own (the same first line), never over a file it did not make (ValueError: one line, nothing written)."""
+    if not seeds:
+        raise ValueError(f"{os.path.dirname(path) or '.'} holds no finished seed to summarise; nothing was written")
+    if os.path.lexists(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if f.readline().rstrip("\n") != title:
+                raise ValueError(f"{path} is not a report this command wrote (its first line differs); nothing was "
+                                 f"written: move it, or summarise into another --root")
+    write_atomically(path, lambda f: f.write(title + "\n\n" + text + "\n"))
 
 
 def checked_seeds_and_only(ap, args):
