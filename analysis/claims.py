@@ -30,7 +30,7 @@ from analysis.results_file import read_results
 from experiment.metrics import (ALPHAS, METRICS, final_drift, forget_points, per_seed_metric_of, reference_role,
                                 role_of)
 from infra.checkpoints import result_changed
-from infra.errors import run_command
+from infra.commands import run_command
 from analysis.significance import holm, p_value
 from infra.stats import mean_interval, spread, t_quantile
 

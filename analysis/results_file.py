@@ -1,10 +1,10 @@
 """analysis/results_file.py — a continual.py results.json as the analysis commands read it: a regular file of valid
-JSON (infra/errors.read_json) whose accuracy matrices have the shape its stages and benchmarks say and hold finite
+JSON (infra/commands.read_json) whose accuracy matrices have the shape its stages and benchmarks say and hold finite
 numbers in [0, 1]. Anything else is one ValueError naming the file, never a misread (an accuracy of −500% or NaN
 would otherwise flow into a claim, a table or a figure)."""
 import math
 
-from infra.errors import read_json
+from infra.commands import read_json
 
 
 def read_results(path):

@@ -1,5 +1,5 @@
 """Round six (issue 86 item 6): every analysis command reads a results.json through one checked reader
-(analysis/results_file.py over infra/errors.read_json) and answers a damaged one in one `error:` line naming the
+(analysis/results_file.py over infra/commands.read_json) and answers a damaged one in one `error:` line naming the
 file, exit 2, never a traceback or a misread: NaN, −500%, a string, a list, broken JSON, a FIFO."""
 import json
 import math
@@ -9,7 +9,7 @@ import pytest
 
 from analysis import claims
 from analysis.results_file import check_results, read_results
-from infra import errors
+from infra import commands
 from tools import compare, figures, report
 
 GOOD = {"seed": 0, "stages": ["math"], "benchmarks": ["math", "logic"],
@@ -44,19 +44,19 @@ def test_read_json_refuses_what_is_not_a_regular_file_of_bounded_size(tmp_path):
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
     with pytest.raises(ValueError, match="not a regular file"):   # (open() on it would wait forever)
-        errors.read_json(str(fifo))
+        commands.read_json(str(fifo))
     with pytest.raises(ValueError, match="not a regular file"):
-        errors.read_json(str(tmp_path))
+        commands.read_json(str(tmp_path))
     big = tmp_path / "big.json"
     big.write_text("[" + "0," * 600 + "0]")
     with pytest.raises(ValueError, match="more than 1,000"):
-        errors.read_json(str(big), max_bytes=1000)
+        commands.read_json(str(big), max_bytes=1000)
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ValueError, match="not valid JSON"):
-        errors.read_json(str(deep))
+        commands.read_json(str(deep))
     with pytest.raises(FileNotFoundError):
-        errors.read_json(str(tmp_path / "missing.json"))
+        commands.read_json(str(tmp_path / "missing.json"))
 
 
 @pytest.mark.parametrize("kind", [*DAMAGES, "broken JSON", "a FIFO"])
@@ -83,11 +83,11 @@ def test_run_command_turns_an_unforeseen_failure_into_one_line(capsys):
     def main(argv):
         raise OSError(28, "No space left on device", "/tmp/x/report.md")
     with pytest.raises(SystemExit) as e:
-        errors.run_command(main)
+        commands.run_command(main)
     assert e.value.code == "error: /tmp/x/report.md: No space left on device"
 
     def typo(argv):
         return {}["runs"]
     with pytest.raises(SystemExit) as e:
-        errors.run_command(typo)
+        commands.run_command(typo)
     assert e.value.code == "error: KeyError: 'runs'"

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from analysis import archive  # noqa: E402
 from analysis.results_file import read_results  # noqa: E402
 from infra.checkpoints import write_atomically  # noqa: E402
-from infra.errors import read_json, run_command  # noqa: E402
+from infra.commands import read_json, run_command  # noqa: E402
 
 FAMILY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "headline")
 RUN = "sdpo_a0.05"

@@ -17,7 +17,7 @@ from analysis import archive  # noqa: E402
 from analysis.results_file import read_results  # noqa: E402
 from experiment import report  # noqa: E402
 from infra import errors  # noqa: E402
-from infra.errors import run_command  # noqa: E402
+from infra.commands import run_command  # noqa: E402
 
 
 def main(argv=None):

@@ -30,7 +30,7 @@ import evaluate  # noqa: E402
 from analysis import mediation  # noqa: E402
 from infra import flags, safety  # noqa: E402
 from infra.checkpoints import write_atomically  # noqa: E402
-from infra.errors import run_command  # noqa: E402
+from infra.commands import run_command  # noqa: E402
 from infra.models import load_model  # noqa: E402
 from infra.children import run_all, run_child  # noqa: E402
 

@@ -40,7 +40,7 @@ from infra.children import run_all, run_child  # noqa: E402
 from world import tasks  # noqa: E402
 from infra.models import load_model  # noqa: E402
 from infra.checkpoints import write_atomically  # noqa: E402
-from infra.errors import read_json, run_command  # noqa: E402
+from infra.commands import read_json, run_command  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "reference")
 # Where each family's run directories go. The equal-rate arm (issue 59) pairs by seed with the reference's;

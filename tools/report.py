@@ -19,7 +19,7 @@ from infra import safety  # noqa: E402
 from analysis import archive  # noqa: E402
 from analysis.results_file import read_results  # noqa: E402
 from experiment import report  # noqa: E402
-from infra.errors import run_command  # noqa: E402
+from infra.commands import run_command  # noqa: E402
 
 
 def read_run(error, run_dir):

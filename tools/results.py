@@ -22,7 +22,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from analysis import archive  # noqa: E402
 from infra import safety  # noqa: E402
-from infra.errors import run_command  # noqa: E402
+from infra.commands import run_command  # noqa: E402
 
 RESULTS = os.path.join(safety.REPO, "results")
 FAMILIES = ("reference", "equal_rate", "frontier", "headline", "collapse", "coding_ablation", "continual", "cot",

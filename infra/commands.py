@@ -1,0 +1,44 @@
+"""infra/commands.py — what the analysis and tool commands share: a JSON file read with its checks (a regular file,
+of a bounded size, valid JSON: a ValueError naming it), and a command whose every failure ends in one `error:` line
+and a non-zero exit, never a traceback. No run imports it."""
+import json
+import os
+import stat
+import sys
+
+from infra.errors import one_line
+
+MAX_JSON_BYTES = 256 * 2**20   # (the largest results, log or archive index a command reads: a typo stops here)
+
+
+def read_json(path, max_bytes=MAX_JSON_BYTES):
+    """The JSON of a regular file (never a FIFO, a device or a folder, which would block or mislead) of at most
+    max_bytes. OSError when it cannot be read; ValueError naming it when it is not a regular file, too large, or not
+    valid JSON."""
+    mode = os.stat(path)   # (OSError: missing, no permission)
+    if not stat.S_ISREG(mode.st_mode):
+        raise ValueError(f"{path}: not a regular file")
+    if mode.st_size > max_bytes:
+        raise ValueError(f"{path}: {mode.st_size:,} bytes, more than {max_bytes:,}")
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as e:   # (JSONDecodeError and UnicodeDecodeError are ValueErrors)
+        raise ValueError(f"{path}: not valid JSON ({one_line(e)[:120]})") from None
+
+
+def run_command(main, argv=None):
+    """Run a command's main; a failure it did not turn into its own message (a file that cannot be read or written,
+    a value of the wrong type, a full disk) ends in one `error:` line naming the file where there is one, exit 1;
+    Ctrl-C exits 130. Returns main's result."""
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        print("\ninterrupted (Ctrl-C)", file=sys.stderr)
+        sys.exit(130)
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        sys.exit(f"error: {where}{e.strerror or one_line(e)}")
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError, ZeroDivisionError) as e:
+        sys.exit(f"error: {one_line(e)[:300]}")
