@@ -92,7 +92,6 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (continual, ["--runs-dir", ""]),
     (continual, ["--feedback", "sometimes"]),
     (continual, ["--stage-optimizer", "later"]),
-    (continual, ["--config", "FIFO"]),   # round six: a FIFO as a settings file waited forever
     (claims, []),
     (claims, ["/nonexistent"]),
     (claims, ["GARBAGE_RUN"]),
@@ -111,7 +110,6 @@ def test_bad_command_line(script, argv, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     (tmp_path / "FILE").write_text("a file, not a directory\n")
-    os.mkfifo(tmp_path / "FIFO")
     garbage = tmp_path / "GARBAGE_RUN"
     garbage.mkdir()
     (garbage / "config.json").write_text("{not json")
@@ -125,6 +123,14 @@ def test_bad_command_line(script, argv, tmp_path, monkeypatch, capsys):
     assert err.strip().splitlines()[-1].split(": ", 1)[1].startswith("error: "), err
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before   # nothing written
     assert (garbage / "config.json").read_text() == "{not json"
+
+
+def test_a_fifo_as_config_is_refused(tmp_path, capsys):
+    """Round six: a FIFO as a --config settings file waited forever; now one error line."""
+    os.mkfifo(tmp_path / "FIFO")
+    with pytest.raises(SystemExit) as e:
+        continual.main(["--config", str(tmp_path / "FIFO")])
+    assert e.value.code == 2 and "not a regular file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv,line", [
