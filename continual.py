@@ -35,7 +35,7 @@ import train
 from experiment import rundir
 from infra import flags
 from infra.knobs import knob, must
-from rollout import drop_long_prompts
+from rollout import drop_long_prompts, prompt_room
 from world import tasks
 
 # ----------------------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def new_stage(model, tok, domain, k, method, settings, args, carried=None):
     vars(stage_args).update(settings)
     stage_args.seed = args.seed * 1000 + k   # a different prompt order per stage, the same across methods
     records = drop_long_prompts(tok, tasks.train_records(domain, seed=args.seed), args.max_prompt_len,
-                                f"{domain} training prompts")
+                                f"{domain} training prompts", prompt_room(model, stage_args.max_new_tokens))
     opt = torch.optim.AdamW(model.parameters(), lr=stage_args.lr, weight_decay=args.weight_decay)
     return stage_args, records, opt, method.frozen_model(model, stage_args, carried)
 

@@ -31,7 +31,7 @@ from infra.distributed import full_state_dict, gathered, is_main
 from infra.checkpoints import write_atomically
 from infra.models import load_model
 from infra.speedups import SAMPLE_BATCH
-from rollout import chat_messages, encode_chat, response_logits, sample, sampled_logprobs
+from rollout import chat_messages, encode_chat, prompt_room, response_logits, sample, sampled_logprobs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -221,17 +221,6 @@ def response_drift(embedder, tok, texts_a, texts_b, cache=None, batch_size=SAMPL
             "p50": quantile(cos, 0.5), "n": len(cos)}
 
 
-def benchmark_distances(embedder, tok, responses, batch_size=SAMPLE_BATCH):
-    """How far apart two benchmarks are, for "forgetting is strongest at an intermediate distance" (§4,
-    Table D.4; the paper's Figure C.1 does the same with its own embeddings): the cosine distance
-    1 − cos(ē_a, ē_b) between the benchmarks' mean response embeddings ē = mean_i e(y_i) (A7's e).
-    responses: {benchmark: {'texts': [...]}} of one model (the base's). Returns {a: {b: distance}}."""
-    names = sorted(responses)
-    means = torch.stack([embed_texts(embedder, tok, responses[b]["texts"], batch_size).mean(0) for b in names])   # [N, H]
-    cos = torch.nn.functional.cosine_similarity(means[:, None, :], means[None, :, :], dim=-1)                   # [N, N]
-    return {a: {b: round(max(0.0, float(1 - cos[i, j])), 6) for j, b in enumerate(names)} for i, a in enumerate(names)}
-
-
 # ----------------------------------------------------------------------------------------------
 # KL to the base (the quantity of the forgetting law, B4)
 # ----------------------------------------------------------------------------------------------
@@ -410,8 +399,9 @@ def drift_meter(args, base_model, tok, benchmarks, run_dir, device):
     meter["base_state"] = matrices(full_state_dict(base_model)) if meter["want"] else None
     if meter["measure"]:
         meter["embedder"], meter["embed_tok"] = load_embedder(args.embed_model, base_model, tok, device)
-        meter["kl_records"] = {b: evaluate.benchmark_records(b, args.eval_n, args.eval_seed, tok, args.max_prompt_len)
-                               for b in benchmarks}
+        room = prompt_room(base_model, args.max_new_tokens)
+        meter["kl_records"] = {b: evaluate.benchmark_records(b, args.eval_n, args.eval_seed, tok, args.max_prompt_len,
+                                                             room=room) for b in benchmarks}
         meter["base_resp"] = load_responses(run_dir, "base")
         meter["cache"] = {}   # response embeddings, kept across stages (the base's are reused every stage)
         meter["base_samples"] = {}   # the base's samples on each stage's domain, for the forward KL

@@ -23,26 +23,26 @@ import torch
 
 from infra import errors, safety
 from world import tasks
-from world import graders
 from infra.flags import (MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag,
                          set_switches)
 from infra.distributed import init_distributed, is_main, shard
 from infra.checkpoints import write_atomically
 from infra.models import DTYPES, MODEL_DIRS, load_model
 from infra.speedups import SAMPLE_BATCH
-from rollout import EVAL_TEMPERATURE, EVAL_TOP_P, acc_at_k, drop_long_prompts, fill_reprompt
+from rollout import EVAL_TEMPERATURE, EVAL_TOP_P, acc_at_k, drop_long_prompts, fill_reprompt, prompt_room
 
 
-def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0, split="test"):
+def benchmark_records(name, n, seed=0, tok=None, max_prompt_len=0, split="test", room=0):
     """The test records of a benchmark: the built-in test split (or split="valid"), or the first n records of a
-    record file (tools/prepare_data.py writes the paper's datasets as such); with max_prompt_len, over-long prompts
-    are dropped first (needs tok)."""
+    record file (tools/prepare_data.py writes the paper's datasets as such); with max_prompt_len, or room (the
+    prompt tokens the model's positions leave: rollout.prompt_room), over-long prompts are dropped first (needs
+    tok)."""
     if name in tasks.GENERATORS:
         records = tasks.builtin_split(name, split, n, seed)
     else:
         records = tasks.task_records(name)
-    if max_prompt_len:
-        records = drop_long_prompts(tok, records, max_prompt_len, f"{name} test prompts")
+    if max_prompt_len or room:
+        records = drop_long_prompts(tok, records, max_prompt_len, f"{name} test prompts", room)
     return records[:n]
 
 
@@ -113,26 +113,6 @@ def teacher_check(model, tok, records, k=8, max_new_tokens=64, sample_batch=SAMP
             "without_demo": sum(before) / len(before), "with_demo": with_demo}
 
 
-@torch.no_grad()
-def feedback_check(model, tok, records, k=8, max_new_tokens=64, sample_batch=SAMPLE_BATCH):
-    """The teacher shown feedback (S8) instead of a demonstration: for each prompt's first failed sample that
-    its grader has a report on, Acc@k of the same model with that report in S8's reprompt, against Acc@k
-    without it on the same prompts. teacher_check checks the demonstration; this checks the feedback."""
-    _, per_prompt, responses, scores, _ = acc_at_k(model, tok, records, k, max_new_tokens, batch_size=sample_batch)
-    shown, reprompts, before = [], [], []
-    for i, rec in enumerate(records):
-        failed = [r for r, s in zip(responses[i * k:(i + 1) * k], scores[i * k:(i + 1) * k]) if s == 0.0]
-        note = next((n for n in (graders.feedback(rec, r) for r in failed) if n), None)
-        if note:
-            shown.append(rec)
-            reprompts.append(fill_reprompt(rec["prompt"], feedback=note))
-            before.append(per_prompt[i])
-    if not shown:
-        return {"prompts_with_feedback": 0, "without": None, "with_feedback": None}
-    with_fb, _, _, _, _ = acc_at_k(model, tok, shown, k, max_new_tokens, prompts=reprompts, batch_size=sample_batch)
-    return {"prompts_with_feedback": len(shown), "without": sum(before) / len(before), "with_feedback": with_fb}
-
-
 # ----------------------------------------------------------------------------------------------
 # Collapse (A8): measured on every evaluation's samples; drift.py reports it per stage
 # ----------------------------------------------------------------------------------------------
@@ -146,21 +126,6 @@ def repeated_pattern(text, min_repeats=4, max_period=12):
         if len(tail) == period * min_repeats and tail == tail[:period] * min_repeats:
             return tail[:period]
     return None
-
-
-def loop_tokens(ids):
-    """(§5's artifact loop) [bool per token]: token t is a loop token when its bigram with its predecessor,
-    (ids[t−1], ids[t]), already occurred earlier in the same response. The first token never is.
-
-    Example: ids of "lambdambda" -> l a m b d a m b d a: 'm' at 6 repeats (a, m) from 1–2, then 'b', 'd', 'a'
-    repeat too: [F, F, F, F, F, F, T, T, T, T].
-    """
-    seen, out = set(), [False] * len(ids)
-    for t in range(1, len(ids)):
-        pair = (ids[t - 1], ids[t])
-        out[t] = pair in seen
-        seen.add(pair)
-    return out
 
 
 def is_degenerate(text, hit_length_limit):
@@ -204,7 +169,8 @@ def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=T
     id and its k scores, so that an interval can resample the prompts too.
     sample_seed: the sampling's seed when it is not `seed` (which picks the prompts): the same prompts, other draws.
     """
-    per_benchmark = {name: benchmark_records(name, n, seed, tok, max_prompt_len) for name in names}
+    room = prompt_room(model, max_new_tokens)
+    per_benchmark = {name: benchmark_records(name, n, seed, tok, max_prompt_len, room=room) for name in names}
     records = [r for name in names for r in per_benchmark[name]]
     torch.manual_seed(seed if sample_seed is None else sample_seed)
     _, per_prompt, texts, scores, hit = acc_at_k(model, tok, records, k, max_new_tokens, batch_size=sample_batch,
@@ -355,7 +321,9 @@ def main(argv=None):
         checks = {}
         for name in trained:
             torch.manual_seed(args.seed)
-            checks[name] = teacher_check(model, tok, benchmark_records(name, args.n, args.seed, tok, args.max_prompt_len), args.k,
+            records = benchmark_records(name, args.n, args.seed, tok, args.max_prompt_len,
+                                        room=prompt_room(model, args.max_new_tokens))
+            checks[name] = teacher_check(model, tok, records, args.k,
                                          args.max_new_tokens, args.sample_batch)
         result["teacher_check"] = checks
         print("\nTeacher check: success on the same prompts without / with a correct demonstration (S1)")

@@ -18,6 +18,7 @@ from transformers import LogitsProcessorList
 
 from infra import speedups
 from infra.speedups import SAMPLE_BATCH
+from infra.errors import BadData
 from world import graders
 from infra.distributed import NonFiniteError, first_global_index, gather_lists, gathered, is_main, my_sample_blocks, my_share
 from infra.padding import left_pad, right_pad
@@ -42,11 +43,15 @@ def encode_chat(tok, messages, enable_thinking=None):
     run's setting (--enable-thinking / --disable-thinking, kept on the tokenizer by load_model), and when
     that is None too the template's own default.
     """
+    return tok(chat_text(tok, messages, enable_thinking), add_special_tokens=False)["input_ids"]
+
+
+def chat_text(tok, messages, enable_thinking=None):
+    """A chat rendered with the model's own template as text, ending with the assistant header (encode_chat)."""
     if enable_thinking is None:
         enable_thinking = getattr(tok, "enable_thinking", None)
     kw = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
-    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kw)
-    return tok(text, add_special_tokens=False)["input_ids"]
+    return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kw)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -363,16 +368,37 @@ def micro_batches(lengths, size):
     return [order[i:i + size] for i in range(0, len(order), size)]
 
 
-def drop_long_prompts(tok, records, max_len, what="records"):
-    """--max-prompt-len: drop records whose chat prompt is longer than max_len tokens (the release does
-    the same), saying how many. max_len 0 keeps everything."""
-    if not max_len:
+def prompt_room(model, max_new_tokens):
+    """The most prompt tokens the model's positions leave beside a response of max_new_tokens (0: the model's
+    config names no limit). A longer prompt would run past the positions: its records are dropped, as the
+    release drops long prompts (drop_long_prompts)."""
+    positions = getattr(model.config, "max_position_embeddings", None) or 0
+    if positions and max_new_tokens >= positions:
+        raise BadData(f"--max-new-tokens {max_new_tokens} leaves no room for a prompt in the model's {positions} positions")
+    return positions - max_new_tokens if positions else 0
+
+
+def prompt_fits(tok, record, limit):
+    """Whether a record's chat prompt is at most `limit` tokens. A token covers at least one byte of the text
+    (+1: a tokenizer's leading-space marker), so a text that short is in without being tokenized."""
+    text = chat_text(tok, chat_messages(record))
+    return len(text.encode()) + 1 <= limit or len(tok(text, add_special_tokens=False)["input_ids"]) <= limit
+
+
+def drop_long_prompts(tok, records, max_len, what="records", room=0):
+    """Drop the records whose chat prompt is longer than --max-prompt-len (max_len; the release does the same) or
+    than the model's positions leave for the response (room, prompt_room), saying how many and why. Neither
+    set (0): everything is kept."""
+    limits = [(n, why) for n, why in ((max_len, f"--max-prompt-len {max_len}"),
+                                      (room, f"the model's positions less --max-new-tokens ({room} tokens)")) if n]
+    if not limits:
         return records
-    kept = [r for r in records if len(encode_chat(tok, chat_messages(r))) <= max_len]
+    limit, why = min(limits)
+    kept = [r for r in records if prompt_fits(tok, r, limit)]
     if len(kept) < len(records):
-        print(f"--max-prompt-len {max_len}: dropped {len(records) - len(kept)} of {len(records)} {what}")
+        print(f"{why}: dropped {len(records) - len(kept)} of {len(records)} {what}")
     if not kept:
-        raise ValueError(f"--max-prompt-len {max_len}: every prompt of the {what} is longer")
+        raise BadData(f"{why}: every prompt of the {what} is longer")
     return kept
 
 

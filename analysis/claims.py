@@ -29,7 +29,7 @@ from analysis import archive
 from analysis.results_file import read_results
 from experiment.metrics import (ALPHAS, METRICS, final_drift, forget_points, per_seed_metric_of, reference_role,
                                 role_of)
-from infra.checkpoints import result_changed
+from infra.checkpoints import file_digest
 from infra.commands import run_command
 from analysis.significance import holm, p_value
 from infra.stats import mean_interval, spread, t_quantile
@@ -63,6 +63,16 @@ CLAIMS = [
     ("CoT hurts SCIENCE: Δ on science after its stage", "cot_science", "SDPO-CoT_5%", "SDPO_5%", -1),
     ("CoT helps TOOLUSE: Δ on tooluse after its stage", "cot_tooluse", "SDPO-CoT_5%", "SDPO_5%", +1),
 ]
+
+
+def result_changed(path):
+    """Whether a result is not as it was written (its .sha256 disagrees); None when it has no checksum (written
+    before they were kept, or by hand: nothing to check against)."""
+    try:
+        saved = open(path + ".sha256").read().split()[0]
+    except (OSError, IndexError):
+        return None
+    return file_digest(path) != saved
 
 
 def verdict(low, high, sign):
@@ -293,7 +303,7 @@ def equal_rate_experiments(seed):
     return {"continual": EXPERIMENTS["continual"],
             **{e: f for e, f in EQUAL_RATE.items() if e.endswith("-continual")}}
 DISTANCES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "reference",
-                         "distances.json")   # drift.benchmark_distances of the base, fixed before the runs
+                         "distances.json")   # probes.benchmark_distances of the base, fixed before the runs
 
 
 def find(res, role):
@@ -361,7 +371,7 @@ def js_collapse_ratio(res, role):
 
 def distance_contrast(res, role, distances):
     """(§4, Table D.4) For one single-domain run: the other benchmarks ranked by their distance to the
-    source (drift.benchmark_distances of the base): the 2 nearest, the 2 farthest, the rest intermediate.
+    source (probes.benchmark_distances of the base): the 2 nearest, the 2 farthest, the rest intermediate.
     Returns mean Δ(intermediate) − (mean Δ(near) + mean Δ(far)) / 2; negative when forgetting is strongest
     in between."""
     source = None if res is None else res["stages"][0]

@@ -223,12 +223,13 @@ def replay_mix(records, earlier, share, n_prompts, seed):
     return records[:n_prompts - n_old] + old
 
 
-def replayed(records, tok, earlier_domains, share, args, stage_seed):
+def replayed(records, tok, earlier_domains, share, args, stage_seed, room=0):
     """A stage's prompts with `share` (--replay) of them from the earlier stages' domains (R1); as they are with
-    share 0 or no earlier stage. args: the run's (its seed picks every domain's training prompts)."""
+    share 0 or no earlier stage. args: the run's (its seed picks every domain's training prompts); room: the
+    prompt tokens the model's positions leave (rollout.prompt_room)."""
     if not share or not earlier_domains:
         return records
-    old = [drop_long_prompts(tok, tasks.train_records(d, seed=args.seed), args.max_prompt_len, f"{d} prompts")
+    old = [drop_long_prompts(tok, tasks.train_records(d, seed=args.seed), args.max_prompt_len, f"{d} prompts", room)
            for d in earlier_domains]
     return replay_mix(records, old, share, args.steps * args.prompts_per_step, stage_seed)
 

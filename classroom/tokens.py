@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import torch
 
 import evaluate
+from analysis import probes
 import grpo
 import sdpo
 from world import tasks
@@ -89,7 +90,7 @@ def token_signals(model, teacher, tok, records, group_size=8, max_new_tokens=64,
                "advantage": float(adv[i]), "has_signal": bool(m[i] > 0), "response": batch["texts"][i]}
         texts = [tok.decode([t]) for t in ids]
         loops = periodic_loop_tokens(list(ids))            # [T] (§5's loop, as the eye sees it: underlined)
-        repeats = evaluate.loop_tokens(list(ids))                   # [T] any repeated bigram (the loop probe's)
+        repeats = probes.loop_tokens(list(ids))                   # [T] any repeated bigram (the loop probe's)
         if i in scored:
             s_lp, t_lp, g, top_p, top_v = scored[i]
             row["tokens"] = [{"text": texts[t], "gjsd": g[t].item(), "loop": loops[t], "repeat": repeats[t],
@@ -224,7 +225,7 @@ def periodic_loop_tokens(ids, min_copies=3, max_period=12, min_span=8):
 
     Example: "lambdambdambda" -> the period-4 stretch "ambdambdambda" (13 tokens, 3¼ copies): its tokens after
     the first "ambd" are marked. A number said twice ("1600 … \\boxed{1600}") is not: two copies, far apart;
-    nor "1000" (a stretch of 3). evaluate.loop_tokens (any repeated bigram) marks both; the CODING loop probe and
+    nor "1000" (a stretch of 3). probes.loop_tokens (any repeated bigram) marks both; the CODING loop probe and
     the masked arm (tools/collapse.py) use that one, this view underlines this one.
     """
     out = [False] * len(ids)
@@ -243,7 +244,7 @@ def periodic_loop_tokens(ids, min_copies=3, max_period=12, min_span=8):
 
 def loop_line(rows):
     """One line: the underlined loop tokens' count, then the quantities of tools/collapse.py's loop probe on this
-    page's responses (its tokens are any repeated bigram, evaluate.loop_tokens): their share of all sampled
+    page's responses (its tokens are any repeated bigram, probes.loop_tokens): their share of all sampled
     tokens, and the teacher's mean push on them and on the others where it has a signal."""
     every = [t for r in rows for t in r["tokens"]]
     pushed = [t for t in every if t["push"] is not None]

@@ -34,7 +34,7 @@ from infra.distributed import NonFiniteError, barrier, init_distributed, is_main
 from infra.flags import per_seed
 from infra.models import load_model, load_policy
 from infra.stops import Interrupted, sigterm_as_ctrl_c
-from rollout import acc_at_k
+from rollout import acc_at_k, prompt_room
 from world import tasks
 
 def method_of(method, settings, base):
@@ -119,6 +119,8 @@ class Experiment:
         return self
 
     def __exit__(self, kind, e, traceback):
+        if isinstance(e, errors.BadData):   # data the run cannot run (rollout.drop_long_prompts, prompt_room)
+            fail(f"{e}. Completed stages are kept: change the flag or the data and rerun")
         if isinstance(e, OSError):   # a directory in a file's place, a link loop, an immutable file, a full disk
             fail(f"{e.filename or 'a file of the run directory'}: {e.strerror or e}. Completed stages are kept: "
                  f"repair or move that path and rerun the same command")
@@ -293,7 +295,7 @@ class Run:
         t0 = time.time()
         forget_lost_steps(seed.log_path, self.name, k, self.resume)
         records = variants.replayed(records, self.tok, seed.stages[:k], self.settings.get("replay", 0.0), args,
-                                    stage_args.seed)   # (R1) with --replay: a share from the earlier domains
+                                    stage_args.seed, prompt_room(model, stage_args.max_new_tokens))   # (R1) --replay
         if k > 0 and args.stage_optimizer == "carry" and not self.resume:   # the moments and step count go on
             load_optimizer(stage_checkpoint(seed.run_dir, self.name, k - 1, seed.stages[k - 1]), model, opt)
         teacher = self.method.teacher_of(frozen)   # SDPO's teacher, GRPO's reference (G4), or None

@@ -155,16 +155,6 @@ def write_result_checksum(path):
     atomic_text(path + ".sha256", file_digest(path) + "\n")
 
 
-def result_changed(path):
-    """Whether a result is not as it was written (its .sha256 disagrees); None when it has no checksum (written
-    before they were kept, or by hand: nothing to check against)."""
-    try:
-        saved = open(path + ".sha256").read().split()[0]
-    except (OSError, IndexError):
-        return None
-    return file_digest(path) != saved
-
-
 def damaged_files(directory):
     """The files of a saved checkpoint that are not as they were saved: [(file, 'missing' | 'changed')], [] if
     all are; None if it records no checksums (saved before they were recorded: nothing to check against)."""

@@ -10,9 +10,8 @@ import pytest
 import torch
 
 import continual
-import evaluate
 import sdpo
-from analysis import archive
+from analysis import archive, probes
 from world import tasks
 from infra import flags
 from rollout import chat_messages, encode_chat, response_logits, token_logprobs
@@ -28,7 +27,7 @@ from tools import collapse
     ("", ""), ("a", "F"),
 ])
 def test_loop_tokens_on_hand_written_responses(text, loops):
-    assert evaluate.loop_tokens(list(text)) == [c == "T" for c in loops]
+    assert probes.loop_tokens(list(text)) == [c == "T" for c in loops]
 
 
 def sdpo_args():
@@ -58,7 +57,7 @@ def brute_loss(model, teacher, batch, plan, tok, skip_loops, beta=0.5):
         t_prompt = encode_chat(tok, chat_messages(batch["records"][i], plan["user_texts"][i]))
         s = torch.log_softmax(response_logits(model, [batch["prompt_ids"][i]], [ids], tok.pad_token_id)[0][0], -1)
         t = torch.log_softmax(response_logits(teacher, [t_prompt], [ids], tok.pad_token_id)[0][0], -1)
-        loops = evaluate.loop_tokens(ids)
+        loops = probes.loop_tokens(ids)
         kept = [pos for pos in range(len(ids)) if not (skip_loops and loops[pos])]
         per_seq.append(sum(sdpo.generalized_jsd(s[pos], t[pos], beta).item() for pos in kept) / len(kept))
     return sum(per_seq) / len(per_seq)
@@ -82,11 +81,11 @@ def test_loop_masking_zeroes_exactly_the_loop_tokens_loss(tiny):
     masked_plan = collapse.loop_masked_plan(plan, batch, args)
     masked = plan_loss(model, teacher, batch, masked_plan, args, tok)
     for i, ids in enumerate(batch["response_ids"]):
-        assert masked_plan["token_keep"][i].tolist() == [not x for x in evaluate.loop_tokens(ids)]
+        assert masked_plan["token_keep"][i].tolist() == [not x for x in probes.loop_tokens(ids)]
     # responses 0 and 2 succeeded and have no other success in their group: only 1 and 3 are distilled
     assert [t is not None for t in plan["user_texts"]] == [False, True, False, True]
     ids = batch["response_ids"]
-    n_loops = sum(evaluate.loop_tokens(ids[1])) + sum(evaluate.loop_tokens(ids[3]))
+    n_loops = sum(probes.loop_tokens(ids[1])) + sum(probes.loop_tokens(ids[3]))
     assert n_loops > 0 and masked_plan["steps"][0]["n_tok"] == len(ids[1]) + len(ids[3]) - n_loops
     assert masked == pytest.approx(brute_loss(model, teacher, batch, plan, tok, True), rel=1e-4)
     assert full == pytest.approx(brute_loss(model, teacher, batch, plan, tok, False), rel=1e-4)
@@ -102,7 +101,7 @@ def test_the_loop_probe_against_brute_force(tiny):
             p.mul_(1.02)
     probe = collapse.loop_probe(model, teacher, batch, tok)
     ids = batch["response_ids"]
-    loops = [evaluate.loop_tokens(r) for r in ids]
+    loops = [probes.loop_tokens(r) for r in ids]
     assert probe["loop_share"] == pytest.approx(sum(map(sum, loops)) / sum(map(len, ids)))
     assert probe["loop_share_failed"] == pytest.approx((sum(loops[1]) + sum(loops[3])) / (len(ids[1]) + len(ids[3])))
     texts, _, _ = sdpo.build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"], 2)

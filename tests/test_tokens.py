@@ -9,7 +9,7 @@ import tempfile
 import matplotlib.image
 import pytest
 
-import evaluate
+from analysis import probes
 import sdpo
 from world import tasks
 from classroom import tokens
@@ -68,10 +68,10 @@ def test_loop_tokens_are_marked_and_coloured_by_the_teachers_push(tiny, tmp_path
     rows = tokens.token_signals(model, teacher, tok, records, group_size=8, seed=1)
     assert any(t["repeat"] for r in rows for t in r["tokens"])
     for r in rows:   # the underline is tokens.periodic_loop_tokens of the response (one text per token id here),
-        # the loop probe's mark evaluate.loop_tokens; the push is log p_T − log p_S of the sampled token
+        # the loop probe's mark probes.loop_tokens; the push is log p_T − log p_S of the sampled token
         texts = [t["text"] for t in r["tokens"]]
         assert [t["loop"] for t in r["tokens"]] == tokens.periodic_loop_tokens(texts)
-        assert [t["repeat"] for t in r["tokens"]] == evaluate.loop_tokens(texts)
+        assert [t["repeat"] for t in r["tokens"]] == probes.loop_tokens(texts)
         for t in r["tokens"]:
             if t["push"] is not None:
                 assert t["push"] == pytest.approx(math.log(t["p_teacher"]) - math.log(t["p_student"]), abs=1e-4)

@@ -21,6 +21,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import drift  # noqa: E402
 import evaluate  # noqa: E402
+from analysis import probes  # noqa: E402
 from infra import safety  # noqa: E402
 from world import tasks  # noqa: E402
 from infra import flags  # noqa: E402
@@ -151,7 +152,7 @@ def measure_math_feedback(models=("tiny",), n=32, k=8, seed=0):
     for name in models:
         model, tok = load_model(name)
         torch.manual_seed(seed)
-        out[name] = evaluate.feedback_check(model, tok, evaluate.benchmark_records("math", n, seed), k, 64)
+        out[name] = probes.feedback_check(model, tok, evaluate.benchmark_records("math", n, seed), k, 64)
         print(name, json.dumps(out[name]), flush=True)
     return out
 

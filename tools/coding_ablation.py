@@ -43,7 +43,7 @@ import train  # noqa: E402
 import evaluate  # noqa: E402
 from infra import flags  # noqa: E402
 from infra import stats  # noqa: E402
-from analysis import archive  # noqa: E402
+from analysis import archive, probes  # noqa: E402
 from experiment import rundir  # noqa: E402
 from infra import plots  # noqa: E402
 from infra import safety  # noqa: E402
@@ -162,7 +162,7 @@ def teacher_history(runs, out, configs, seed):
 
 def feedback_check(model, tok, records):
     torch.manual_seed(0)   # the same draws for every cell
-    return evaluate.feedback_check(model, tok, records, CHECK_K, 64)
+    return probes.feedback_check(model, tok, records, CHECK_K, 64)
 
 
 def feedback_history(runs, out, configs, seed):

@@ -13,7 +13,7 @@ a fresh AdamW at 4e-4) from one configuration's stage-3 checkpoint, with one thi
                        itself frozen at the stage's start (α = 0, the control of SDPO_0), θ_0, GRPO's stage-3
                        model of the same seed}: only the teacher differs; the student, its prompts, its seeds
                        and its optimizer are the reference's
-    the loop mask      SDPO_5%'s stage with the distillation loss zeroed on loop tokens (evaluate.loop_tokens);
+    the loop mask      SDPO_5%'s stage with the distillation loss zeroed on loop tokens (probes.loop_tokens);
                        and a second arm where those tokens of a failed response instead get the student's own
                        negative signal, + mean log π_θ(y_t) over them (a GRPO push with advantage −1)
     GRPO               GRPO's own CODING stage from its stage-3 checkpoint (the step-by-step probe's third run)
@@ -41,7 +41,7 @@ import sdpo  # noqa: E402
 import train  # noqa: E402
 from infra import flags, safety  # noqa: E402
 from infra import stats  # noqa: E402
-from analysis import archive  # noqa: E402
+from analysis import archive, probes  # noqa: E402
 from analysis.figures import plot_loop_stages, plot_loop_steps  # noqa: E402
 from experiment import rundir  # noqa: E402
 from world import tasks  # noqa: E402
@@ -81,7 +81,7 @@ def loop_probe(student, teacher, batch, tok):
     loop tokens and on the others, and the mean p_T(EOS) − p_S(EOS) over their positions. The teacher reads S1's
     reprompt (the first successful sibling's answer); `teacher` is the student itself for GRPO."""
     ids, rewards = batch["response_ids"], batch["rewards"]
-    loops = [evaluate.loop_tokens(r) for r in ids]
+    loops = [probes.loop_tokens(r) for r in ids]
     failed = [i for i in range(len(ids)) if float(rewards[i]) != 1.0]
     out = {"loop_share": sum(map(sum, loops)) / max(1, sum(map(len, loops))),
            "loop_share_failed": sum(sum(loops[i]) for i in failed) / max(1, sum(len(loops[i]) for i in failed)),
@@ -119,7 +119,7 @@ def loop_probe(student, teacher, batch, tok):
 def loop_masked_plan(plan, batch, args):
     """SDPO's plan with every loop token dropped from the distillation (S7's keep masks AND not-a-loop-token):
     the distilled responses, micro-batches and token count follow from the new masks."""
-    keep = [k & ~torch.tensor(evaluate.loop_tokens(r), dtype=torch.bool)
+    keep = [k & ~torch.tensor(probes.loop_tokens(r), dtype=torch.bool)
             for k, r in zip(plan["token_keep"], batch["response_ids"])]
     lengths = [len(r) for r in batch["response_ids"]]
     distilled = [i for i, t in enumerate(plan["user_texts"]) if t is not None and int(keep[i].sum()) > 0]
@@ -140,7 +140,7 @@ def loop_push(model, batch, idx, tok, n_loop):
     total = logp.new_zeros(())
     for j, i in enumerate(idx):
         if float(batch["rewards"][i]) != 1.0:
-            is_loop = torch.tensor(evaluate.loop_tokens(responses[j]), dtype=torch.bool, device=logp.device)
+            is_loop = torch.tensor(probes.loop_tokens(responses[j]), dtype=torch.bool, device=logp.device)
             total = total + logp[j, :len(responses[j])][is_loop].sum()
     return total / max(1, n_loop)
 
@@ -153,7 +153,7 @@ def cell_method(base_method, probe_teacher=None, loops=None):
         plan = base_method.prepare_batch(model, frozen, batch, args, tok, step)
         if loops:
             plan = loop_masked_plan(plan, batch, args)
-            failed_loops = [sum(evaluate.loop_tokens(r)) for i, r in enumerate(batch["response_ids"])
+            failed_loops = [sum(probes.loop_tokens(r)) for i, r in enumerate(batch["response_ids"])
                             if float(batch["rewards"][i]) != 1.0 and plan["user_texts"][i] is not None]
             plan["n_loop"] = sum(failed_loops)
         plan["probe"] = probe

@@ -21,6 +21,7 @@ from infra.distributed import setup_torch  # noqa: E402
 from infra.flags import check_device_flag, check_model_flag  # noqa: E402
 from infra.models import load_model  # noqa: E402
 from infra.speedups import SAMPLE_BATCH  # noqa: E402
+from rollout import prompt_room  # noqa: E402
 
 
 def main(argv=None):
@@ -58,8 +59,9 @@ def main(argv=None):
     base, tok = load_model(config["model"], device, config.get("dtype"))
     embedder, etok = load_embedder(args.embed_model, base, tok, device)
     benchmarks = config["benchmarks"]
-    kl_records = {b: evaluate.benchmark_records(b, config["eval_n"], args.eval_seed, tok, config.get("max_prompt_len", 0))
-                  for b in benchmarks}
+    room = prompt_room(base, args.max_new_tokens)
+    kl_records = {b: evaluate.benchmark_records(b, config["eval_n"], args.eval_seed, tok, config.get("max_prompt_len", 0),
+                                                room=room) for b in benchmarks}
     base_resp = load_responses(args.run_dir, "base")
     out, embed_cache, base_cache = {}, {}, {}
     for run_name, run in progress.items():

@@ -31,9 +31,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import drift  # noqa: E402
 import evaluate  # noqa: E402
-from analysis import archive, claims, footing, frontier  # noqa: E402
+from analysis import archive, claims, footing, frontier, probes  # noqa: E402
 from analysis.figures import plot_footing, plot_frontier, plot_kl_law  # noqa: E402
 from infra import flags, safety  # noqa: E402
 from infra.children import run_all, run_child  # noqa: E402
@@ -112,12 +111,12 @@ def work_units(seeds, family="paper", only=None, root=ROOT):
 
 
 def distances(root=ROOT, n=32, k=8, seed=0):
-    """drift.benchmark_distances of the base model's evaluation responses (the reference's: 32 test prompts
+    """probes.benchmark_distances of the base model's evaluation responses (the reference's: 32 test prompts
     × 8 samples per benchmark, evaluation seed 0), written to <root>/distances.json."""
     model, tok = load_model("tiny")
     resp = {}
     evaluate.evaluate(model, tok, list(tasks.GENERATORS), n=n, k=k, seed=seed, responses=resp)
-    out = drift.benchmark_distances(model, tok, resp)
+    out = probes.benchmark_distances(model, tok, resp)
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "distances.json"), "w") as f:
         json.dump(out, f, indent=1)
