@@ -161,7 +161,7 @@ def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=T
 
     Every benchmark's prompts are sampled together, in as few `generate` calls as --sample-batch allows
     (1 prompt's k samples never straddle two calls), under one seed: the same prompts and the same kind
-    of samples as one call per benchmark, but not the same random draws (test_evaluate checks both).
+    of samples as one call per benchmark, but not the same random draws (tests/test_evaluation.py checks both).
     degenerate: optional dict filled with each benchmark's share of collapsed responses (A8);
     responses: optional dict filled with {'texts': [N*k], 'hit_limit': [N*k]} per benchmark (for drift.py);
     passes: optional dict filled with each benchmark's pass@k (`pass_at_k`);

@@ -142,7 +142,7 @@ def seeds_for_half_width(diffs, target):
 
 def power_table(claims, target=0.05):
     """For every claim with a G or F difference in accuracy points: its spread between seeds and the
-    seeds it would take for a 95% half-width of `target` (0.05 = 5 points; issue 25's precision)."""
+    seeds it would take for a 95% half-width of `target` (0.05 = 5 points; docs/WORLD.md's precision)."""
     lines = [f"| claim | A − B | spread s of the per-seed difference, points | half-width now | seeds for ±{100 * target:g} "
              "points |", "|---|---|---|---|---|"]
     for c in claims:
@@ -199,8 +199,8 @@ CLAIMS_NOTE = ("Effect: the mean over seeds of the paired difference A − B (sa
 
 
 # ==============================================================================================
-# The confirmatory reference (issue 46): the paper's claims as the paper states them, declared on
-# 2026-12-03 before any of its seeds ran (docs/RESULTS.md, "The paper's claims, declared"). Each claim is
+# The confirmatory reference (docs/studies/reference.md): the paper's claims as the paper states them, declared on
+# 2026-12-03 before any of its seeds ran (docs/studies/reference.md). Each claim is
 # one number per seed, d_s (a paired difference A − B, or a value less a reference), read from that seed's
 # experiments; the verdict is the rule above on d's 95% interval (raw), and the same after Holm's
 # correction over the whole family (corrected). Nothing here may change once a seed has run.
@@ -216,13 +216,13 @@ HEADLINE = [
      "the-claims-at-each-footing"),
     ("SDPO forgets more of the earlier domains (§4)", HELD,
      "SDPO_0 +2.3 points at SCIENCE and +3.7 at CODING from the peak at matched gain; not separable at TOOLUSE",
-     "at-matched-gain-on-one-code-version-issue-83-final"),
+     "forgetting-at-matched-gain-on-one-code-version"),
     ("a fast-moving teacher (SDPO_5%) forgets most, and degenerates (§3.1, §5)", HELD,
      "SDPO_5% +4.2 points at SCIENCE at matched gain; more degenerate answers at every footing (+9.7 at own rates)",
-     "at-matched-gain-on-one-code-version-issue-83-final"),
+     "forgetting-at-matched-gain-on-one-code-version"),
     ("SDPO forgets through a larger forward KL to the base (App. B)", NOT_REPRODUCED,
      "at matched gain SDPO_0 moves no further (−0.3 nats at SCIENCE) yet forgets 5.6 points above GRPO's line",
-     "does-the-forward-kl-to-θ_0-go-with-it-not-for-sdpo_0-appendix-b-final"),
+     "does-the-forward-kl-to-θ_0-go-with-it-not-for-sdpo_0-appendix-b"),
     ("GRPO generalises better from one domain (§4)", DEPENDS,
      "+3.7 points with each method at its own rate; −1.0 (opposite) with both at 1e-4",
      "the-claims-at-each-footing"),
@@ -252,7 +252,7 @@ EXPERIMENTS = {
     "cot-tooluse": "--model tiny_think --stages tooluse --benchmarks tooluse --method sdpo_0,sdpo_cot_0,sdpo_5 "
                    "--max-new-tokens 96 --curve-every 0",
 }
-# The equal-rate arm (issue 59; declared in docs/RESULTS.md, "Equal footing", before any of its runs): the
+# The equal-rate arm (declared in docs/studies/equal-footing.md before any of its runs): the
 # configurations the reference lacks at one shared learning rate. At 1e-4 (GRPO's own) the reference has GRPO, so
 # the arm adds SDPO; at 4e-4 (SDPO's own) it has SDPO, so the arm adds GRPO. Paired by seed with the reference.
 SHARED_RATES = {"1e-4": 1e-4, "4e-4": 4e-4}
@@ -269,19 +269,19 @@ EXTRA_SEEDS = range(30, 42)        # the continual claims only (C2's relative F 
                                    # continual experiment runs on them too, into the arm's directory
 
 
-# Forgetting at matched gain (issue 71; declared in docs/RESULTS.md, "Forgetting at matched gain", before its first
+# Forgetting at matched gain (declared in docs/studies/frontier.md before its first
 # run): each method at five learning rates. The committed cells at 1e-4 and 4e-4 (seeds 10–41) are the frontier's
 # points there; the new rates run on seeds 10–19. The committed runs kept no checkpoints, so the forward KL of the
 # law needs the four committed cells rerun on seeds 10–19 (`kl-…`, used by the KL law only).
 FRONTIER_RATES = {"GRPO": (2.5e-5, 5e-5, 1e-4, 2e-4, 4e-4), "SDPO": (5e-5, 1e-4, 2e-4, 4e-4, 8e-4)}
-# The single-version re-reading (issue 83; declared in docs/RESULTS.md before its new cell ran): every cell from the
+# The single-version re-reading (declared in docs/studies/frontier.md before its new cell ran): every cell from the
 # code of the frontier's declaration, f2d367e — the new rates, the `kl-` reruns in place of the committed cells at
 # 1e-4 and 4e-4, and GRPO at 1.25e-5 (run at that commit from a worktree pinned to it).
 FRONTIER_CODE = "f2d367e1cc1bcfb45ff8ffd639469e7b0c34987f"
 SINGLE_VERSION_RATES = {"GRPO": (1.25e-5, 2.5e-5, 5e-5, 1e-4, 2e-4, 4e-4), "SDPO": (5e-5, 1e-4, 2e-4, 4e-4, 8e-4)}
 FRONTIER_SEEDS = range(10, 20)
 FRONTIER = {
-    "fr-grpo-1.25e-5": "--method grpo --lr 1.25e-5",   # issue 83: the single-version re-reading's new cell
+    "fr-grpo-1.25e-5": "--method grpo --lr 1.25e-5",   # the single-version re-reading's new cell
     "fr-grpo-2.5e-5": "--method grpo --lr 2.5e-5",
     "fr-grpo-5e-5": "--method grpo --lr 5e-5",
     "fr-grpo-2e-4": "--method grpo --lr 2e-4",
@@ -506,7 +506,7 @@ DECLARED = [
 
 
 # ----------------------------------------------------------------------------------------------
-# What keeps SDPO from forgetting (issue 47): exploratory, declared before its runs, on seeds of its own
+# What keeps SDPO from forgetting (docs/studies/defences.md): exploratory, declared before its runs, on seeds of its own
 # ----------------------------------------------------------------------------------------------
 # Each defence is SDPO_5%'s continual run with one lever of another implementation added; the control is
 # SDPO_5% itself, on the same seeds (same prompts, same test prompts): d = defence − control per seed.
@@ -553,7 +553,7 @@ def defence_diff(exp, metric):
 
 
 EXPLORATORY = [(f"E-{exp[4:]}", f"{label} reduces SDPO_5%'s forgetting of the earlier domains: F (A3) after "
-                f"stage 4, defence − SDPO_5%", "issue 47 (exploratory)", "—", "F %", 100, -1,
+                f"stage 4, defence − SDPO_5%", "docs/studies/defences.md (exploratory)", "—", "F %", 100, -1,
                 defence_diff(exp, "forget_earlier"))
                for exp, (label, _) in DEFENCES.items() if exp != "def-control"]
 # Reported beside each, with intervals and no verdict: what the defence costs or changes

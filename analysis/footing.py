@@ -1,6 +1,6 @@
-"""analysis/footing.py — the claims on equal footing, and what this world can decide (issue 59).
+"""analysis/footing.py — the claims on equal footing, and what this world can decide (docs/studies/equal-footing.md).
 
-    python tools/reference.py --family equal --summary     # the table of docs/RESULTS.md, "Equal footing"
+    python tools/reference.py --family equal --summary     # the table of docs/studies/equal-footing.md
 
 The reference (analysis/claims.py, DECLARED) compares SDPO at 4e-4 with GRPO at 1e-4. The equal-rate arm
 (claims.EQUAL_RATE) runs the configuration the reference lacks at each shared rate: SDPO at 1e-4, GRPO at 4e-4.
@@ -351,7 +351,7 @@ def cell(row, testable, footing_ok=True):
 
 
 def footing_table(bundles, base, traces, null):
-    """The markdown table of docs/RESULTS.md ("Equal footing"), and the rows it was made from."""
+    """The markdown table of docs/studies/equal-footing.md, and the rows it was made from."""
     reference = {s: x for s, x in bundles.items() if s in claims.REFERENCE_SEEDS and "continual" in x}
     ref_rows = {r["id"]: {**r, "footing": "per-method"} for r in claims.measure_declared(list(reference.values()))}
     new = {(r["footing"], r["id"]): r for r in measure_family(bundles)}
@@ -374,7 +374,7 @@ def footing_table(bundles, base, traces, null):
         lines.append(f"| {cid} | {claim_defs()[cid][4]} | {'yes' if testable else '**no**'}: {why} | "
                      f"{cell(per, testable, at_footing.get(('per-method', cid), (True,))[0])} | {shared[0]} | "
                      f"{shared[1]} |")
-    lines += ["", "Not testable at a footing (declared with the correction of issue 71: each method the claim compares "
+    lines += ["", "Not testable at a footing (declared with the frontier's correction, docs/studies/equal-footing.md: each method the claim compares "
               "learns every stage its premise reads, own-domain gain > 0 on ≥ 80% of seeds, and an F claim's metric is "
               "not 0 on every run):", ""]
     lines += [f"- {c} at {f}: {why}" for (f, c), (good, why) in at_footing.items()
@@ -430,7 +430,7 @@ FOOTING_NOTE = ("Each cell: the mean paired difference d [95% interval] (seeds) 
 
 
 # ----------------------------------------------------------------------------------------------
-# What a shared rate holds equal, and whether a footing can test a claim (issue 71, declared with the correction)
+# What a shared rate holds equal, and whether a footing can test a claim (declared with the frontier's correction)
 # ----------------------------------------------------------------------------------------------
 CONTINUAL_EXPERIMENTS = ("continual", "lr1e-4-continual", "lr4e-4-continual")
 ROLES = ("GRPO", "SDPO_0", "SDPO_5%")

@@ -1,5 +1,5 @@
 """analysis/frontier.py — forgetting at matched new-task gain, along each method's learning-rate frontier, and
-the KL-forgetting law (issue 71; declared in docs/RESULTS.md, "Forgetting at matched gain", before its first run).
+the KL-forgetting law (declared in docs/studies/frontier.md before its first run).
 
     python tools/reference.py --family frontier --seeds 10,11 --jobs 2 --into-results   # the cells, seed by seed
     python tools/reference.py --family frontier --summary                              # the tables below
@@ -339,14 +339,14 @@ SINGLE_VERSION_NEW = ("fr-grpo-1.25e-5",)   # the re-reading's own cell: not par
 
 
 def frontier_cells(runs):
-    """The two-version frontier's cells (issue 71, kept as history): the committed cells (seeds 10–41, older code)
+    """The two-version frontier's cells (the first reading, kept as history): the committed cells (seeds 10–41, older code)
     and the new rates (`fr-`); the `kl-` reruns were for the law alone."""
     return cells_of([(s, r, lr, p) for s, r, lr, exp, p in runs
                      if not exp.startswith("kl-") and exp not in SINGLE_VERSION_NEW])
 
 
 def single_version_cells(runs):
-    """The single-version re-reading's cells (issue 83): every `fr-` and `kl-` experiment, all made by the frontier
+    """The single-version re-reading's cells (docs/studies/frontier.md): every `fr-` and `kl-` experiment, all made by the frontier
     declaration's code (claims.FRONTIER_CODE); a run made by any other commit is refused (ValueError)."""
     mine = [(s, r, lr, exp, p) for s, r, lr, exp, p in runs if exp in claims.FRONTIER]
     other = sorted({f"{exp}-s{s}" for s, r, lr, exp, p in mine if p.get("code") != claims.FRONTIER_CODE})
@@ -425,7 +425,7 @@ def law_table(cells, measure="peak"):
 
 
 def summary_text(runs, draws=BOOTSTRAP):
-    """The report: the single-version re-reading (issue 83) first, then the two-version reading of issue 71 as
+    """The report: the single-version re-reading first, then the first, two-version reading as
     history. Each: the frontier's cells, the matched-gain family with Holm and its difference across the common
     range, the forward KL at matched gain, the KL law."""
     one = single_version_cells(runs)
@@ -437,8 +437,8 @@ def summary_text(runs, draws=BOOTSTRAP):
         + "; no verdict of this reading is final.\n\n") if new or cell_count < declared else "")
     single, single_rows = section_text(one, one, draws, interim)
     history, _ = history_text(runs, draws)
-    return ("# The single-version re-reading (issue 83): every cell made by commit " + claims.FRONTIER_CODE[:7]
-            + "\n\n" + single + "\n\n# History: the two-version reading (issue 71; the committed cells at 1e-4 and "
+    return ("# The single-version re-reading: every cell made by commit " + claims.FRONTIER_CODE[:7]
+            + "\n\n" + single + "\n\n# History: the first, two-version reading (the committed cells at 1e-4 and "
             "4e-4 from older code, seeds 10–41)\n\n" + history), single_rows
 
 
@@ -456,5 +456,5 @@ def section_text(cells, law, draws, preface=""):
 
 
 def history_text(runs, draws=BOOTSTRAP):
-    """The two-version reading of issue 71, as it was reported (its cells, family, law)."""
+    """The first, two-version reading, as it was reported (its cells, family, law)."""
     return section_text(frontier_cells(runs), law_cells([x for x in runs if x[3] not in SINGLE_VERSION_NEW]), draws)

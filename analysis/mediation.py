@@ -1,5 +1,5 @@
 """analysis/mediation.py — where SDPO's extra forgetting lands: the declared tests of the mediation experiment
-(issue 83; declared in docs/RESULTS.md, "Where the extra forgetting lands", before its first run).
+(declared in docs/studies/mediation.md before its first run).
 
     python tools/mediation.py --seeds 10,11 --jobs 2 --root runs/mediation   # the runs (tools/mediation.py)
     python tools/mediation.py --summary --root runs/mediation                # this file's tables
@@ -258,7 +258,7 @@ def family(fam, draws=BOOTSTRAP, seed=0):
 
 
 def reading(rows):
-    """What the family says, by the rule declared before the first run (docs/RESULTS.md)."""
+    """What the family says, by the rule declared before the first run (docs/studies/mediation.md)."""
     v = {r["id"]: r["corrected"] for r in rows}
     lines = []
     if v["M1"] != "> 0":

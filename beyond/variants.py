@@ -149,7 +149,7 @@ def failed_only(plan, batch, args):
     """(V1) m_i ← m_i · 1[r_i < 1]: of the responses sdpo.prepare_batch distils, keep the failed ones. A response
     that already succeeded is then never pulled toward its teacher: under Appendix B's Razor policy the base keeps
     its conditional distribution within successful responses, so SDPO's pull on them is the teacher's projection
-    alone (issue 83's mediation arm). The step's counts are the kept responses' (S5 divides by them)."""
+    alone (the mediation experiment's arm: docs/studies/mediation.md). The step's counts are the kept responses' (S5 divides by them)."""
     step = plan["steps"][0]
     kept = [i for idx in step["micro_batches"] for i in idx if float(batch["rewards"][i]) < 1.0]   # (V1)
     lengths = [len(batch["response_ids"][i]) for i in kept]

@@ -14,7 +14,7 @@ token. Loop tokens (§5's artifact loop: at least three back-to-back copies of o
 or more, periodic_loop_tokens; a number said twice is not one) are underlined, the line coloured by
 the teacher's push on the token,
 log p_T − log p_S: blue where the teacher raises it, orange where it lowers it (the CODING collapse,
-docs/RESULTS.md issue 60: does the teacher push the loop up, or fail to push it down?). "Denser" in one
+docs/studies/collapse.md: does the teacher push the loop up, or fail to push it down?). "Denser" in one
 look: SDPO's signal sits on a few tokens (an answer digit, an argument), and formatting tokens get almost none.
 
 Writes OUT/tokens.html (self-contained: no network, no script), OUT/tokens.png (for slides) and

@@ -14,7 +14,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # docs/HISTORY.md is left out: it is the diary, and its commands record what was run then, with that day's flags
-DOCS = ["README.md", "LAB.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))
+DOCS = ["README.md", "LAB.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)
                                       if not p.endswith("HISTORY.md")),
         "classroom/SOLUTIONS.md", "results/README.md"]
 TEMPLATE = re.compile(r"RUN_DIR|CKPT|\bDIR\b|\bN\b|\bS,|S,…|…|\.\.\.|\$[A-Z_]|Qwen/|allenai/|data/\w+/")

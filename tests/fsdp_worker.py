@@ -62,7 +62,7 @@ def check_state(out):
     batch = rollout.collect(again, tok, tasks.builtin_split("math", "test", 1), 4, 16)
     kl = train.update(again, opt2, grpo, ref, batch, args, tok, 1)["kl"]
     t1, t2 = distributed.full_state_dict(teacher), distributed.full_state_dict(teacher2)
-    # the sharded clone computes with its own weights: zero them, and its logits must change (issue 26)
+    # the sharded clone computes with its own weights: zero them, and its logits must change
     zeroed = distributed.clone_model(again)
     with torch.no_grad():
         for p in zeroed.parameters():

@@ -1,4 +1,4 @@
-"""Round six (issue 86 item 6): every analysis command reads a results.json through one checked reader
+"""Round six: every analysis command reads a results.json through one checked reader
 (analysis/results_file.py over infra/commands.read_json) and answers a damaged one in one `error:` line naming the
 file, exit 2, never a traceback or a misread: NaN, −500%, a string, a list, broken JSON, a FIFO."""
 import json

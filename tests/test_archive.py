@@ -1,4 +1,4 @@
-"""The committed results as one archive per family (analysis/archive.py, issues 61 and 64): the archive holds
+"""The committed results as one archive per family (analysis/archive.py): the archive holds
 exactly the per-run files it replaces, reads back as the same tree, refuses a file that is not what was saved, and
 the claims read from it are the claims read from the directories."""
 import json
@@ -72,7 +72,7 @@ def test_a_run_added_loose_beside_the_archive_is_read_with_it(reference, tmp_pat
 
 
 def test_a_damaged_loose_run_is_named_by_the_family_not_by_the_cache(reference, tmp_path):
-    """Round five (issue 73): a loose run's damaged results.json was reported under its cached copy's path in /tmp;
+    """Round five: a loose run's damaged results.json was reported under its cached copy's path in /tmp;
     the message names the family's own folder (and an archived file, the archive and its path inside)."""
     family = small_family(reference, tmp_path / "fam", seeds=(10,))
     archive.pack(str(family))
@@ -156,7 +156,7 @@ def test_unpack_never_replaces_a_file_and_writes_nothing_then(tmp_path):
 
 
 def test_unpack_of_a_path_both_file_and_folder_names_the_archive(tmp_path):
-    """Round five's, mended in round six (issue 86 item 7): it ended in "File exists" without naming the archive."""
+    """Round five's, mended in round six: it ended in "File exists" without naming the archive."""
     files = {"continual-s10/results.json": "{}", "continual-s10/results.json/x": "{}"}
     path = str(tmp_path / "runs.parquet")
     pq.write_table(pa.table({"path": list(files), "sha256": [archive.sha256(t) for t in files.values()],

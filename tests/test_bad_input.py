@@ -1,6 +1,6 @@
 """Bad command lines: each ends with exit code 2, one clear `error:` line, no traceback, and nothing
-written, before any work starts (issue 18: 24 command lines that used to end in tracebacks, and the
-values that used to be accepted silently)."""
+written, before any work starts (docs/RELIABILITY.md: the command lines that used to end in tracebacks,
+and the values that used to be accepted silently)."""
 import json
 import os
 
@@ -23,7 +23,7 @@ COMMITTED_RUN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
                              "continual-s10")   # (inside its family's archive)
 
 BAD = [   # (script, argv); FILE is a plain file in the working directory
-    # round five (issue 73): tracebacks, unbounded flags and negative seeds
+    # round five: tracebacks, unbounded flags and negative seeds
     (tokens, ["--model", ""]), (tokens, ["--teacher", ""]), (tokens, ["--out", ""]), (tokens, ["--seed", "-1"]),
     (bench, ["--out", ""]), (bench, ["--memory-tokens", "100000000000000"]),
     (tiny, ["--seed", "-1", "--out", "m"]), (tiny, ["--steps", "10000000000", "--out", "m"]),
@@ -63,7 +63,7 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (bench, ["--task", "/nonexistent.jsonl"]),
     (bench, ["--model", "/nonexistent"]),
     (drift, ["GARBAGE_RUN"]),
-    # issue 29's sweep: accepted before, or a traceback
+    # the second sweep: accepted before, or a traceback
     (continual, ["--name", "../../ESCAPED"]),
     (continual, ["--name", "a/b"]),
     (continual, ["--name", ".."]),
@@ -77,7 +77,7 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (tiny, ["--lr", "nan", "--out", "m"]),
     (tiny, ["--lr", "0", "--out", "m"]),
     (tiny, ["--out", "FILE/m"]),
-    # issue 45's sweep: accepted before, or a traceback, or a rebuild over the committed model
+    # the third sweep: accepted before, or a traceback, or a rebuild over the committed model
     (tiny, ["--out", ""]),
     (tiny, ["--steps", "2"]),                      # the committed world/tiny_model/, without --overwrite-committed
     (bench, ["--eval", "--eval-n", "0"]),
@@ -95,8 +95,8 @@ BAD = [   # (script, argv); FILE is a plain file in the working directory
     (claims, []),
     (claims, ["/nonexistent"]),
     (claims, ["GARBAGE_RUN"]),
-    # the run's report as a command (issue 84): no run, a damaged one, a committed one without --out; round six's
-    # output names checked after joining (issue 86): a --prefix that leaves --out
+    # the run's report as a command: no run, a damaged one, a committed one without --out; round six's
+    # output names checked after joining: a --prefix that leaves --out
     (report, ["/nonexistent/run"]), (report, ["GARBAGE_RUN"]), (report, ["FILE"]), (report, [COMMITTED_RUN]),
     (report, [COMMITTED_RUN, "--out", "FILE"]),
     (figures, [COMMITTED_RUN, "--out", "figs", "--prefix", "../x"]), (figures, ["/nonexistent/run"]),
@@ -140,7 +140,7 @@ def test_a_fifo_as_config_is_refused(tmp_path, capsys):
     (["--warmup-steps", "40"], "--warmup-steps 40 lasts past the stage's 40 steps"),
 ])
 def test_round_four_s_no_effect_warnings_are_back(argv, line, capsys):
-    """Round four's warnings for a knob that changes nothing here, lost in the restructuring (issue 86 item 7)."""
+    """Round four's warnings for a knob that changes nothing here, lost in the restructuring."""
     continual.parse_args(["--method", "sdpo", *argv])
     assert line in capsys.readouterr().err.split("warning: ", 1)[1]
     continual.parse_args(["--method", "sdpo", "--teacher-init", "carry", "--teacher-mix", "0.5", "--warmup-steps", "39"])

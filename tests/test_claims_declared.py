@@ -1,4 +1,4 @@
-"""The confirmatory reference's claims (issue 46) and the defences' (issue 47): every metric against a hand
+"""The confirmatory reference's claims and the defences': every metric against a hand
 computation on hand-made results.json files, Holm's correction on worked examples, and the p-value that
 the interval inverts."""
 import json
@@ -286,7 +286,7 @@ def github_anchor(heading):
 
 
 def test_the_readme_and_the_handout_print_one_table_of_what_held(monkeypatch):
-    """Issue 85: the verdicts are read from one place (claims.HEADLINE): the README and docs/HANDOUT.md print its
+    """The verdicts are read from one place (claims.HEADLINE): the README and docs/HANDOUT.md print its
     table as it is, each row's link lands on a heading of docs/RESULTS.md, and each verdict is one of five words."""
     readme = open(os.path.join(ROOT, "README.md")).read()
     handout = open(os.path.join(ROOT, "docs", "HANDOUT.md")).read()

@@ -41,7 +41,7 @@ CASES = [
     ("drift.py", ["runs/x"], "python tools/drift.py RUN_DIR"),
     ("tools/bench.py", ["--group-size", "1"], "--group-size must be >= 2"),
     ("razor.py", ["--a", "0"], "--a must be in (0, 1]"),
-    # round five's, mended in round six (issue 86 item 7)
+    # round five's, mended in round six
     ("tests/documented.py", ["--run"], "--run is the test's worker"),
     ("tools/coding_ablation.py", ["--worker", "3/2"], "--worker is i/n"),
     ("evaluate.py", ["--out", ""], "--out: give a file path"),
@@ -91,7 +91,7 @@ def test_unreachable_hub_dataset_is_one_line(tmp_path):
 
 
 def test_a_knob_is_one_field_in_its_file():
-    """(issues 44, 61, 72) Every knob is one field of its file's Knobs or Protocol dataclass (infra/knobs.py): the flag
+    """Every knob is one field of its file's Knobs or Protocol dataclass (infra/knobs.py): the flag
     (made by transformers.HfArgumentParser), its default and its --help text, as data, never read out of a comment; its
     values checked in the dataclass's __post_init__ (one error line). A student's new field becomes a flag, checked,
     with no edit anywhere else."""
@@ -145,7 +145,7 @@ def test_a_knob_is_one_field_in_its_file():
 
 
 def test_help_shows_the_paper_s_knobs_and_help_all_every_flag():
-    """(issue 61) `--help` lists the paper's knobs only; `--help-all` every flag, the protocol's and beyond's too."""
+    """`--help` lists the paper's knobs only; `--help-all` every flag, the protocol's and beyond's too."""
     import continual
     for argv, shown, hidden in ((["--help"], ["--alpha", "--beta", "--steps", "--help-all"], ["--mask-ratio", "--teacher",
                                                                                               "--eval-n", "--anchor"]),
@@ -160,7 +160,7 @@ def test_help_shows_the_paper_s_knobs_and_help_all_every_flag():
 
 
 def test_alpha_is_only_t1_s_rate_and_t6_has_its_own():
-    """(issue 61) α is the EMA teacher's rate (T1) alone; the trust-region teacher's λ (T6) is --trust-rate, which
+    """α is the EMA teacher's rate (T1) alone; the trust-region teacher's λ (T6) is --trust-rate, which
     names a run only away from its default (the committed defences ran λ = α = 0.05: their names stand)."""
     import continual
     _, _, _, _, configs, _ = continual.parse_args(["--method", "sdpo_5", "--teacher", "trust_region"])

@@ -1,4 +1,4 @@
-"""The collapse's interventions (issue 60): the loop-token detector on hand-written responses, loop masking
+"""The collapse's interventions: the loop-token detector on hand-written responses, loop masking
 zeroes exactly the loop tokens' loss, the probe's numbers against brute force, and a CODING-only cell leaves the
 stages before it byte for byte as they were."""
 import argparse

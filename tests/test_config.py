@@ -1,4 +1,4 @@
-"""--config FILE (issue 64): a run's own config.json reruns it byte for byte, a YAML file works the same, a typed
+"""--config FILE: a run's own config.json reruns it byte for byte, a YAML file works the same, a typed
 flag overrides the file, and a bad file is one error line."""
 import json
 import os

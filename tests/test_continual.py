@@ -18,29 +18,6 @@ from conftest import interrupted_copy, results_as_if_full
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_change_metrics_by_hand():
-    m = evaluate.change_metrics(0.30, 0.40)
-    assert m["delta"] == pytest.approx(-0.10) and m["rel"] == pytest.approx(-0.25)
-    assert m["gain"] == 0.0 and m["forget"] == pytest.approx(0.25)
-    m = evaluate.change_metrics(0.60, 0.40)
-    assert m["rel"] == pytest.approx(0.5) and m["gain"] == pytest.approx(0.5) and m["forget"] == 0.0
-    # base accuracy 0: δ undefined unless nothing changed
-    assert evaluate.change_metrics(0.25, 0.0) == {"delta": 0.25, "rel": None, "gain": None, "forget": None}
-    assert evaluate.change_metrics(0.0, 0.0) == {"delta": 0.0, "rel": 0.0, "gain": 0.0, "forget": 0.0}
-
-
-def test_summary_averages_by_hand():
-    stages, benches = ["a", "b"], ["a", "b", "o"]
-    rows = [[0.5, 0.4, 0.2],    # base
-            [0.75, 0.4, 0.1],   # after a: gain on a = +50%
-            [0.25, 0.6, 0.3]]   # after b: gain on b = +50%; final: a −50% (F 0.5), o +50% (F 0)
-    s = evaluate.summarize(rows, stages, benches)
-    assert s["avg_gain_trained"] == pytest.approx(0.5)
-    assert s["avg_forget_earlier"] == pytest.approx(0.5)
-    assert s["avg_forget_ood"] == pytest.approx(0.0)
-    assert s["per_stage"][0]["o"]["forget"] == pytest.approx(0.5)
-
-
 SMOKE = ["--method", "grpo,sdpo", "--stages", "math,tooluse", "--benchmarks", "math,tooluse,logic",
          "--steps", "2", "--prompts-per-step", "4", "--group-size", "4", "--eval-n", "4", "--eval-k", "2",
          "--max-new-tokens", "40", "--curve-every", "1", "--curve-n", "2", "--curve-k", "2", "--seed", "3"]
@@ -124,7 +101,7 @@ def test_refuses_a_directory_holding_a_different_run(tmp_path):
     os.makedirs(tmp_path / "runs" / "x")
     (tmp_path / "runs" / "x" / "config.json").write_text(json.dumps({"other": 1}))
     out = run_cli(["--name", "x", "--steps", "1"], tmp_path)
-    # (issue 63: a config.json continual.py did not write is never taken for one of its runs, nor replaced)
+    # (a config.json continual.py did not write is never taken for one of its runs, nor replaced)
     assert out.returncode == 2 and "did not write" in out.stderr
     assert json.loads((tmp_path / "runs" / "x" / "config.json").read_text()) == {"other": 1}
 
@@ -176,7 +153,7 @@ def test_paired_differences_are_each_seeds_step_by_step_difference(tmp_path):
 
 
 def test_config_json_records_each_runs_own_settings():
-    """A sweep's config.json says which α each run had, not only the list (issue 31's trap)."""
+    """A sweep's config.json says which α each run had, not only the list (a trap once)."""
     ap, args, stages, benchmarks, configs, _ = continual.parse_args(["--method", "sdpo,grpo", "--alpha", "0,0.05"])
     fp = rundir.fingerprint_of(args, stages, benchmarks, configs)
     assert fp["alpha"] == [0.0, 0.05]
@@ -204,7 +181,7 @@ def test_each_method_trains_at_its_own_learning_rate_unless_lr_is_given():
 
 
 def test_a_method_beside_grpo_and_sdpo_is_its_file_its_row_and_its_rate(tmp_path, monkeypatch):
-    """Issue 72 item 6: a new method touches its own file, its row of train.METHODS and its rate in flags.LR, nothing
+    """A new method touches its own file, its row of train.METHODS and its rate in flags.LR, nothing
     else: here GRPO's functions under another name (no knobs of its own, so no settings) run a one-step stage, are
     named by their run_name, and take their own rate; a GRPO knob typed beside it changes nothing and says so."""
     same = types.SimpleNamespace(**{f: getattr(grpo, f) for f in ("frozen_model", "prepare_batch",
@@ -227,7 +204,7 @@ def test_a_method_beside_grpo_and_sdpo_is_its_file_its_row_and_its_rate(tmp_path
 
 
 def test_a_runs_own_config_json_reruns_that_run_in_its_directory(tmp_path):
-    """`--config` of a run's config.json, in the folder it ran in, gives back the same directory (issue 74: it once
+    """`--config` of a run's config.json, in the folder it ran in, gives back the same directory (it once
     trained everything again into a new hashed directory) and the same threads; the folder is the command's, never
     the file's (round six: a committed config sent runs into another machine's absolute path)."""
     ap, args, stages, benchmarks, configs, defaults = continual.parse_args(
@@ -251,7 +228,7 @@ def test_a_runs_own_config_json_reruns_that_run_in_its_directory(tmp_path):
 
 
 def test_a_different_run_is_named_by_the_settings_that_differ(tmp_path):
-    """Issue 74: "runs/X holds a different run" did not say which setting differs."""
+    """"runs/X holds a different run" did not say which setting differs."""
     ap, args, stages, benchmarks, configs, _ = continual.parse_args(["--method", "grpo", "--steps", "3", "--name", "x",
                                                                      "--runs-dir", str(tmp_path / "runs")])
     run_dir = tmp_path / "runs" / "x"
@@ -263,7 +240,7 @@ def test_a_different_run_is_named_by_the_settings_that_differ(tmp_path):
 
 
 def test_an_interval_wider_than_the_scale_is_not_printed():
-    """Issue 85: two seeds gave "68.0 ± 143.9" points; the cell now shows its mean alone, marked †, and the
+    """Two seeds gave "68.0 ± 143.9" points; the cell now shows its mean alone, marked †, and the
     report says in one line that so few seeds cannot bound it."""
     assert report.pm({"mean": 0.184, "high": 0.205}) == "18.4 ± 2.1"
     assert report.pm({"mean": 0.68, "high": 0.68 + 1.439}) == "68.0 †"
@@ -271,7 +248,7 @@ def test_an_interval_wider_than_the_scale_is_not_printed():
 
 
 def test_the_curves_leave_out_an_empty_feedback_panel_and_keep_a_zero_reward(tmp_path):
-    """Issue 85: the share distilled by feedback, 0 at every step with feedback off, gets no panel; a reward that is
+    """The share distilled by feedback, 0 at every step with feedback off, gets no panel; a reward that is
     0 at every step is still drawn; a one-step run whose every value is 0 still draws its figure."""
     rows = [{"run": "sdpo_a0", "stage": 1, "step": s, "reward": 0.0, "js": 0.0, "feedback_frac": 0.0,
              "demo_frac": 0.0} for s in (1, 2)]

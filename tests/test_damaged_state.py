@@ -1,4 +1,4 @@
-"""Damaged run state (issue 18): every case either stops with exit 1 and one message that names the file
+"""Damaged run state: every case either stops with exit 1 and one message that names the file
 and says what to do, or recovers safely and ends with the same results as the undamaged run. Nothing
 is deleted silently (what is set aside is kept beside it)."""
 import json
@@ -85,7 +85,7 @@ STOPS = {   # damage -> the file the message must name
         r / "checkpoints" / RUN / "stage1-math" / "config.json").write_text("{{{")), "stage1-math"),
     "responses/base.json garbage": (lambda r: (as_if_stage_2_was_lost(r), (r / "responses" / "base.json").write_text(
         "[1, 2")), "base.json"),
-    # issue 29: these ended in tracebacks, or advised --overwrite (which deletes the completed stages)
+    # these ended in tracebacks, or advised --overwrite (which deletes the completed stages)
     "run config.json garbage": (lambda r: (r / "config.json").write_text("{{{"), "config.json"),
     "run config.json deleted": (lambda r: os.remove(r / "config.json"), "config.json"),
     "progress.json replaced by a directory": (lambda r: (os.remove(r / "progress.json"), os.mkdir(r / "progress.json")),
@@ -96,7 +96,7 @@ STOPS = {   # damage -> the file the message must name
                                                      os.mkdir(r / "log.jsonl")), "log.jsonl"),
     "log.jsonl a symlink loop": (lambda r: (as_if_stage_2_was_lost(r), os.remove(r / "log.jsonl"),
                                             os.symlink("log.jsonl", r / "log.jsonl")), "log.jsonl"),
-    # issue 45: a finished run's rerun checks its files against the checksums recorded when they were saved
+    # a finished run's rerun checks its files against the checksums recorded when they were saved
     "finished: a stage's weights truncated": (lambda r: truncate(r / "checkpoints" / RUN / "stage1-math" /
                                                                 "model.safetensors"), "stage1-math/model.safetensors"),
     "finished: the last stage's weights truncated": (lambda r: truncate(r / "checkpoints" / RUN / "stage2-science" /
@@ -160,7 +160,7 @@ def test_damage_that_recovers_to_the_same_results(case, finished, tmp_path, caps
 
 
 def test_a_failed_save_leaves_no_temporary_file(finished, tmp_path, capsys):
-    """Issue 45: results.json replaced by a directory: the message names results.json, and no
+    """A results.json replaced by a directory: the message names results.json, and no
     results.json.tmp is left behind."""
     run = copy_of(finished, tmp_path)
     os.remove(run / "results.json")

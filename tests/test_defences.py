@@ -1,4 +1,4 @@
-"""Issue 47: SDPO's teacher kinds (T4 live, T5 base, T6 trust-region, beside T1's EMA) and the forgetting
+"""SDPO's teacher kinds (T4 live, T5 base, T6 trust-region, beside T1's EMA) and the forgetting
 defences (R1 replay, R2 L2 anchoring, R3 a KL-to-base penalty), each against a brute-force reference."""
 import copy
 import json
@@ -16,7 +16,6 @@ from beyond import variants
 from infra import flags
 from rollout import chat_messages, encode_chat
 from experiment import metrics
-from analysis import claims
 from world import graders, tasks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""Every documented command runs (issue 61): each command of README.md, LAB.md, docs/, classroom/SOLUTIONS.md and
+"""Every documented command runs: each command of README.md, LAB.md, docs/, classroom/SOLUTIONS.md and
 results/README.md, in its smallest form (tests/documented.py says how), in a fresh checkout of the repository (its
 tracked files copied to a folder of their own, so a command that writes results writes there), each document's
 commands in their order (a later one may read what an earlier one made). The notebook's commands are LAB.md's,

@@ -1,4 +1,4 @@
-"""Equal footing (issue 59): the view at one shared rate, the new claims against hand computations on hand-made
+"""Equal footing: the view at one shared rate, the new claims against hand computations on hand-made
 results.json files, and every adequacy test on an input where it must pass and one where it must fail."""
 import json
 import math
@@ -291,7 +291,7 @@ def test_the_null_update_has_the_trained_models_norm_per_matrix():
 
 
 # ----------------------------------------------------------------------------------------------
-# The per-footing adequacy rule (issue 71): both methods learn the stages a claim reads, F not at its floor
+# The per-footing adequacy rule: both methods learn the stages a claim reads, F not at its floor
 # ----------------------------------------------------------------------------------------------
 def learner(method, lr, gains, f_earlier, alpha=0.05):
     """A 4-stage run whose own domain rises by `gains[k]` over stage k (each domain starts at 0.5)."""
@@ -336,7 +336,7 @@ def test_the_footing_rule_fails_an_f_claim_whose_metric_is_0_on_every_run():
 
 
 def test_adequacy_refuses_bad_input_before_any_measurement(tmp_path, capsys):
-    """Round five (issue 73): a folder that is no model, an --out that is a file, and a seed whose checkpoint folder
+    """Round five: a folder that is no model, an --out that is a file, and a seed whose checkpoint folder
     holds no model are each one error line, exit 2, before the measurement (nothing lost, no traceback)."""
     (tmp_path / "notmodel").mkdir()
     (tmp_path / "afile").write_text("mine")

@@ -1,4 +1,4 @@
-"""Round five of the jail (issue 73): it shows only what a program needs, a program's timers cannot use up the
+"""Round five of the jail: it shows only what a program needs, a program's timers cannot use up the
 grading user's signal queue, an interpreter under /tmp still gets the namespaced jails, and a preferred jail kind
 that fails its probe says so. Each of these failed on c4c75d6."""
 import json

@@ -8,6 +8,7 @@ import glob
 import io
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import tokenize
@@ -19,7 +20,7 @@ sys.path.insert(0, ROOT)
 import continual  # noqa: E402
 from beyond import variants  # noqa: E402
 
-# Every folder is a floor (issue 61): lowest first, a module imports only its own floor and the floors below it,
+# Every folder is a floor: lowest first, a module imports only its own floor and the floors below it,
 # one way (no circle). The paper's files sit at the top level; continual.py alone runs an experiment, so it stands
 # on the experiment's bookkeeping above them. The research harness (analysis/) reads finished runs: only tools/,
 # classroom/ and the tests import it. Nothing imports tools/ or classroom/ (tests aside).
@@ -39,7 +40,7 @@ TOP_LEVEL = sorted(["README.md", "EQUATIONS.md", "LAB.md", "requirements.txt", "
 
 ALL_TAGS = ([f"G{i}" for i in range(1, 6)] + [f"S{i}" for i in range(1, 9)] + [f"T{i}" for i in range(1, 7)]
             + [f"C{i}" for i in range(1, 4)] + [f"A{i}" for i in range(1, 9)] + [f"B{i}" for i in range(1, 5)]
-            + [f"R{i}" for i in range(1, 4)])   # T4–T6, R1–R3: the other implementations' kinds and defences (issue 47)
+            + [f"R{i}" for i in range(1, 4)])   # T4–T6, R1–R3: the other implementations' kinds and defences
 
 
 def floor_of(module):
@@ -85,7 +86,7 @@ def import_graph():
 
 
 def test_the_top_level_is_what_a_student_reads():
-    """Issues 44, 61: the files that carry the paper at the top, everything else in a folder that is a floor."""
+    """The files that carry the paper at the top, everything else in a folder that is a floor."""
     shown = sorted(e for e in os.listdir(ROOT) if not e.startswith(".") and e not in ("runs", "__pycache__"))
     assert shown == TOP_LEVEL, f"the top level holds {shown}; expected {TOP_LEVEL} (move the rest into a folder)"
     for p in PACKAGES:
@@ -117,17 +118,17 @@ def headline_closure(graph=None, start="continual"):
 
 
 # What the headline carries besides the jail (world/sandbox.py), in code lines (docstrings, comments and blank lines
-# are free: the design card asks for heavily commented scripts; issue 84's decision). 4,454 at that decision (7,179
-# physical lines); 4,486 with issue 83's V1 arm and per-prompt records; 4,525 with round six's bounded judging
-# (world/graders.py +16) and live-run check (infra/safety.py +12), GRPO's saved reference (issue 84), and issue 85's
+# are free: the design card asks for heavily commented scripts; docs/FILES.md's decision). 4,454 at that decision (7,179
+# physical lines); 4,486 with the mediation's V1 arm and per-prompt records; 4,525 with round six's bounded judging
+# (world/graders.py +16) and live-run check (infra/safety.py +12), GRPO's saved reference, and the curves'
 # colours and wide intervals; 4,530 with the curves' panel choice. 4,172 once the run's report and figures became a
-# command (tools/report.py; issue 84); 4,096 with drift's own command in tools/drift.py; 3,915 with the paper's hub
+# command (tools/report.py); 4,096 with drift's own command in tools/drift.py; 3,915 with the paper's hub
 # datasets prepared by a command (tools/prepare_data.py, world/hub.py); 3,952 with round six's run record (who made
 # each stage, the checkpoint digest: experiment/rundir.py), its no-effect warnings and the one-line error formatter
 # (infra/errors.py; the commands' checked reads are infra/commands.py's, outside); 3,938 with the prompt room
 # against the model's positions (rollout.prompt_room, +20) and the research tools' probes moved out to
 # analysis/probes.py (benchmark distances, the feedback check, loop tokens; −34). Held here so that it only shrinks;
-# issue 84's cuts aim at 3,700.
+# the cuts aim at 3,700 (docs/FILES.md).
 MAX_HEADLINE_CODE_LINES = 3938
 
 
@@ -138,7 +139,7 @@ def headline_code_lines(closure=None):
 
 
 def test_the_headline_carries_no_research_harness():
-    """Issue 72: a run writes its results; the claims, the footing, the frontier and the archives are analysis/'s,
+    """A run writes its results; the claims, the footing, the frontier and the archives are analysis/'s,
     which nothing `python continual.py` imports reaches; and what it does import is held to MAX_HEADLINE_CODE_LINES."""
     closure = headline_closure()
     assert not [m for m in closure if m.startswith("analysis.")], sorted(closure)
@@ -207,6 +208,45 @@ def test_every_tag_is_computed_where_the_key_says():
     assert not missing, missing
 
 
+def defines(path, dotted):
+    """Whether the file at `path` defines `dotted`: a function or class, or `Class.method`."""
+    scope = ast.parse(open(path).read()).body
+    for part in dotted.split("."):
+        node = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                     and n.name == part), None)
+        if node is None:
+            return False
+        scope = node.body
+    return True
+
+
+def test_every_pointer_of_the_key_resolves():
+    """Every `file.py:name` anywhere in EQUATIONS.md (each column, and the notes below the table) names a file
+    that defines it: a reader who follows one lands on it."""
+    text = open(os.path.join(ROOT, "EQUATIONS.md")).read()
+    pointers = re.findall(r"([\w/]+\.py):([\w.]+)", text)
+    assert len(pointers) > 60
+    stale = [f"{f}:{name}" for f, name in pointers
+             if not os.path.exists(os.path.join(ROOT, f)) or not defines(os.path.join(ROOT, f), name)]
+    assert not stale, f"EQUATIONS.md points at what is not there: {stale}"
+    # the check can fail: a pointer at a function that moved
+    assert not defines(os.path.join(ROOT, "rollout.py"), "chunked_logsumexp")
+
+
+def test_no_code_file_points_at_an_issue_number():
+    """A decision in the code points at its section of the docs, which a reader has; the issues are not in the
+    repository, so "issue N" in a tracked code file is a pointer no one can follow."""
+    tracked = subprocess.run(["git", "ls-files", "*.py", "*.sh", ".ci/run"], cwd=ROOT, capture_output=True,
+                             text=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    pattern = re.compile(r"\b[Ii]ssues? \d+")
+    found = [f"{f}:{i}" for f in tracked for i, line in enumerate(open(os.path.join(ROOT, f), errors="replace"), 1)
+             if pattern.search(line)]
+    assert not found, f"'issue N' in code: {found}"
+    assert pattern.search("see issu" + "e 47") and not pattern.search("tissue 4")
+
+
 def calls_outside_tests():
     """{function name: set of 'module:caller'} for every call in the project's modules (not tests/), the script's
     own `if __name__ == "__main__": main()` included (caller '<script>')."""
@@ -231,14 +271,14 @@ def calls_outside_tests():
 
 
 def test_every_function_the_key_names_runs_outside_the_tests():
-    """The key must point at the code that runs, not at a copy that only the tests call (issue 30)."""
+    """The key must point at the code that runs, not at a copy that only the tests call."""
     calls = calls_outside_tests()
     never = [f"{tag}: {f}:{fn}" for tag, f, fn in key_rows() if fn not in calls]
     assert not never, f"named in EQUATIONS.md but called by no project module: {never}"
 
 
 # ----------------------------------------------------------------------------------------------
-# The reading path (issue 30): short functions, and no distributed plumbing in the method files
+# The reading path: short functions, and no distributed plumbing in the method files
 # ----------------------------------------------------------------------------------------------
 READING_PATH = ["continual.py", "train.py", "grpo.py", "sdpo.py"]
 MAX_FUNCTION_LINES = 60
@@ -335,7 +375,7 @@ def headline_trace(tmp_path_factory):
 
 
 def test_every_equation_of_the_headline_is_at_most_4_calls_from_main(headline_trace):
-    """The reader's depth (issues 30, 44): from continual.main to each function of the key that a continual
+    """The reader's depth: from continual.main to each function of the key that a continual
     run of GRPO and SDPO computes, at most 4 calls: main → train.run_steps → train.update → the method's
     micro_batch_loss → GJSD (S3) or the clipped surrogate (G3). Deeper, and named: the building blocks a
     keyed function calls (A1's KL inside S3's GJSD; the teacher's prompt filled in for S1, S6, S8), and the
@@ -349,7 +389,7 @@ def test_every_equation_of_the_headline_is_at_most_4_calls_from_main(headline_tr
 
 
 # ----------------------------------------------------------------------------------------------
-# The reading set (issue 61): the four files a student reads for the headline, measured by the repository
+# The reading set: the four files a student reads for the headline, measured by the repository
 # ----------------------------------------------------------------------------------------------
 READING_SET = ["continual.py", "train.py", "grpo.py", "sdpo.py"]
 FLOOR_FOLDERS = ("world", "infra", "beyond", "experiment")
@@ -499,6 +539,6 @@ if __name__ == "__main__":
 
 
 def test_the_readme_is_read_in_five_minutes():
-    """Issue 44: the README is for a newcomer, at most 150 lines and 1,500 words; histories live in docs/."""
+    """The README is for a newcomer, at most 150 lines and 1,500 words; histories live in docs/."""
     text = open(os.path.join(ROOT, "README.md")).read()
     assert len(text.splitlines()) <= 150 and len(text.split()) <= 1500, (len(text.splitlines()), len(text.split()))

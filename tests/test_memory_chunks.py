@@ -1,5 +1,5 @@
 """Every forward whose size grows with the number of sequences is chunked by one knob (--sample-batch,
-issue 26): on a model with a real-sized vocabulary (128k ids, tiny layers) the peak memory of drift's
+docs/GPU.md): on a model with a real-sized vocabulary (128k ids, tiny layers) the peak memory of drift's
 KL and embeddings grows with the chunk, not with the number of sequences; the embeddings build no
 logits at all. Measured as the process's resident high-water mark (VmHWM) in a fresh interpreter,
 steps in increasing order, glibc returning freed blocks (MALLOC_MMAP_THRESHOLD_)."""

@@ -1,4 +1,4 @@
-"""Nothing a user types loses data (issue 63): a command deletes or replaces only a run it made itself, writes into
+"""Nothing a user types loses data: a command deletes or replaces only a run it made itself, writes into
 committed folders only with the flag that says so, one writer per run directory, SIGTERM and a stop during the
 end-of-stage evaluation keep the work, and the reference runner checks its input and its results."""
 import hashlib
@@ -216,7 +216,7 @@ def test_the_summary_trusts_no_results_file(tmp_path, damage, says):
 
 @pytest.mark.parametrize("family", ["paper", "equal", "frontier"])
 def test_a_summary_never_writes_over_a_file_it_did_not_make(tmp_path, family):
-    """Round six (issue 86 item 2): `--summary --root DIR` wrote DIR/report.md over the user's own file, even with no
+    """Round six: `--summary --root DIR` wrote DIR/report.md over the user's own file, even with no
     finished seed there. Now: nothing to summarise, or a report.md not its own, is one line and nothing written."""
     (tmp_path / "report.md").write_text("my own notes")
     p = run("tools/reference.py", ["--family", family, "--summary", "--root", str(tmp_path)], cwd=tmp_path)
@@ -328,7 +328,7 @@ def test_locks_and_caches_live_in_a_private_folder_of_this_user(tmp_path, monkey
 
 
 # ----------------------------------------------------------------------------------------------
-# A full disk while a checkpoint is written (round five, issue 73): one line, no .tmp left, the old one stands
+# A full disk while a checkpoint is written (round five): one line, no .tmp left, the old one stands
 # ----------------------------------------------------------------------------------------------
 FULL_DISK = ("import sys, transformers, safetensors; "
              "def full(self, *a, **k): raise safetensors.SafetensorError('Error while serializing: I/O error: "
@@ -383,7 +383,7 @@ KL_RUN = ["--method", "grpo", "--kl-coef", "0.5", "--stages", "math", "--benchma
 
 
 def test_grpo_with_a_kl_term_resumes_against_the_stage_s_start(tmp_path):
-    """Issue 84: a stopped GRPO stage with --kl-coef resumes with (G4)'s reference as it was, θ_{k−1}: the stop
+    """A stopped GRPO stage with --kl-coef resumes with (G4)'s reference as it was, θ_{k−1}: the stop
     saves it beside the student, as SDPO's teacher. Before, the resumed stage rebuilt it from the stopped weights:
     the k3 KL after the resume fell to ~0 and results.json differed."""
     whole = start("continual.py", KL_RUN + ["--name", "whole"], tmp_path)

@@ -1,6 +1,6 @@
 """--dtype bf16 on one device: bf16 compute (autocast) over fp32 master weights moves the weights as far
 as fp32 does; bf16 weights themselves (--dtype bf16-weights) lose most of each small AdamW update to
-rounding — the failure the release avoids by keeping fp32 master weights (issue 20)."""
+rounding — the failure the release avoids by keeping fp32 master weights."""
 import types
 
 import pytest
@@ -61,7 +61,7 @@ def test_bf16_autocast_samples_like_fp32_with_and_without_the_shared_prefill(mon
     assert sum(a == b for a, b in zip(shared, want)) >= 6   # bf16 rounding may flip a near-tie, not the answers
 
 
-# ---- the teacher and the reference are models of their own in every --dtype (issue 26) ----
+# ---- the teacher and the reference are models of their own in every --dtype ----
 DTYPE_NAMES = ["fp32", "bf16", "bf16-weights"]
 
 

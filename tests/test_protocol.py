@@ -504,7 +504,7 @@ def test_carried_teacher_is_saved_and_a_resume_reloads_it(tmp_path):
     assert any(not torch.equal(w[0][k], base[k]) for k in base)     # training moved the weights
 
 
-# ---- the shared prefix inside whole updates (issue 15): the same gradients as the packed forward ----------
+# ---- the shared prefix inside whole updates: the same gradients as the packed forward ----------
 @pytest.mark.parametrize("method", ["grpo", "sdpo"])
 def test_whole_update_with_shared_prefix_equals_packed(tiny, method, monkeypatch):
     model, tok = tiny

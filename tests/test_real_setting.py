@@ -90,7 +90,7 @@ def test_max_prompt_len_drops_long_prompts(tiny, capsys):
 
 
 def test_prompt_room_is_the_positions_less_the_response(tiny):
-    """(issue 86 item 4) The prompt tokens a model's positions leave beside the response: the tiny model's 512 less
+    """The prompt tokens a model's positions leave beside the response: the tiny model's 512 less
     --max-new-tokens; none left is refused in one line; a config that names no positions sets no limit."""
     model, _ = tiny
     assert model.config.max_position_embeddings == 512

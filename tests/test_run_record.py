@@ -1,4 +1,4 @@
-"""Round six (issue 86 item 3): a run's record says who made each stage. The first invocation's settings stay in
+"""Round six: a run's record says who made each stage. The first invocation's settings stay in
 config.json and each later one is appended (code version, threads, time) with one warning when they differ; each
 stage records its checkpoint's digest, which a resume checks; a run rerun from its own config.json is quiet, and
 --config never takes runs_dir or name from the file."""

@@ -52,7 +52,7 @@ def write_secret():
 def at_shutdown(keep_alive, command):
     """A program that keeps an object alive (keep_alive: one line, `E()` the object); the object is freed at
     interpreter shutdown, after CPython has cleared the audit hooks, and its __del__ then execs a shell
-    command (issue 29): bash builtins only, which need no fork. os.execv is bound early: by then the os
+    command: bash builtins only, which need no fork. os.execv is bound early: by then the os
     module's names are gone."""
     return ("import sys\nos = sys.modules['os']\nclass E:\n    def __del__(self, run=os.execv, keep=os.set_inheritable):\n"
             "        for fd in range(3, 16):   # the result channel stays open in bash: the grader waits for it\n"
@@ -63,7 +63,7 @@ def at_shutdown(keep_alive, command):
 
 # name: program (every one is wrong: the right answer is lambda x: x + 10)
 ATTACKS = {
-    # --- escapes from the audit hook (issue 18, 1.) ---
+    # --- escapes from the audit hook (1.) ---
     "widen the allowed set through the hook's frame":
         "import sys, os\nfr = sys._getframe(1)\n[v.update({'open', 'os.system'}) for v in fr.f_locals.values() "
         "if isinstance(v, set)]\nos.system('touch " + MARK + "')\nf = lambda x: 0",
@@ -124,7 +124,7 @@ ATTACKS = {
                             "    except OSError: pass\nf = lambda x: 0",
     "exit early": "import os\nos._exit(0)",
     "SystemExit": "raise SystemExit(0)",
-    # --- fake passes (issue 18, 2.) ---
+    # --- fake passes (2.) ---
     "__eq__ always True": "class T:\n    def __eq__(self, o): return True\nf = lambda x: T()",
     "int subclass equal to everything": "class I(int):\n    def __eq__(self, o): return True\n"
                                         "    def __ne__(self, o): return False\nf = lambda x: I(0)",
@@ -148,7 +148,7 @@ HONEST = {   # must still score 1
     "float result": "f = lambda x: x + 10.0",
     "fenced in a response": "f = lambda x: (x * 2 + 20) // 2",
 }
-# issue 29: attacks that beat the sandbox without an OS jail (each checked against the commit before it)
+# attacks that beat the sandbox without an OS jail (each checked against the commit before it)
 ATTACKS.update({
     "shutdown escape through the harness's globals":
         at_shutdown("sys.modules['__main__'].keep = E()", f": > {MARK}"),
@@ -169,7 +169,7 @@ ATTACKS.update({
         "imp.exec_builtin(pwd)\nn = len(pwd.getpwall())\nf = lambda x: x + 10 if n else 0",
 })
 
-ATTACKS.update({   # issue 45: what a program of a batch reaches without leaving its own process
+ATTACKS.update({   # what a program of a batch reaches without leaving its own process
     "copy a sibling's program from the harness's globals":   # (right only if another program's code is in reach)
         "import sys\nfr, codes = sys._getframe(0), []\nwhile fr is not None:\n    b = fr.f_globals.get('batch')\n"
         "    if isinstance(b, dict):\n        codes += [j.get('code') or j.get('run', {}).get('code') for j in b.get('jobs', [])]\n"
@@ -182,7 +182,7 @@ ATTACKS.update({   # issue 45: what a program of a batch reaches without leaving
 })
 
 
-JAIL_ONLY = [name for name in ATTACKS if name.startswith(("shutdown", "mk", "a built-in"))]   # the 9 of issue 29
+JAIL_ONLY = [name for name in ATTACKS if name.startswith(("shutdown", "mk", "a built-in"))]   # the 9 of the second round
 
 
 def sandbox_processes():
@@ -291,7 +291,7 @@ def test_the_readme_counts_the_attacks():
     assert f"**{len(ATTACKS)} tried, {len(ATTACKS)} held, 0 failed**; {len(HONEST)} honest programs" in readme
 
 
-# ---- issue 29: the jail, assert tests decided here, one program can only zero itself ----
+# ---- the second round: the jail, assert tests decided here, one program can only zero itself ----
 ASSERT_TESTS = json.dumps({"testtype": "code", "outputs": [None, None],
                            "inputs": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0\nassert sorted([add(2, 2), 1]) == [1, 4]"]})
 EQ_TESTS = json.dumps({"testtype": "code", "outputs": [None, None], "inputs": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]})
@@ -334,7 +334,7 @@ MATH_TESTS = json.dumps({"testtype": "code", "outputs": [None, None],
 
 
 def test_checks_outside_the_program_are_judged_here():
-    """Issue 45: math.isclose and math.floor in an assert are evaluated here, so a program that patches
+    """`math.isclose` and `math.floor` in an assert are evaluated here, so a program that patches
     math passes nothing (it used to get the whole check, expected value included, and decide it)."""
     right = "def half(x):\n    return x / 2 if x == 1 else 2"
     patched = ("import math\nmath.isclose = lambda *a, **k: True\nmath.floor = lambda x: 7\n"
@@ -351,7 +351,7 @@ def test_checks_outside_the_program_are_judged_here():
 
 
 def test_judging_is_linear_on_the_worst_inputs_the_caps_allow():
-    """Issue 45: the channel's nesting check on an unterminated string of escaped quotes (was quadratic:
+    """The channel's nesting check on an unterminated string of escaped quotes (was quadratic:
     32 KB took 4 s), and sets and dicts of integers that share one hash (790 KB took 20 s), from an
     assert and from a program, each at the 1 MB cap. Each worst input is timed against an ordinary one
     of the same size (a ratio, so a loaded machine does not decide it), at 128 KB, where the quadratic
@@ -504,7 +504,7 @@ def test_programs_sharing_a_jail_cannot_reach_each_other(monkeypatch):
     assert sandbox.run_programs([(KILL_ALL, TESTS), (SLOW_RIGHT, TESTS)]) == [0.0, 0.0]
 
 
-# Issue 45: with the audit hook removed, what one program of a batch tries against the others and the jail.
+# with the audit hook removed, what one program of a batch tries against the others and the jail.
 # Each gets at its siblings through a call the seccomp filter now refuses; run without the filter, each works.
 PRELUDE = "import sys\nimp = sys.modules['builtins'].__import__\nos = imp('os')\n"
 SETOWN_KILLER = (PRELUDE + "fcntl = imp('fcntl')\nr, w = os.pipe()\nos.set_blocking(r, False)\n"
@@ -553,7 +553,7 @@ def put_key_in_session_keyring():
 
 
 def test_one_program_cannot_kill_limit_or_starve_its_siblings(monkeypatch):
-    """Layer 0b, issue 45: with the audit hook removed, F_SETOWN/O_ASYNC signals, prlimit on other pids and
+    """Layer 0b: with the audit hook removed, F_SETOWN/O_ASYNC signals, prlimit on other pids and
     SCHED_IDLE with a pinned CPU zero no sibling (the red team's figures: 4 of 4 siblings lost). Without
     the filter, each of them does take its sibling's grade: the test can fail."""
     if not sandbox.jail() or not sandbox.shares_jail(sandbox.jail()):
@@ -575,7 +575,7 @@ def test_one_program_cannot_kill_limit_or_starve_its_siblings(monkeypatch):
 
 
 def test_the_jail_keeps_keyrings_sockets_ipc_and_writable_mounts_out(monkeypatch):
-    """Issue 45, with the audit hook removed: the grader's session keyring (a secret put there), AF_VSOCK
+    """With the audit hook removed: the grader's session keyring (a secret put there), AF_VSOCK
     and every other socket, SysV shared memory (memory outside the address-space limit), and a file or a
     directory anywhere in the jail (all of it read-only: no tmpfs to fill). Without the filter, the
     keyring and the sockets are reached: the test can fail."""
@@ -700,7 +700,7 @@ def test_bench_grading_grades_every_reference_answer_in_every_jail_here():
     assert (sandbox.JAILS, sandbox.ALLOW_UNJAILED, sandbox.SHARED_JAIL) == (("subuid", "bwrap", "unshare"), False, True)
 
 
-# Round four (issue 62), with the audit hook removed: memory the caps do not count and host-wide state. The program
+# Round four, with the audit hook removed: memory the caps do not count and host-wide state. The program
 # tries each call by its number and is right only if every one came back EPERM; without the filter they do not.
 ROUND_FOUR = (PRELUDE + "ct, fcntl = imp('ctypes'), imp('fcntl')\nlibc = ct.CDLL(None, use_errno=True)\n"
               "libc.syscall.restype = ct.c_long\nr, w = os.pipe()\nfd = os.open('/usr', os.O_RDONLY)\n"
@@ -718,7 +718,7 @@ SYNCER = PRELUDE + "for _ in range(50):\n    os.sync()\nf = lambda x: x + 10"
 
 
 def test_round_four_calls_are_refused_and_a_syncer_leaves_its_siblings_alone(monkeypatch):
-    """Issue 62: vmsplice, splice, tee, F_SETPIPE_SZ (pipes pinning memory outside the caps); the sync family, io_*
+    """The pipe calls vmsplice, splice, tee, F_SETPIPE_SZ (pipes pinning memory outside the caps); the sync family, io_*
     AIO, fadvise64, readahead (host-wide state); F_SETLEASE, F_NOTIFY; madvise PAGEOUT and MERGEABLE. Every one is
     EPERM under the filter, and a program calling os.sync() in a loop costs its siblings nothing. Without the
     filter the same calls go through: the test can fail."""
@@ -766,7 +766,7 @@ STYLES = [   # (a test, a right program, a wrong program that defines or returns
 
 @pytest.mark.parametrize("tests, right, wrong", STYLES)
 def test_the_checks_around_the_entry_point_are_decided_here(tests, right, wrong):
-    """Issue 62, round four: whatever surrounds the entry point's call (a checker, a constructor, numpy, a method on
+    """Round four: whatever surrounds the entry point's call (a checker, a constructor, numpy, a method on
     the returned value) is evaluated here by the real object: the right program passes, a program that defines the
     checker or fakes the value does not (it scored 1.0 before: it received the whole check and decided it)."""
     assert sandbox.run_programs([(right, tests), (wrong, tests)]) == [1.0, 0.0]
@@ -795,7 +795,7 @@ def test_what_only_the_program_could_evaluate_is_unusable():
 
 @pytest.mark.parametrize("layer", ["jail", "limits", "dumpable", "no_new_privs", "filter", "interpreter", "user", "hook"])
 def test_a_layer_that_fails_to_install_stops_the_program_and_says_which(layer, monkeypatch, capsys):
-    """Issue 62, fail closed: each layer's set-up made to fail in turn (sandbox.FAIL_LAYER); the program, right as
+    """Fail closed: each layer's set-up made to fail in turn (sandbox.FAIL_LAYER); the program, right as
     it is, does not run (0), and one warning names the layer. Layer 3's own user is set in the program's process
     only without a jail (--unsafe-code as root); the filter's layers only where the filter works."""
     kind = sandbox.jail()
@@ -820,7 +820,7 @@ def test_a_layer_that_fails_to_install_stops_the_program_and_says_which(layer, m
 
 
 def test_each_jail_is_charged_to_a_memory_cgroup_where_the_machine_gives_one():
-    """Issue 62: everything a jail's processes hold or pin (pipe buffers, page cache) counts against a memory
+    """Everything a jail's processes hold or pin (pipe buffers, page cache) counts against a memory
     cgroup's limit, which the address-space cap does not see; the cgroup goes with the jail."""
     probe = sandbox.memory_cgroup(2**30)
     if probe is None:
@@ -875,7 +875,7 @@ def ancestors(pid):
 
 
 def test_as_a_normal_user_the_jail_runs_as_a_subordinate_uid_that_owns_nothing():
-    """Issue 62 item 5: where newuidmap is installed and the user has subordinate uids (/etc/subuid), the jail's
+    """Where newuidmap is installed and the user has subordinate uids (/etc/subuid), the jail's
     user 61000 is the first of them outside, not the user (who owns his own interpreter's files); the jail is
     built as that user (root of a user namespace of its own) and its programs run as the subordinate uid."""
     found = normal_user_python()

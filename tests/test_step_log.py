@@ -1,5 +1,5 @@
 """infra/steps.StepLog, the loop's bookkeeping: a step with no token in the loss is said once above the bar and
-counted at the stage's end, not printed on the bar's line every step (issue 74); other warnings still show."""
+counted at the stage's end, not printed on the bar's line every step; other warnings still show."""
 import os
 import signal
 import sys
@@ -52,7 +52,7 @@ def test_other_warnings_still_show(capsys):
 
 
 def test_a_busy_machine_is_said_from_the_steps_own_seconds():
-    """Issue 74: steps much slower per response token than the stage's first say so once; longer responses alone
+    """Steps much slower per response token than the stage's first say so once; longer responses alone
     (the same seconds per token) do not."""
     from infra.steps import busy_note
 

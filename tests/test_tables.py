@@ -1,4 +1,4 @@
-"""Results as tables (issue 64): every row equals the results.json it comes from, the committed family table equals
+"""Results as tables: every row equals the results.json it comes from, the committed family table equals
 its run directories, and it loads in one line with pandas and with datasets."""
 import json
 import math

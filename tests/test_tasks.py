@@ -293,7 +293,7 @@ def test_fuzz_the_code_grader():
 
 
 def test_math_commas_are_thousands_separators_only():
-    """(63,1,-1) and (6,31,-1) are different answers; 1,000 is 1000 (issue 19 names the old bug)."""
+    """(63,1,-1) and (6,31,-1) are different answers; 1,000 is 1000 (an old bug)."""
     rec = {"kind": "math", "answer": "(63,1,-1)"}
     assert graders.grade(rec, "\\boxed{(63, 1, -1)}") == 1.0
     assert graders.grade(rec, "\\boxed{(6,31,-1)}") == 0.0

@@ -1,4 +1,4 @@
-"""--report-to (issue 64): a tiny continual run logged to TensorBoard and to trackio, read back
+"""--report-to: a tiny continual run logged to TensorBoard and to trackio, read back
 with each library's own reader: every step's scalars and every stage's accuracies, G and F; without the package,
 one error line naming what to install."""
 import json
@@ -77,7 +77,7 @@ def test_without_the_package_one_error_line_names_what_to_install(tmp_path):
 
 
 def test_an_unwritable_trackio_store_is_one_error_line_before_any_work(tmp_path):
-    """Round five (issue 73): trackio loses every metric silently when its store cannot be written (exit 0); the
+    """Round five: trackio loses every metric silently when its store cannot be written (exit 0); the
     store is probed before any work instead: one error line naming it, exit 2, nothing written."""
     pytest.importorskip("trackio")
     (tmp_path / "afile").write_text("")

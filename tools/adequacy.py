@@ -1,4 +1,4 @@
-"""tools/adequacy.py — what this world can decide (issue 59): the measurements its adequacy tests read.
+"""tools/adequacy.py — what this world can decide (docs/studies/equal-footing.md): the measurements its adequacy tests read.
 
     python tools/adequacy.py math-feedback            # MATH's feedback check at the base (S8), as CODING's was
     python tools/adequacy.py math-feedback --models tiny,runs/regen/continual-s10/checkpoints/sdpo_a0.05/stage3-tooluse
@@ -7,7 +7,7 @@
 
 Each writes OUT/<name>.json (default OUT: runs/adequacy/; the committed ones are in results/equal_rate/adequacy/,
 written with `--out results/equal_rate/adequacy --into-results`). The tests themselves, and their declared thresholds, are
-analysis/claims.py's `adequacy` (docs/RESULTS.md, "Equal footing"): every number here comes from the world (the
+analysis/claims.py's `adequacy` (docs/studies/equal-footing.md): every number here comes from the world (the
 base models, the benchmarks, GRPO's own update), never from an SDPO-versus-GRPO difference.
 """
 import argparse

@@ -1,5 +1,5 @@
 """tools/coding_ablation.py — why SDPO fails CODING: the stage rerun from the reference's stage-3
-checkpoints, one factor changed at a time (docs/RESULTS.md, "The CODING collapse"; declared there first).
+checkpoints, one factor changed at a time (docs/studies/collapse.md, "The first ablation"; declared there first).
 
     python tools/coding_ablation.py --runs runs/regen --seeds 0,1,2 --out runs/ablation    # every cell, resumable
     python tools/coding_ablation.py --runs runs/regen --summary-only --out runs/ablation   # the table and the picture

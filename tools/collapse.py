@@ -1,4 +1,4 @@
-"""tools/collapse.py — the CODING collapse, explained by intervention (issue 60; declared in docs/RESULTS.md first).
+"""tools/collapse.py — the CODING collapse, explained by intervention (declared in docs/studies/collapse.md first).
 
     python tools/reference.py --family regen --seeds 10,11,12 --jobs 2     # first: stages 1–4 with checkpoints
     python tools/collapse.py --runs runs/regen --seeds 10,11,12 --out runs/collapse          # every cell, resumable
@@ -364,7 +364,7 @@ def run_order(out, order, seed):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
-COMMITTED = os.path.join(safety.REPO, "results", "collapse")   # the committed cells (issue 60), read by default
+COMMITTED = os.path.join(safety.REPO, "results", "collapse")   # the committed cells (docs/studies/collapse.md), read by default
 
 # The figures: the three configurations' own CODING stage and θ_0's rescue, step by step; the probe along the stages
 STEP_CELLS = {"sdpo_5-ema5": "SDPO_5%, its own EMA teacher", "sdpo_5-ema5-maskloops": "SDPO_5%, own teacher, loops masked",

@@ -137,7 +137,7 @@ def finish(path, record, bad, what):
 
 
 # ----------------------------------------------------------------------------------------------
-# Memory at a long response length (issue 26): each stage's measured peak against bench's formula
+# Memory at a long response length (docs/GPU.md): each stage's measured peak against bench's formula
 # ----------------------------------------------------------------------------------------------
 # Model shapes for the memory check: a Llama of Qwen3-0.6B's size and vocabulary on a GPU (random
 # weights: memory does not depend on them, and nothing is downloaded); a small one for 2 CPU ranks.
@@ -229,7 +229,7 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
                      tok, 1)
         model.zero_grad(set_to_none=True)
         measured["update: sdpo top-100"] = peak_bytes(device, baseline)
-    # the teacher is a model of its own (issue 26): zero a clone's weights and its logits must change
+    # the teacher is a model of its own (docs/GPU.md): zero a clone's weights and its logits must change
     ids = torch.tensor([prompt], device=device)
     zeroed = distributed.clone_model(model)
     with torch.no_grad(), distributed.gathered(model, zeroed):
@@ -273,7 +273,7 @@ def main(argv=None):
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="bf16", choices=list(models.DTYPES))
     # 10%: in bf16 the SDPO gradient norm (of a JSD between two nearly equal distributions) came out 8.1% off
-    # the fp32 reference on the tiny model rebuilt in issue 25 (0.0860 vs 0.0936; 2 CPU ranks), where the
+    # the fp32 reference on the rebuilt tiny model (docs/WORLD.md; 0.0860 vs 0.0936; 2 CPU ranks), where the
     # previous model was inside 5%. A wrong update is off by far more (the test changes the loss by 20%).
     ap.add_argument("--tol", type=float, default=0.10, help="largest relative difference from the CPU reference")
     ap.add_argument("--ranks", type=int, default=1, help="reference: the number of ranks the check will run on")

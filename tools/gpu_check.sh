@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (issue 20), ready for the first GPU machine: at most a few minutes on one GPU.
+# The GPU check, ready for the first GPU machine: at most a few minutes on one GPU.
 #
 #   bash tools/gpu_check.sh              # every visible GPU; MODEL=... to choose the model
 #   DEVICE=cpu NGPU=2 bash tools/gpu_check.sh   # the same script on 2 CPU ranks (the test suite does this)

@@ -1,5 +1,5 @@
 """tools/mediation.py — where SDPO's extra forgetting lands: a SCIENCE stage from one shared MATH checkpoint
-(issue 83; declared in docs/RESULTS.md, "Where the extra forgetting lands", before its first run).
+(declared in docs/studies/mediation.md before its first run).
 
     python tools/mediation.py --seeds 10,11 --jobs 2 --root runs/mediation   # θ_1 per seed, then every arm
     python tools/mediation.py --summary --root runs/mediation                # the declared tests, into its report.md

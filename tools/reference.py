@@ -1,4 +1,4 @@
-"""tools/reference.py — the confirmatory reference of the paper's claims (issue 46), seed by seed.
+"""tools/reference.py — the confirmatory reference of the paper's claims (docs/studies/reference.md), seed by seed.
 
     python tools/reference.py --distances --into-results    # once, before any seed: the benchmarks' distances (G2)
     python tools/reference.py --seeds 10,11 --into-results  # the seeds' experiments into results/reference/
@@ -9,9 +9,9 @@
     python tools/reference.py --family defences --seeds 100,101,102 --jobs 2 --root runs/defences
     python tools/reference.py --family defences --summary
     python tools/reference.py --family followup --seeds 100,101,102 --jobs 2 --root runs/defences
-    python tools/reference.py --family equal --seeds 10,11 --jobs 2 --into-results   # the equal-rate arm (issue 59)
+    python tools/reference.py --family equal --seeds 10,11 --jobs 2 --into-results   # the equal-rate arm
     python tools/reference.py --family regen --seeds 10 --jobs 2        # the reference's continual, checkpoints kept
-    python tools/reference.py --family frontier --seeds 10,11 --jobs 2 --into-results   # the rate frontier (issue 71)
+    python tools/reference.py --family frontier --seeds 10,11 --jobs 2 --into-results   # the rate frontier
     python tools/reference.py --family frontier --summary --figures docs/img --overwrite-committed
 
 Nothing is written under results/ without --into-results (the committed reference lives there); --root DIR runs a
@@ -22,7 +22,7 @@ SDPO_5%; the single-domain MATH and TOOLUSE runs of GRPO, the α sweep and Stabl
 thinking model), each a plain `python continual.py ... --seed S --runs-dir results/reference --name EXP-sS`.
 An experiment whose results.json is there is finished and skipped, so the reference resumes seed by seed
 and experiment by experiment; commit each finished directory (its checkpoints are not kept: .gitignore).
-The claims, their metrics and the seeds were declared before any seed ran (docs/RESULTS.md).
+The claims, their metrics and the seeds were declared before any seed ran (docs/studies/reference.md).
 """
 import argparse
 import json
@@ -42,9 +42,9 @@ from infra.checkpoints import write_atomically  # noqa: E402
 from infra.commands import read_json, run_command  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "reference")
-# Where each family's run directories go. The equal-rate arm (issue 59) pairs by seed with the reference's;
+# Where each family's run directories go. The equal-rate arm pairs by seed with the reference's;
 # "regen" reruns the reference's continual experiment with its checkpoints kept (the collapse's interventions,
-# issue 60, start from them; its results.json must equal the committed one byte for byte).
+# docs/studies/collapse.md, start from them; its results.json must equal the committed one byte for byte).
 ROOTS = {"paper": ROOT, "defences": ROOT, "followup": ROOT, "equal": os.path.join("results", "equal_rate"),
          "regen": os.path.join("runs", "regen"), "frontier": os.path.join("results", "frontier")}
 # (relative ones: under the repository)
@@ -56,8 +56,8 @@ def finished(exp, seed, root=ROOT):
 
 
 def experiments(family, seed=None):
-    """{experiment: its continual.py flags} of a family: the paper's claims, the defences (issue 47), the
-    defences' follow-up (replay under the base teacher), the equal-rate arm (issue 59; which of its experiments
+    """{experiment: its continual.py flags} of a family: the paper's claims, the defences, the
+    defences' follow-up (replay under the base teacher), the equal-rate arm (which of its experiments
     a seed runs depends on the seed) or the reference's continual experiment rerun with its checkpoints."""
     if family == "paper":
         return claims.EXPERIMENTS
@@ -150,7 +150,7 @@ def load_optional(path):
 
 
 def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, figures=None):
-    """The equal-rate arm (issue 59): every claim at the per-method rates and at each shared rate, with the
+    """The equal-rate arm (docs/studies/equal-footing.md): every claim at the per-method rates and at each shared rate, with the
     world's adequacy test beside it; written to <root>/report.md, and drawn to <figures>/equal_footing.png."""
     bundles = footing.read_bundles(ROOT, root)
     arm = sorted({s for s, x in bundles.items() if any(e in x for e in claims.EQUAL_RATE)})
@@ -186,7 +186,7 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, fi
 
 
 def frontier_summary(root=os.path.join(safety.REPO, ROOTS["frontier"]), write=True, figures=None):
-    """Forgetting at matched gain (issue 71): the frontier's cells (the committed ones at 1e-4 and 4e-4 with the
+    """Forgetting at matched gain (docs/studies/frontier.md): the frontier's cells (the committed ones at 1e-4 and 4e-4 with the
     new rates), the matched-gain family with Holm, the KL law; written to <root>/report.md, drawn to
     <figures>/frontier.png and kl_law.png."""
     runs = frontier.read_runs([ROOT, os.path.join(safety.REPO, ROOTS["equal"]), root])
@@ -198,7 +198,7 @@ def frontier_summary(root=os.path.join(safety.REPO, ROOTS["frontier"]), write=Tr
         text += "\n\nWall time per experiment (each directory's seconds.txt; two at a time on 2 cores):\n\n" + times
     if figures:
         os.makedirs(figures, exist_ok=True)
-        one = frontier.single_version_cells(runs)   # the figures draw the single-version reading (issue 83)
+        one = frontier.single_version_cells(runs)   # the figures draw the single-version reading
         print("wrote", plot_frontier(one, os.path.join(figures, "frontier.png")))
         print("wrote", plot_kl_law(one, os.path.join(figures, "kl_law.png")))
     print(text)
@@ -289,11 +289,11 @@ def main(argv=None):
     ap.add_argument("--summary", action="store_true", help="the declared claims over the finished seeds")
     ap.add_argument("--only", default=None, help="comma list of experiments to run (default: all of the family's)")
     ap.add_argument("--family", default="paper", choices=["paper", "defences", "followup", "equal", "regen", "frontier"],
-                    help="the paper's claims (issue 46, seeds 10-29), the defences (issue 47, seeds 100-102), or the "
+                    help="the paper's claims (seeds 10-29), the defences (seeds 100-102), or the "
                          "defences' follow-up (replay under the base teacher, the same seeds; its table is in the "
-                         "defences' summary), the equal-rate arm (issue 59, into results/equal_rate/), a rerun of the "
+                         "defences' summary), the equal-rate arm (into results/equal_rate/), a rerun of the "
                          "reference's continual experiment with its checkpoints (runs/regen/), or the learning-rate "
-                         "frontier (issue 71, seeds 10-19, into results/frontier/)")
+                         "frontier (seeds 10-19, into results/frontier/); docs/studies/ has each family's page")
     ap.add_argument("--into-results", action="store_true",
                     help="write into the committed folder results/ (the family's runs, its report.md, the distances): "
                          "without it, nothing is written there and --summary only prints")

@@ -7,7 +7,7 @@
     from datasets import load_dataset; ds = load_dataset("parquet", data_files="results/tables/reference.parquet")
 
 Families: `reference` (results/reference/: the confirmatory reference and the defences), `equal_rate`
-(results/equal_rate/: issue 59's arm). Each run directory's results.json is checked against its directory
+(results/equal_rate/: the equal-rate arm). Each run directory's results.json is checked against its directory
 (claims.checked_results) before it joins the table; the table's values are results.json's, nothing recomputed.
 """
 import argparse

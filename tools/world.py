@@ -1,4 +1,4 @@
-"""tools/world.py — the single-domain checks of the built-in world (docs/WORLD.md, issue 25).
+"""tools/world.py — the single-domain checks of the built-in world (docs/WORLD.md).
 
     python tools/world.py lr          # the learning-rate rule: a 3-value grid, one seed, validation split
     python tools/world.py w2          # W2: 40 steps of GRPO and of SDPO_0 on each domain, 3 seeds, test split
