@@ -14,6 +14,7 @@ Parameter drift compares every 2-D weight matrix W (base) with W' (trained):
 with r = ceil(rank_frac · min(m, n)) (default 10%) and the mask = the top q (default 10%) entries of
 |U_r Σ_r V_rᵀ|. Summaries are per layer type (q_proj, mlp.up_proj, embed_tokens, ...): mean and max.
 """
+import dataclasses
 import json
 import math
 import os
@@ -390,28 +391,40 @@ def load_embedder(name, base, tok, device):
 # ----------------------------------------------------------------------------------------------
 # Drift across the stages of a continual run (continual.py calls these once per stage)
 # ----------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class DriftMeter:
+    """What the drift measurements (A4–A8) keep across a run's stages. want: drift is measured (not --no-drift);
+    measure: this process measures it (rank 0); the rest only where measure is set."""
+    want: bool
+    measure: bool
+    base_state: dict = None       # θ_0's weight matrices, whole, fp32 (A4–A6)
+    embedder: object = None       # the response embedder and its tokenizer (A7)
+    embed_tok: object = None
+    kl_records: dict = None       # each benchmark's test prompts for the KL to the base (B4)
+    base_resp: dict = None        # θ_0's evaluation responses
+    cache: dict = dataclasses.field(default_factory=dict)          # response embeddings (the base's reused each stage)
+    base_samples: dict = dataclasses.field(default_factory=dict)   # θ_0's samples on each stage's domain (forward KL)
+
+
 def drift_meter(args, base_model, tok, benchmarks, run_dir, device):
-    """What the drift measurements (A4–A8) keep across stages: the base's weights and responses, the
-    response embedder, the KL prompts, an embedding cache. Measured by rank 0 alone, from the whole fp32
-    weights (gathered by every rank) and, under torchrun, with every rank's models gathered so that
-    rank 0's forwards need no collective."""
-    meter = {"want": not args.no_drift, "measure": not args.no_drift and is_main()}
-    meter["base_state"] = matrices(full_state_dict(base_model)) if meter["want"] else None
-    if meter["measure"]:
-        meter["embedder"], meter["embed_tok"] = load_embedder(args.embed_model, base_model, tok, device)
+    """The run's DriftMeter: the base's weights and responses, the response embedder, the KL prompts. Measured by
+    rank 0 alone, from the whole fp32 weights (gathered by every rank) and, under torchrun, with every rank's
+    models gathered so that rank 0's forwards need no collective."""
+    meter = DriftMeter(want=not args.no_drift, measure=not args.no_drift and is_main())
+    meter.base_state = matrices(full_state_dict(base_model)) if meter.want else None
+    if meter.measure:
+        meter.embedder, meter.embed_tok = load_embedder(args.embed_model, base_model, tok, device)
         room = prompt_room(base_model, args.max_new_tokens)
-        meter["kl_records"] = {b: evaluate.benchmark_records(b, args.eval_n, args.eval_seed, tok, args.max_prompt_len,
-                                                             room=room) for b in benchmarks}
-        meter["base_resp"] = load_responses(run_dir, "base")
-        meter["cache"] = {}   # response embeddings, kept across stages (the base's are reused every stage)
-        meter["base_samples"] = {}   # the base's samples on each stage's domain, for the forward KL
+        meter.kl_records = {b: evaluate.benchmark_records(b, args.eval_n, args.eval_seed, tok, args.max_prompt_len,
+                                                          room=room) for b in benchmarks}
+        meter.base_resp = load_responses(run_dir, "base")
     return meter
 
 
 def weights_before_stage(meter, model, done, args, resume):
     """θ_{k−1}'s matrices, for "drift vs the previous stage" (from disk when resuming mid-stage)."""
-    if not meter["want"] or resume:
-        return None if not meter["measure"] else matrices(
+    if not meter.want or resume:
+        return None if not meter.measure else matrices(
             load_model(done[-1]["checkpoint"] if done else args.model, "cpu", "fp32")[0])
     return matrices(full_state_dict(model))
 
@@ -422,15 +435,15 @@ def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name,
     if is_main():
         save_responses(run_dir, f"{run_name}-stage{k + 1}", resp)
     measured = None
-    weights = matrices(full_state_dict(model)) if meter["want"] else None   # θ_k, whole, fp32
+    weights = matrices(full_state_dict(model)) if meter.want else None   # θ_k, whole, fp32
     with gathered(model, base_model):
-        if meter["measure"]:
+        if meter.measure:
             t1 = time.time()
             prev_resp = load_responses(run_dir, f"{run_name}-stage{k}") if k > 0 else None
-            measured = stage_drift(model, base_model, prev_state, resp, meter["base_resp"], prev_resp,
-                                   meter["embedder"], meter["embed_tok"], tok, meter["kl_records"], args,
-                                   meter["cache"], weights=(weights, meter["base_state"]), domain=domain,
-                                   base_cache=meter["base_samples"])
+            measured = stage_drift(model, base_model, prev_state, resp, meter.base_resp, prev_resp,
+                                   meter.embedder, meter.embed_tok, tok, meter.kl_records, args,
+                                   meter.cache, weights=(weights, meter.base_state), domain=domain,
+                                   base_cache=meter.base_samples)
             forward = measured.get("forward_kl_new")
             print(f"{run_name} stage {k + 1} drift: NSS vs base "
                   f"{measured['params_vs_base']['all']['nss_mean']:.4f}, response cos vs base "

@@ -70,15 +70,14 @@ def warmup_lr(lr, step, warmup_steps):
     return lr if warmup_steps <= 0 else lr * min(1.0, step / warmup_steps)
 
 
-def run_steps(model, tok, records, args, method, frozen, opt, log_path=None, desc="train", start_step=0,
-              on_step=None):
+def run_steps(model, tok, records, args, method, frozen, opt, desc="train", start_step=0, on_step=None):
     """Steps `start_step+1 .. args.steps` of one task. Any step can be resumed: it has its own seed.
 
     method: the grpo or sdpo module; frozen: its frozen model (GRPO's reference or None, SDPO's teacher).
-    on_step(step, row) runs after each logged step (continual.py: in-stage curve, its own log).
+    on_step(step, row) runs after each step with its line (continual.py: log.jsonl, the in-stage curve).
     """
     order, warmup = prompt_order(len(records), args), stage_warmup(args.warmup_steps, records)
-    with StepLog(model, args.steps, start_step, desc, log_path, on_step) as log:   # bar, log, Ctrl-C (infra/steps.py)
+    with StepLog(model, args.steps, start_step, desc, on_step) as log:   # bar, log, Ctrl-C (infra/steps.py)
         for step in log.steps():
             n = args.prompts_per_step
             chosen = [records[i] for i in order[step * n:(step + 1) * n]]

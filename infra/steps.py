@@ -1,7 +1,7 @@
 """infra/steps.py — the training loop's bookkeeping, kept out of train.run_steps: the progress bar, each step's log
 line (reward and length over every process, the update's size, seconds), and clean stops at a step boundary.
 
-    with StepLog(model, args.steps, start, desc, log_path, on_step) as log:
+    with StepLog(model, args.steps, start, desc, on_step) as log:
         for step in log.steps():
             batch = ...                 # rollout
             log.sampled()               # the rollout's seconds end here; the weights before the update are kept
@@ -17,18 +17,16 @@ import warnings
 import torch
 from tqdm import tqdm
 
-from infra.checkpoints import append_jsonl
 from infra.distributed import EmptyLossWarning, global_sum, is_main, update_size, weights_snapshot
 from infra.stops import Interrupted, StepBoundarySigint
 
 
 class StepLog:
-    """Steps start+1 … steps of one task or stage. log_path: log.jsonl to append each step's line to (None:
-    the caller's on_step keeps them). on_step(step, row): runs after each step's line (continual.py: the stage's
-    own log, the in-stage curve)."""
+    """Steps start+1 … steps of one task or stage. on_step(step, row): runs after each step's line, and keeps it
+    (continual.py: the stage's log.jsonl, the in-stage curve; experiment/rundir.stage_logger)."""
 
-    def __init__(self, model, steps, start=0, desc="train", log_path=None, on_step=None):
-        self.model, self.n_steps, self.start, self.log_path, self.on_step = model, steps, start, log_path, on_step
+    def __init__(self, model, steps, start=0, desc="train", on_step=None):
+        self.model, self.n_steps, self.start, self.on_step = model, steps, start, on_step
         self.bar = tqdm(total=steps - start, desc=desc, dynamic_ncols=True, leave=False, disable=not is_main())
 
     def __enter__(self):
@@ -75,7 +73,7 @@ class StepLog:
     def step(self, batch, stats):
         """The step's line: mean reward and response length over every process's responses, the method's
         statistics, the update's size ‖Δθ‖/‖θ‖ (update_rel, update_max), rollout and update seconds, this
-        process's peak GPU memory; appended to log_path, shown on the bar, handed to on_step. A Ctrl-C or SIGTERM
+        process's peak GPU memory; shown on the bar, handed to on_step (which writes it). A Ctrl-C or SIGTERM
         received during the step stops the loop here (Interrupted: the steps done so far are whole)."""
         total = global_sum(len(batch["response_ids"]))
         row = {"step": self.index + 1, "reward": global_sum(batch["rewards"].sum().item()) / total,
@@ -85,8 +83,6 @@ class StepLog:
         if torch.cuda.is_available() and next(self.model.parameters()).is_cuda:   # this process's peak this step
             row["peak_gpu_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 2)
             torch.cuda.reset_peak_memory_stats()
-        if self.log_path and is_main():
-            append_jsonl(self.log_path, row)
         # GRPO's loss is ≈ 0 by construction (advantages sum to 0 in a group, ρ ≈ 1): show its clip fraction;
         # SDPO's per-token JS is its signal
         signal = {"js": f"{row['js']:.3f}"} if "js" in row else {"clip": f"{row.get('clip_frac', 0):.3f}"}

@@ -127,9 +127,11 @@ def headline_closure(graph=None, start="continual"):
 # each stage, the checkpoint digest: experiment/rundir.py), its no-effect warnings and the one-line error formatter
 # (infra/errors.py; the commands' checked reads are infra/commands.py's, outside); 3,938 with the prompt room
 # against the model's positions (rollout.prompt_room, +20) and the research tools' probes moved out to
-# analysis/probes.py (benchmark distances, the feedback check, loop tokens; −34). Held here so that it only shrinks;
-# the cuts aim at 3,700 (docs/FILES.md).
-MAX_HEADLINE_CODE_LINES = 3938
+# analysis/probes.py (benchmark distances, the feedback check, loop tokens; −34); 3,933 with the drift meter a
+# dataclass (+8), one step line (train.run_steps no longer writes log.jsonl itself) and the tiny model's builder in
+# world/tiny_shape.py (tools/ build it, a run never does). Held here so that it only shrinks; the cuts aim at 3,700
+# (docs/FILES.md).
+MAX_HEADLINE_CODE_LINES = 3933
 
 
 def headline_code_lines(closure=None):

@@ -316,7 +316,6 @@ def loop_run(tiny, monkeypatch, tmp_path, rewards, steps=3, **kw):
     opt = torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=0.0)
     seen = []
     train.run_steps(m, tok, batch["records"][:2], args, sdpo, sdpo.frozen_model(m, args), opt,
-                    log_path=str(tmp_path / "log.jsonl"),
                     on_step=lambda step, row: seen.append((row, [p.detach().clone() for p in m.parameters()])))
     return m, opt, seen
 

@@ -45,7 +45,8 @@ import train
 from world import tasks
 from world import graders
 from infra.distributed import setup_torch
-from infra.models import build_tiny_llama, load_model, with_autocast
+from infra.models import load_model, with_autocast
+from world.tiny_shape import build_tiny_llama
 from infra.memory import GB, LOGIT_BYTES, LOGIT_CASES, MODEL_SHAPES, memory_per_rank, memory_per_stage
 from infra.padding import left_pad, round_up
 from infra.speedups import SAMPLE_BATCH

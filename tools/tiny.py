@@ -45,7 +45,8 @@ from infra.flags import check_dir_flag
 from infra import safety
 from infra.checkpoints import is_checkpoint_dir, save_checkpoint
 from infra.distributed import setup_torch
-from infra.models import TINY_DIR, build_tiny_llama, load_model
+from infra.models import TINY_DIR, load_model
+from world.tiny_shape import build_tiny_llama
 from infra.padding import round_up
 from rollout import chat_messages, encode_chat, fill_reprompt
 
