@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from scripts_at_once import run_scripts
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CASES = [
@@ -49,14 +51,32 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("script,args,message", CASES)
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, script, args, message):
-    out = subprocess.run([sys.executable, os.path.join(ROOT, script), *args], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2, out.stderr
-    assert message in out.stderr
-    assert "Traceback" not in out.stderr
-    assert len(out.stderr.strip().splitlines()) <= 3, out.stderr   # a short usage line and the error, no flag list
+@pytest.fixture(scope="module")
+def bad_input_runs(tmp_path_factory):
+    """Every case of CASES run once, each in a folder of its own, in one process (tests/scripts_at_once.py):
+    {case index: (exit code, stderr, its folder)}."""
+    folders = [tmp_path_factory.mktemp(f"case{i}") for i in range(len(CASES))]
+    results = run_scripts([(script, args, folder) for (script, args, _), folder in zip(CASES, folders)])
+    return {i: (code, err, folder) for i, ((code, _, err), folder) in enumerate(zip(results, folders))}
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{s}-{m[:40]}" for s, _, m in CASES])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(bad_input_runs, case):
+    script, args, message = CASES[case]
+    code, stderr, folder = bad_input_runs[case]
+    assert code == 2, stderr
+    assert message in stderr
+    assert "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) <= 3, stderr   # a short usage line and the error, no flag list
+    assert os.listdir(folder) == []
+
+
+def test_bad_input_exits_2_from_a_process_of_its_own(tmp_path):
+    """The same check on a real process, for two cases: the exit code the shell sees is the one above."""
+    for script, args, message in (CASES[0], CASES[-1]):
+        out = subprocess.run([sys.executable, os.path.join(ROOT, script), *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert os.listdir(tmp_path) == []
 
 

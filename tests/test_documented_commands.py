@@ -16,6 +16,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import documented  # noqa: E402
+from scripts_at_once import run_scripts  # noqa: E402
 
 
 def fresh_checkout(dst):
@@ -86,21 +87,20 @@ def test_every_documented_command_runs(tmp_path, request):
     assert not failed, "\n".join(failed)
 
 
-def test_every_template_names_its_script_s_flags_only():
+def test_every_template_names_its_script_s_flags_only(tmp_path):
     """A documented command with a placeholder: its script exists and knows every flag the command gives."""
-    helps = {}
-    for command, doc in documented.commands():
-        kind, script = documented.how(command)
-        if kind != "template" or not script:
-            continue
+    templates = [(command, doc, documented.how(command)[1]) for command, doc in documented.commands()
+                 if documented.how(command)[0] == "template" and documented.how(command)[1]]
+    for command, doc, script in templates:
         assert os.path.isfile(os.path.join(ROOT, script)), (doc, command)
-        if script not in helps:
-            out = subprocess.run([sys.executable, os.path.join(ROOT, script), "--help-all"], capture_output=True,
-                                 text=True, timeout=120)
-            if out.returncode != 0:   # (a script without --help-all)
-                out = subprocess.run([sys.executable, os.path.join(ROOT, script), "--help"], capture_output=True,
-                                     text=True, timeout=120)
-            helps[script] = out.stdout
+    scripts = sorted({script for _, _, script in templates})
+    # each script's --help-all (else its --help), all in one process (tests/scripts_at_once.py)
+    runs = run_scripts([(script, [flag], tmp_path) for script in scripts for flag in ("--help-all", "--help")])
+    helps = {}
+    for i, script in enumerate(scripts):
+        (code, full, _), (_, short, _) = runs[2 * i], runs[2 * i + 1]
+        helps[script] = full if code == 0 else short   # (a script without --help-all)
+    for command, doc, script in templates:
         flags = re.findall(r"(?<![\w-])(--[a-z][\w-]*)", command.split(script, 1)[1])   # (the script's own)
         unknown = [f for f in flags if f not in helps[script]]
         assert not unknown, (doc, command, unknown)
