@@ -235,6 +235,31 @@ def test_every_pointer_of_the_key_resolves():
     assert not defines(os.path.join(ROOT, "rollout.py"), "chunked_logsumexp")
 
 
+def test_every_link_of_the_documents_lands():
+    """Every relative link of the documents a reader follows (README, LAB, the equation key, docs/ and its study
+    pages, the solutions) names a file that is there, and a link to a heading names one that is (GitHub's anchor)."""
+    docs = ["README.md", "LAB.md", "EQUATIONS.md", "classroom/SOLUTIONS.md", "results/README.md",
+            *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))]
+    anchor = lambda heading: re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", heading.strip().lower()))   # noqa: E731
+    broken, links = [], 0
+    for doc in docs:
+        text = re.sub(r"`[^`\n]*`", "", open(os.path.join(ROOT, doc)).read())   # (code spans hold no links)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            links += 1
+            path, _, frag = target.partition("#")
+            full = os.path.normpath(os.path.join(ROOT, os.path.dirname(doc), path)) if path else os.path.join(ROOT, doc)
+            if not os.path.exists(full):
+                broken.append(f"{doc}: {target}")
+            elif frag and full.endswith(".md") and frag not in {anchor(line.lstrip("#")) for line in open(full)
+                                                                  if line.startswith("#")}:
+                broken.append(f"{doc}: {target} (no such heading)")
+    assert links > 40 and not broken, broken
+    assert anchor("## Does the forward KL to θ_0 go with it? (App. B)".lstrip("#")) == \
+        "does-the-forward-kl-to-θ_0-go-with-it-app-b"
+
+
 def test_no_code_file_points_at_an_issue_number():
     """A decision in the code points at its section of the docs, which a reader has; the issues are not in the
     repository, so "issue N" in a tracked code file is a pointer no one can follow."""
