@@ -53,7 +53,7 @@ PRESETS = {"sdpo_0": {"alpha": 0.0},                                      # SDPO
 
 # continual.py's own knobs, one field each (infra/knobs.py; --help-all shows them): the stage boundary.
 @dataclasses.dataclass(frozen=True)
-class Protocol:
+class StageRules:
     """The stage boundary's knobs (--help-all)."""
     teacher_init: Literal["restart", "carry"] = knob("restart", "SDPO's teacher at a stage start (T3): the student's "
                                                                 "copy, or carried")

@@ -37,7 +37,7 @@ from rollout import batch_order, micro_batches, response_logits, response_logpro
 # --help text; the values allowed are checked in __post_init__. The defaults are the release's
 # (`baseline_grpo.yaml`, docs/PROTOCOL.md); the paper states none of them, so all are the protocol's (--help-all).
 @dataclasses.dataclass(frozen=True)
-class Protocol:
+class GRPORules:
     """GRPO's knobs, all the release's rules (--help-all)."""
     mini_batches: int = knob(4, "GRPO: optimizer steps per batch, each on a slice (the release: 4); 1 = on-policy (G2)")
     epochs: int = knob(1, "GRPO: passes over each batch")
@@ -283,7 +283,7 @@ def run_name(s):
     s: a dict (or namespace) with mini_batches, epochs, clip_ratio_c."""
     s = s if isinstance(s, dict) else vars(s)
     parts = [f"_{tag}{s[k]:g}" for k, tag in (("mini_batches", "mb"), ("epochs", "ep"), ("clip_ratio_c", "c"))
-             if s[k] != getattr(Protocol, k)]
+             if s[k] != getattr(GRPORules, k)]
     return "grpo" + "".join(parts)
 
 

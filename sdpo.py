@@ -36,7 +36,7 @@ from rollout import (batch_positions, chat_messages, encode_chat, fill_reprompt,
 # SDPO's knobs, one field each (infra/knobs.py): the flag (--refresh-every for refresh_every), its default and the
 # --help text; the values allowed are checked in __post_init__. SETTINGS name a configuration (run_name).
 @dataclasses.dataclass(frozen=True)
-class Knobs:
+class SDPOConfig:
     """The paper's SDPO knobs (--help)."""
     alpha: float = knob(0.05, "teacher EMA rate α (T1); 0 = frozen teacher (continual.py: a comma list sweeps)")
     beta: float = knob(0.5, "GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
@@ -51,7 +51,7 @@ class Knobs:
 
 
 @dataclasses.dataclass(frozen=True)
-class Protocol:
+class SDPORules:
     """The release's rules the paper leaves implicit (--help-all)."""
     topk: int | None = knob(None, "distil on the student's top-k ids + a tail (S4); 0 = all; default 100 (tiny: all)")
     cot: bool = knob(False, "SDPO-CoT: keep <think> spans in the demonstration (S6)")

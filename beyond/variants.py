@@ -37,7 +37,7 @@ from world import tasks  # noqa: E402
 # The knobs, one field each as in sdpo.py (infra/knobs.py; --help-all shows them under "beyond the paper").
 # SETTINGS go into every SDPO run's settings, after sdpo.py's.
 @dataclasses.dataclass(frozen=True)
-class Knobs:
+class BeyondConfig:
     """What other implementations add (--help-all, "beyond the paper")."""
     teacher: Literal["ema", "live", "base", "trust_region"] = knob("ema", "the teacher's kind: T1/T2's (the paper), "
                                                                           "T4, T5, T6")
@@ -61,7 +61,7 @@ SETTINGS = ("skip_empty_steps", "teacher", "replay", "anchor", "base_kl")
 
 def wanted(settings):
     """Does an SDPO configuration need this file (a knob of it away from its default)?"""
-    return any(settings.get(f.name, f.default) != f.default for f in dataclasses.fields(Knobs) if f.name != "trust_rate")
+    return any(settings.get(f.name, f.default) != f.default for f in dataclasses.fields(BeyondConfig) if f.name != "trust_rate")
 
 
 def settings_of(args):
@@ -253,7 +253,7 @@ def run_name(s):
     s = s if isinstance(s, dict) else vars(s)
     name = sdpo.run_name(s) + ("_skip0" if s.get("skip_empty_steps") else "")
     name += {"live": "_live", "base": "_base", "trust_region": "_tr"}.get(s.get("teacher", "ema"), "")
-    if s.get("teacher") == "trust_region" and s.get("trust_rate", Knobs.trust_rate) != Knobs.trust_rate:
+    if s.get("teacher") == "trust_region" and s.get("trust_rate", BeyondConfig.trust_rate) != BeyondConfig.trust_rate:
         name += f"{s['trust_rate']:g}"
     name += f"_replay{s['replay']:g}" if s.get("replay") else ""
     name += f"_anchor{s['anchor']:g}" if s.get("anchor") else ""
@@ -267,13 +267,13 @@ def warnings_of(args, stages):
     out = []
     if getattr(args, "replay", 0) and len(stages) < 2:
         out.append("--replay draws from the earlier stages' domains, and one stage has none: it changes nothing")
-    if args.teacher in ("live", "base", "trust_region") and any(a != sdpo.Knobs.alpha for a in args.alpha):
+    if args.teacher in ("live", "base", "trust_region") and any(a != sdpo.SDPOConfig.alpha for a in args.alpha):
         out.append(f"--alpha is the EMA teacher's rate (T1); --teacher {args.teacher} never moves by it: it changes "
                    f"only the run's name" + (" (T6's λ is --trust-rate)" if args.teacher == "trust_region" else ""))
     if args.teacher in ("live", "base", "trust_region") and getattr(args, "refresh_every", 0):
         out.append(f"--refresh-every is StableSDPO's schedule for the EMA teacher (T2); --teacher {args.teacher} is "
                    f"never refreshed: it changes nothing")
-    if args.trust_rate != Knobs.trust_rate and args.teacher != "trust_region":
+    if args.trust_rate != BeyondConfig.trust_rate and args.teacher != "trust_region":
         out.append("--trust-rate is the trust-region teacher's λ (T6), and --teacher is not trust_region: it changes "
                    "nothing")
     return out

@@ -46,8 +46,8 @@ MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096
 
 
 # ----------------------------------------------------------------------------------------------
-# Knobs as rows: each field of a knob dataclass with its --help group (a file's Knobs are its group, its Protocol the
-# release's rules, --help-all)
+# Knobs as rows: each field of a knob dataclass with its --help group (a file's …Config dataclass is its group, its
+# …Rules the release's rules, --help-all)
 # ----------------------------------------------------------------------------------------------
 def rows_of(table, group):
     """A knob dataclass's fields as rows [{name, default, help, group, table, field}] (table: the dataclass that
@@ -57,10 +57,11 @@ def rows_of(table, group):
 
 
 def knob_rows(module, group="paper"):
-    """The knobs of a file (grpo, sdpo, continual, beyond.variants): its Knobs in `group`, its Protocol in
-    "protocol"."""
-    return [row for table, g in (("Knobs", group), ("Protocol", "protocol")) if hasattr(module, table)
-            for row in rows_of(getattr(module, table), g)]
+    """The knobs of a file (grpo, sdpo, continual, beyond.variants), in its order: each dataclass named …Config
+    (sdpo.SDPOConfig, variants.BeyondConfig) in `group`, each named …Rules (grpo.GRPORules, sdpo.SDPORules,
+    continual.StageRules: the release's rules) in "protocol"."""
+    return [row for name, t in vars(module).items() if isinstance(t, type) and name.endswith(("Config", "Rules"))
+            for row in rows_of(t, group if name.endswith("Config") else "protocol")]
 
 
 # ----------------------------------------------------------------------------------------------

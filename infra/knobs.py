@@ -1,7 +1,8 @@
-"""infra/knobs.py — a knob is one field of a file's Knobs or Protocol dataclass, with its default and its --help (tag
-included), e.g. `beta: float = knob(0.5, "GJSD mix β (S3)…")`; the values allowed are checked in the dataclass's
-`__post_init__`, one `must` line each. infra/flags.py makes the flags from the fields with transformers'
-HfArgumentParser (the Hugging Face convention: TRL's GRPOConfig is such a dataclass). Nothing here is in the paper."""
+"""infra/knobs.py — a knob is one field of a file's …Config or …Rules dataclass (sdpo.SDPOConfig,
+sdpo.SDPORules), with its default and its --help (tag included), e.g. `beta: float = knob(0.5, "GJSD mix β
+(S3)…")`; the values allowed are checked in the dataclass's `__post_init__`, one `must` line each. infra/flags.py
+makes the flags from the fields with transformers' HfArgumentParser (the Hugging Face convention: TRL's GRPOConfig
+is such a dataclass). Nothing here is in the paper."""
 import dataclasses
 
 

@@ -111,7 +111,7 @@ def test_unreachable_hub_dataset_is_one_line(tmp_path):
 
 
 def test_a_knob_is_one_field_in_its_file():
-    """Every knob is one field of its file's Knobs or Protocol dataclass (infra/knobs.py): the flag
+    """Every knob is one field of its file's …Config or …Rules dataclass (infra/knobs.py): the flag
     (made by transformers.HfArgumentParser), its default and its --help text, as data, never read out of a comment; its
     values checked in the dataclass's __post_init__ (one error line). A student's new field becomes a flag, checked,
     with no edit anywhere else."""
@@ -125,8 +125,8 @@ def test_a_knob_is_one_field_in_its_file():
     from transformers import HfArgumentParser
     for module in (grpo, sdpo, variants):
         rows = flags.knob_rows(module, "beyond" if module is variants else "paper")
-        fields = [f for table in ("Knobs", "Protocol") if hasattr(module, table)
-                  for f in dataclasses.fields(getattr(module, table))]
+        fields = [f for name, table in vars(module).items() if name.endswith(("Config", "Rules"))
+                  and dataclasses.is_dataclass(table) for f in dataclasses.fields(table)]
         assert [k["name"] for k in rows] == [f.name for f in fields]
         args = flags.one_configuration(rows)
         for k, f in zip(rows, fields):
@@ -139,14 +139,14 @@ def test_a_knob_is_one_field_in_its_file():
                                                                                     "gamma"]
 
     @dataclasses.dataclass(frozen=True)
-    class Knobs:   # what a student adds: a field, and its check
+    class StudentConfig:   # what a student adds: a field, and its check
         new_knob: float = knob(0.5, "a knob a student adds (S3)")
         style: Literal["a", "b"] = knob("a", "a choice")
         flag: bool = knob(False, "a switch")
 
         def __post_init__(self):
             must(0 < self.new_knob < 1, "--new-knob must be in (0, 1)")
-    student = type("student", (), {"Knobs": Knobs})
+    student = type("student", (), {"StudentConfig": StudentConfig})
     knobs = [*flags.knob_rows(sdpo), *flags.knob_rows(student)]
     ap = flags.parser("", "", knobs)
     args = flags.one_configuration(knobs, ["--new-knob", "0.25", "--style", "b", "--flag"])

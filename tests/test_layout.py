@@ -483,7 +483,7 @@ def beyond_the_paper_in(path):
     """Tags of T4–T6 or R1–R3, and knobs of beyond/variants.py, in a file (its code, comments and docstrings)."""
     text = open(path).read()
     found = [t for t in BEYOND_TAGS if re.search(r"\(" + t + r"[,)\s–-]", text)]
-    knobs = [f.name for f in dataclasses.fields(variants.Knobs) if f.name != "teacher"] + ["teacher_kind"]
+    knobs = [f.name for f in dataclasses.fields(variants.BeyondConfig) if f.name != "teacher"] + ["teacher_kind"]
     tree = ast.parse(text)
     used = set(identifiers(tree)) | {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     found += [k for k in knobs if k in used or "--" + k.replace("_", "-") in text]
