@@ -95,6 +95,31 @@ def summarize(acc_rows, stages, benchmarks):
     }
 
 
+def results_of(configs, stages, benchmarks, progress, args):
+    """results.json of one seed: per run the accuracy matrix (C2), Δ/δ/G/F per stage and benchmark and the averages
+    (A2–A3, summarize), drift, curves. progress: the run directory's record of every stage (experiment/rundir.py)."""
+    base = progress["base"]
+    out = {"stages": stages, "benchmarks": benchmarks, "seed": args.seed,
+           "eval": {"n": args.eval_n, "k": args.eval_k, "seed": args.eval_seed},
+           "base": {k: v for k, v in base.items() if k != "seconds"}, "runs": {}}
+    for method, settings, run_name in configs:
+        done = progress[run_name]["stages"]
+        rows = [[base["acc"][b] for b in benchmarks]] + [[s["acc"][b] for b in benchmarks] for s in done]
+        out["runs"][run_name] = {
+            "method": method, "settings": settings,
+            "acc": rows,
+            **summarize(rows, stages, benchmarks),
+            "degenerate": [sum(s["degenerate"].values()) / len(s["degenerate"]) for s in done],
+            "drift": [s.get("drift") for s in done],
+            "curves": [s["curve"] for s in done],
+            "mean_reward": [s["mean_reward"] for s in done],
+            "js_steps": [s.get("js_steps") for s in done],            # per stage, per step (SDPO; GRPO: None)
+            "entropy_steps": [s.get("entropy_steps") for s in done],
+            "checkpoints": [s["checkpoint"] for s in done],
+        }
+    return out
+
+
 @torch.no_grad()
 def teacher_check(model, tok, records, k=8, max_new_tokens=64, sample_batch=SAMPLE_BATCH):
     """Success without vs with a correct demonstration (a successful own sample) in the prompt."""

@@ -245,7 +245,7 @@ class Seed:
         results.parquet (rank 0); with one seed, the accuracy matrix and A3 printed."""
         if not is_main():
             return None
-        results = build_results(self.configs, self.stages, self.benchmarks, self.progress, self.args)
+        results = evaluate.results_of(self.configs, self.stages, self.benchmarks, self.progress, self.args)
         atomic_json(os.path.join(self.run_dir, "results.json"), results)
         write_result_checksum(os.path.join(self.run_dir, "results.json"))   # (the summaries check against it)
         n = len(self.experiment.seed_args)
@@ -396,30 +396,6 @@ def stage_logger(stage, model, tok, log_path, run_name, measure=None, track=None
 # ----------------------------------------------------------------------------------------------
 # One seed's results.json (A2–A3 from the accuracy matrix)
 # ----------------------------------------------------------------------------------------------
-def build_results(configs, stages, benchmarks, progress, args):
-    """results.json: per run the accuracy matrix, Δ/δ/G/F per stage and benchmark (A2–A3), drift, curves."""
-    base = progress["base"]
-    out = {"stages": stages, "benchmarks": benchmarks, "seed": args.seed,
-           "eval": {"n": args.eval_n, "k": args.eval_k, "seed": args.eval_seed},
-           "base": {k: v for k, v in base.items() if k != "seconds"}, "runs": {}}
-    for method, settings, run_name in configs:
-        done = progress[run_name]["stages"]
-        rows = [[base["acc"][b] for b in benchmarks]] + [[s["acc"][b] for b in benchmarks] for s in done]
-        out["runs"][run_name] = {
-            "method": method, "settings": settings,
-            "acc": rows,
-            **evaluate.summarize(rows, stages, benchmarks),
-            "degenerate": [sum(s["degenerate"].values()) / len(s["degenerate"]) for s in done],
-            "drift": [s.get("drift") for s in done],
-            "curves": [s["curve"] for s in done],
-            "mean_reward": [s["mean_reward"] for s in done],
-            "js_steps": [s.get("js_steps") for s in done],            # per stage, per step (SDPO; GRPO: None)
-            "entropy_steps": [s.get("entropy_steps") for s in done],
-            "checkpoints": [s["checkpoint"] for s in done],
-        }
-    return out
-
-
 # ----------------------------------------------------------------------------------------------
 # One directory per seed, claimed before any work starts
 # ----------------------------------------------------------------------------------------------
