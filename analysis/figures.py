@@ -4,11 +4,15 @@
     frontier.png       forgetting against gain along each method's learning-rate frontier (--family frontier)
     kl_law.png         forgetting against the forward KL on the new task, every run, GRPO's line (--family frontier)
     loop_steps.png, loop_stages.png  the CODING stage's loops, per step and per stage (tools/collapse.py)
+    mediation.png      where the extra forgetting lands: each arm's MATH drop and KL_old against its SCIENCE gain,
+                       and GRPO's law of the drop on KL_old (tools/mediation.py --summary)
 
 They use infra/plots.py's helpers: the same look, the same atomic writes, None without matplotlib.
 """
+import math
 import os
 
+from analysis import mediation
 from analysis.frontier import law_points, line_fit, rate_label
 from infra.plots import COLORS, CONFIG_COLORS, color_of, label_of, pyplot, save
 from infra.stats import mean_interval
@@ -240,4 +244,64 @@ def plot_kl_law(cells, path, measure="peak", stages=(2, 3, 4)):
     fig.suptitle("The KL-forgetting law (RL's Razor; the paper's Appendix B): does SDPO forget more than its forward "
                  "KL accounts for? (if so, its points lie above GRPO's line)", fontsize=9)
     fig.tight_layout(rect=(0, 0.07, 1, 0.92))
+    return save(fig, path, layout=False)
+
+
+MEDIATION_COLORS = {**FRONTIER_COLORS, "SDPO_0 failed-only": "#2ca02c"}   # (V1: SDPO_0 distilling failures only)
+
+
+def plot_mediation(fam, path):
+    """The mediation experiment in three panels (docs/studies/mediation.md). Left and middle: each arm's rates as
+    points (mean over seeds, 95% t-intervals over seeds with the prompts held fixed; the declared tests' intervals,
+    which resample the prompts too, are the report's), joined in the order of the rate: the MATH drop on the 288
+    fresh prompts (M1) and KL_old, the movement on MATH's inputs (M2), against the SCIENCE gain. Right: every run's
+    drop against its KL_old, with GRPO's law drop = a + b · log(1 + KL_old) fitted over GRPO's runs (M4: a run above
+    it forgets more than its movement on the old inputs accounts for). fam: analysis.mediation.read_runs."""
+    plt = pyplot()
+    if plt is None or not fam["runs"]:
+        return None
+    s = mediation.stacked(fam)
+    values, cells = mediation.measures(s, mediation.identity_prompts(s)), mediation.cells_of(fam["runs"])
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    panels = [("drop", "Does SDPO_0 forget more at matched gain? (M1)", "MATH drop from θ_1, 288 fresh prompts (points)"),
+              ("kl_old", "Does it move MATH's inputs more? (M2)", "KL_old = E_MATH[KL(π_1 ‖ π_θ)] (nats)")]
+    for ax, (measure, title, ylabel) in zip(axes, panels):
+        for role, color in MEDIATION_COLORS.items():
+            pts = []
+            for (r, lr), rows in sorted((c for c in cells.items() if c[0][0] == role), key=lambda c: c[0][1]):
+                if len(rows) < 2:
+                    continue
+                g, glo, ghi = mean_interval([float(values["gain"][i]) for i in rows])
+                y, ylo, yhi = mean_interval([float(values[measure][i]) for i in rows])
+                ax.errorbar([g], [y], xerr=[[g - glo], [ghi - g]], yerr=[[y - ylo], [yhi - y]], color=color,
+                            fmt="o", ms=4, lw=1, capsize=2)
+                ax.annotate(rate_label(lr), (g, y), textcoords="offset points", xytext=(4, 3), fontsize=6,
+                            color=color)
+                pts.append((g, y))
+            if pts:
+                ax.plot(*zip(*pts), color=color, lw=1.2, label=role)
+        label_panel(ax, title, "SCIENCE gain from θ_1, 160 prompts (points)", ylabel)
+    ax = axes[2]
+    for role, color in MEDIATION_COLORS.items():
+        rows = [i for (r, _), idx in cells.items() if r == role for i in idx]
+        if rows:
+            ax.scatter(values["kl_old"][rows], values["drop"][rows], s=10, color=color, alpha=0.6)
+    grpo = [i for (r, _), idx in cells.items() if r == "GRPO" for i in idx]
+    if len(grpo) >= 3:
+        a, b = mediation.law_fit(values, grpo)
+        hi = float(max(values["kl_old"]))
+        xs = [hi * i / 50 for i in range(51)]
+        ax.plot(xs, [a + b * math.log1p(x) for x in xs], "-", color=MEDIATION_COLORS["GRPO"], lw=1.2,
+                label="GRPO's law: a + b·log(1 + KL_old)")
+        ax.legend(fontsize=7, frameon=False, loc="upper left")
+    wide = float(max(values["kl_old"])) > 10   # (a collapse reaches tens of nats: then linear below 1, log above)
+    if wide:
+        ax.set_xscale("symlog", linthresh=1.0)
+    label_panel(ax, "Does GRPO's law of the drop on KL_old account for SDPO_0's? (M4)",
+                "KL_old (nats" + (", symlog)" if wide else ")"), "MATH drop from θ_1, fresh prompts (points)")
+    handles, names = axes[0].get_legend_handles_labels()   # (below the panels, off the data)
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
+    fig.suptitle(f"Where the extra forgetting lands: SCIENCE from one shared MATH checkpoint θ_1 per seed "
+                 f"({len(fam['theta1'])} seeds; labels: the rate)", fontsize=9)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.93))
     return save(fig, path, layout=False)

@@ -105,3 +105,28 @@ def test_the_runner_declares_every_arm_from_theta1():
     assert list(exps)[0] == "med-theta1-s12" and len(exps) == 13
     assert exps["med-sdpo0-failed-lr2.5e-05-s12"].startswith("--method sdpo_0 --distill failed --lr 2.5e-05")
     assert all("--weight-decay 0 --topk 0" in f for n, f in exps.items() if n != "med-theta1-s12")
+
+
+def test_the_figure_draws_every_arm_and_grpo_s_law(tmp_path):
+    """plot_mediation on the hand-made family: a PNG with three panels, one line per arm in the two frontier panels
+    (their points at the arms' mean gains) and GRPO's law through GRPO's runs; no runs, no figure."""
+    pytest.importorskip("matplotlib")
+    from analysis import figures
+    import matplotlib.pyplot as plt
+    drawn = []
+    real_save = figures.save
+    figures.save = lambda fig, path, layout=True: drawn.append(fig) or real_save(fig, path, layout)
+    try:
+        path = str(tmp_path / "mediation.png")
+        figures.plot_mediation(family(), path)
+    finally:
+        figures.save = real_save
+    assert os.path.getsize(path) > 10_000 and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    left, middle, right = drawn[0].axes[:3]
+    assert sorted(line.get_label() for line in left.get_lines() if not line.get_label().startswith("_")) == \
+        sorted(mediation.ROLES)
+    grpo = [line for line in left.get_lines() if line.get_label() == "GRPO"][0]
+    assert list(np.round(grpo.get_xdata())) == [30, 36, 42, 48]   # each rate's mean gain over its 8 seeds
+    assert [line.get_label() for line in right.get_lines()] == ["GRPO's law: a + b·log(1 + KL_old)"]
+    plt.close("all")
+    assert figures.plot_mediation({"theta1": {}, "runs": [], "code": None, "seconds": 0}, path + "2") is None

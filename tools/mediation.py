@@ -28,6 +28,7 @@ import torch  # noqa: E402
 import drift  # noqa: E402
 import evaluate  # noqa: E402
 from analysis import mediation  # noqa: E402
+from analysis.figures import plot_mediation  # noqa: E402
 from infra import flags, safety  # noqa: E402
 from infra.checkpoints import write_atomically  # noqa: E402
 from infra.commands import run_command  # noqa: E402
@@ -169,7 +170,8 @@ def main(argv=None):
                 "mediation experiments")
     if args.summary:
         try:
-            text = mediation.summary_text(mediation.read_runs(root))[0]
+            fam = mediation.read_runs(root)
+            text = mediation.summary_text(fam)[0]
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
@@ -178,7 +180,9 @@ def main(argv=None):
             print(f"\n(printed only: add --into-results to write {os.path.relpath(root)}/report.md)")
         elif os.path.isdir(root):
             write_atomically(os.path.join(root, "report.md"), lambda f: f.write(
-                "# Where the extra forgetting lands (`python tools/mediation.py --summary`)\n\n" + text + "\n"))
+                "# Where the extra forgetting lands (`python tools/mediation.py --summary`)\n\n" + text + "\n\n"
+                "![each arm's MATH drop and KL_old against its SCIENCE gain, and GRPO's law](mediation.png)\n"))
+            plot_mediation(fam, os.path.join(root, "mediation.png"))
 
 
 if __name__ == "__main__":
