@@ -32,8 +32,7 @@ import torch
 import drift
 import evaluate
 import train
-from experiment import rundir
-from infra import flags
+from experiment import configurations, rundir
 from infra.knobs import knob, must
 from rollout import drop_long_prompts, prompt_room
 from world import tasks
@@ -65,30 +64,11 @@ class StageRules:
         must(0 <= self.teacher_mix <= 1, "--teacher-mix must be in [0, 1]")
 
 
-def run_configs(args):
-    """[(method, settings, run name)] for every configuration of --method, in order (rundir.configuration: the
-    settings of every knob that names a configuration, the method's learning rate, and the name they give)."""
-    configs = []
-    for item in args.method:
-        if item == "sdpo":         # the sweep of α (T1): one configuration per value
-            configs += [rundir.configuration("sdpo", args, {"alpha": a}) for a in args.alpha]
-        elif item in PRESETS:      # a configuration of the paper's, by name
-            configs.append(rundir.configuration("sdpo", args, {"alpha": 0.0, **PRESETS[item]}))
-        else:                      # grpo, or any other method of train.METHODS, as its flags say
-            configs.append(rundir.configuration(item, args, {}))
-    return configs
-
-
 def parse_args(argv=None):
     """The flags (infra/flags.py), checked before any work starts: (parser, args, stages, benchmarks, configs,
-    defaults)."""
-    knobs, warnings = rundir.knobs(sys.modules[__name__])   # grpo.py's, sdpo.py's, beyond/variants.py's, this file's
-    ap, args, stages, benchmarks, defaults = flags.continual_args(argv, PRESETS, knobs, warnings)
-    configs = run_configs(args)
-    names = [c[2] for c in configs]
-    if len(set(names)) < len(names):
-        ap.error(f"--method: the same configuration twice ({', '.join(names)})")
-    return ap, args, stages, benchmarks, configs, defaults
+    defaults). configs: [(method, settings, run name)], every configuration of --method in order: plain sdpo once per
+    α of --alpha, a name of PRESETS as it says, grpo as its flags say (experiment/configurations.py)."""
+    return configurations.parse_command(argv, sys.modules[__name__], PRESETS)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -101,19 +81,22 @@ def main(argv=None):
     verdict on every claim. The run objects (experiment/rundir.py) keep the directories: they resume a stage
     where a stop left it and save it when stopped; they call nothing back."""
     ap, args, stages, benchmarks, configs, defaults = parse_args(argv)
-    with rundir.Experiment(ap, args, stages, benchmarks, configs, defaults) as experiment:   # a directory per seed
+    naming = configurations.naming_knobs()
+    with rundir.Experiment(ap, args, stages, benchmarks, configs, defaults, naming) as experiment:   # a dir per seed
         for one in experiment.seed_args:           # one seed: every configuration through every stage
             with experiment.seed(one) as seed:     # its directory, θ_0 loaded
                 if not seed.has_base_row():        # (C2) row 0 of the accuracy matrix: θ_0 on every benchmark
                     seed.save_base_row(*evaluate_model(seed.base_model, seed.tok, benchmarks, one, seed.run_dir, "base"))
                 meter = drift.drift_meter(one, seed.base_model, seed.tok, benchmarks, seed.run_dir, experiment.device)
                 for method, settings, name in configs:
-                    run = seed.run(method, settings, name)      # θ_0, or where it stopped
+                    # θ_0, or where it stopped; its method: train.METHODS[method] (or beyond/'s, when its knobs are set)
+                    run = seed.run(configurations.method_of(method, settings, seed.base_model), settings, name)
                     for k in run.stages_left():    # (C1) the stages in order, each from θ_{k−1}
                         theta_prev = drift.weights_before_stage(meter, run.model, run.done, one, run.resume)  # θ_{k−1}
                         stage_args, records, opt, frozen = new_stage(run.model, run.tok, stages[k], k, run.method,
-                                                                     settings, one, run.carried_teacher(k))
-                        with run.stage(k, stage_args, records, opt, frozen) as stage:   # resumed; kept if stopped
+                                                                     settings, one, run.carried_teacher(k), stages[:k])
+                        curve = evaluate.in_stage_curve(run.model, run.tok, stages[k], stage_args)   # (C3) in-stage
+                        with run.stage(k, stage_args, records, opt, frozen, curve) as stage:   # resumed; kept if stopped
                             # (C1) θ_k = train(method, θ_{k−1}, D_k): args.steps steps of the method
                             train.run_steps(run.model, run.tok, stage.records, stage_args, run.method, frozen, opt,
                                             desc=stage.desc, start_step=stage.start, on_step=stage.on_step)
@@ -123,21 +106,27 @@ def main(argv=None):
                             # (A4–A8) drift of θ_k vs θ_0 and vs θ_{k−1}, the forward KL on D_k
                             moved = drift.measure_drift(meter, run.model, seed.base_model, theta_prev, resp,
                                                         seed.run_dir, name, k, run.tok, one, stages[k])
-                            run.complete(stage, acc, deg, moved)   # its checkpoint; the stage recorded as done
-                seed.write_results()               # results.json (A2–A3), results.csv
+                            change = evaluate.stage_change(acc, seed.progress["base"]["acc"], stages, k)   # (A3)
+                            run.complete(stage, acc, deg, moved, change)   # its checkpoint; the stage recorded done
+                # (A2–A3) results.json: the accuracy matrix and each stage's change against θ_0, and results.csv
+                seed.write_results(evaluate.results_of(configs, stages, benchmarks, seed.progress, one))
     return experiment.finish()
 
 
-def new_stage(model, tok, domain, k, method, settings, args, carried=None):
-    """What stage k trains with: its settings and prompts D_k, a fresh AdamW (the release's: every stage is a
-    job of its own) and the method's frozen model: (T3) SDPO's teacher, restarted from θ_{k−1} (or the carried
-    teacher mixed in: --teacher-init carry), or GRPO's reference (G4, --kl-coef only). Returns (the stage's
-    settings, its prompts, the optimizer, the frozen model)."""
+def new_stage(model, tok, domain, k, method, settings, args, carried=None, earlier=()):
+    """What stage k trains with: its settings and prompts D_k (a method beyond the paper may add prompts of the
+    `earlier` stages' domains: beyond/variants.py), a fresh AdamW (the release's: every stage is a job of its own)
+    and the method's frozen model: (T3) SDPO's teacher, restarted from θ_{k−1} (or the carried teacher mixed in:
+    --teacher-init carry), or GRPO's reference (G4, --kl-coef only). Returns (the stage's settings, its prompts, the
+    optimizer, the frozen model)."""
     stage_args = copy.copy(args)
     vars(stage_args).update(settings)
     stage_args.seed = args.seed * 1000 + k   # a different prompt order per stage, the same across methods
+    room = prompt_room(model, stage_args.max_new_tokens)   # the prompt tokens the model's positions leave
     records = drop_long_prompts(tok, tasks.train_records(domain, seed=args.seed), args.max_prompt_len,
-                                f"{domain} training prompts", prompt_room(model, stage_args.max_new_tokens))
+                                f"{domain} training prompts", room)
+    if hasattr(method, "stage_prompts"):   # (beyond/variants.py's method; the paper's methods take D_k as it is)
+        records = method.stage_prompts(records, tok, earlier, args, stage_args, room)
     opt = torch.optim.AdamW(model.parameters(), lr=stage_args.lr, weight_decay=args.weight_decay)
     return stage_args, records, opt, method.frozen_model(model, stage_args, carried)
 

@@ -15,9 +15,7 @@ with r = ceil(rank_frac · min(m, n)) (default 10%) and the mask = the top q (de
 |U_r Σ_r V_rᵀ|. Summaries are per layer type (q_proj, mlp.up_proj, embed_tokens, ...): mean and max.
 """
 import dataclasses
-import json
 import math
-import os
 import re
 import sys
 import time
@@ -26,10 +24,9 @@ import torch
 
 import evaluate
 from evaluate import collapse
-from infra import errors
 from infra.flags import MASK_Q, RANK_FRAC
 from infra.distributed import full_state_dict, gathered, is_main
-from infra.checkpoints import write_atomically
+from infra.checkpoints import load_responses, save_responses
 from infra.models import load_model
 from infra.speedups import SAMPLE_BATCH
 from rollout import chat_messages, encode_chat, prompt_room, response_logits, sample, sampled_logprobs
@@ -451,41 +448,6 @@ def measure_drift(meter, model, base_model, prev_state, resp, run_dir, run_name,
                   f"{measured['kl_to_base_mean']:.2f} nats" + ("" if forward is None else
                   f", forward KL on {domain} {forward['kl']:.3f}") + f" ({time.time() - t1:.0f}s)")
     return measured
-
-
-def responses_path(run_dir, tag):
-    return os.path.join(run_dir, "responses", f"{tag}.json")
-
-
-def save_responses(run_dir, tag, responses):
-    """The evaluation samples of one model ({benchmark: {'texts', 'hit_limit'}}), written atomically."""
-    path = responses_path(run_dir, tag)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_atomically(path, lambda f: json.dump(responses, f))
-
-
-def read_responses(path):
-    """The responses saved in path; raises ValueError / AssertionError / TypeError if it is damaged."""
-    with open(path) as f:
-        responses = json.load(f)
-    assert isinstance(responses, dict) and all(isinstance(r, dict) and "texts" in r for r in responses.values()), \
-        "not saved responses"
-    return responses
-
-
-def load_responses(run_dir, tag):
-    """The evaluation samples saved by save_responses. A missing or damaged file stops with what to do."""
-    path = responses_path(run_dir, tag)
-    if not os.path.isfile(path):
-        sys.exit(f"error: {path} is missing (runs before drift tracking kept no responses; rerun continual.py)")
-    try:
-        return read_responses(path)
-    except (ValueError, AssertionError, TypeError, AttributeError) as e:
-        print(f"error: {path} is damaged ({errors.one_line(e)}); delete it and rerun the same command: "
-              + ("the base model is evaluated again (same prompts, same result)" if tag == "base" else
-                 "or rerun with --overwrite to start the run again"), file=sys.stderr)
-        sys.exit(1)
-
 
 
 if __name__ == "__main__":   # (this file is the drift measures; continual.py calls them, tools/drift.py reruns them)

@@ -95,6 +95,13 @@ def summarize(acc_rows, stages, benchmarks):
     }
 
 
+def stage_change(acc, base, stages, k):
+    """(A3) Stage k's own figures, as a tracker logs them: θ_k's gain G on its domain d_k and the mean forgetting F
+    over the earlier domains d_1 … d_{k−1} (None where undefined). acc, base: {benchmark: accuracy}."""
+    forgets = [change_metrics(acc[d], base[d])["forget"] for d in stages[:k]]
+    return {"gain": change_metrics(acc[stages[k]], base[stages[k]])["gain"], "forget": mean_or_none(forgets)}
+
+
 def results_of(configs, stages, benchmarks, progress, args):
     """results.json of one seed: per run the accuracy matrix (C2), Δ/δ/G/F per stage and benchmark and the averages
     (A2–A3, summarize), drift, curves. progress: the run directory's record of every stage (experiment/rundir.py)."""
@@ -215,6 +222,20 @@ def evaluate(model, tok, names, n=64, k=8, max_new_tokens=64, seed=0, progress=T
             outcomes[name] = prompt_outcomes(per_benchmark[name], scores[rows], k)
         start += m
     return out
+
+
+def in_stage_curve(model, tok, domain, args):
+    """The light in-stage curve (C3): every --curve-every steps, Acc@--curve-k of the model being trained on
+    --curve-n test prompts of its stage's domain, from the evaluation's seed. Returns curve(step) -> the point, or
+    None between points (and always with --curve-every 0)."""
+    test = benchmark_records(domain, args.curve_n, args.eval_seed) if args.curve_every > 0 else []
+
+    def curve(step):
+        if not test or step % args.curve_every:   # (--curve-every 0: no test prompts, no curve)
+            return None
+        torch.manual_seed(args.eval_seed)   # (training steps seed themselves: train.run_steps)
+        return acc_at_k(model, tok, test, args.curve_k, args.max_new_tokens, batch_size=args.sample_batch)[0]
+    return curve
 
 
 def prompt_outcomes(records, scores, k):

@@ -223,6 +223,12 @@ def replay_mix(records, earlier, share, n_prompts, seed):
     return records[:n_prompts - n_old] + old
 
 
+def stage_prompts(records, tok, earlier_domains, args, stage_args, room=0):
+    """(R1) This method's prompts for a stage: D_k as continual.new_stage built it, with --replay's share from the
+    earlier stages' domains (`replayed`). args: the run's; stage_args: the stage's (its settings and seed)."""
+    return replayed(records, tok, earlier_domains, getattr(stage_args, "replay", 0.0), args, stage_args.seed, room)
+
+
 def replayed(records, tok, earlier_domains, share, args, stage_seed, room=0):
     """A stage's prompts with `share` (--replay) of them from the earlier stages' domains (R1); as they are with
     share 0 or no earlier stage. args: the run's (its seed picks every domain's training prompts); room: the
@@ -241,7 +247,7 @@ def method(base=None):
     """This file's method for a sequence whose θ_0 is `base` (None: the starting model of the task)."""
     return types.SimpleNamespace(frozen_model=functools.partial(frozen_model, base=base), teacher_of=teacher_of,
                                  prepare_batch=prepare_batch, micro_batch_loss=micro_batch_loss,
-                                 step_stats=step_stats, after_step=after_step)
+                                 step_stats=step_stats, after_step=after_step, stage_prompts=stage_prompts)
 
 
 train.METHODS["sdpo_beyond"] = method   # registered by name beside grpo and sdpo (train.METHODS)

@@ -19,57 +19,18 @@ import time
 
 import torch
 
-import drift
-import evaluate
-import sdpo
-import train
-from beyond import variants
 from experiment.metrics import summarize_seeds
 from experiment.tables import accuracy_tables, rows_of, write_tables
-from infra import errors, flags, safety, trackers
+from infra import errors, safety, trackers
 from infra.checkpoints import (CHECKSUMS, append_jsonl, atomic_json, check_states, damaged_files, file_digest,
-                               load_optimizer, load_teacher, read_jsonl, save_checkpoint, stage_checkpoint,
-                               with_stage_checkpoints, write_atomically, write_result_checksum)
-from infra.distributed import NonFiniteError, barrier, init_distributed, is_main, shard, under_torchrun
+                               load_optimizer, load_teacher, read_jsonl, read_responses, responses_path,
+                               save_checkpoint, save_responses, stage_checkpoint, with_stage_checkpoints,
+                               write_atomically, write_result_checksum)
+from infra.distributed import NonFiniteError, barrier, clone_model, init_distributed, is_main, shard, under_torchrun
 from infra.flags import per_seed
 from infra.models import load_model, load_policy
 from infra.stops import Interrupted, sigterm_as_ctrl_c
-from rollout import acc_at_k, prompt_room
 from world import tasks
-
-def method_of(method, settings, base):
-    """The method train.run_steps is handed: train.METHODS[method], or beyond/variants.py's when one of its knobs is
-    set."""
-    if method == "sdpo" and variants.wanted(settings):
-        return train.METHODS["sdpo_beyond"](base)
-    return train.METHODS[method]
-
-
-# ----------------------------------------------------------------------------------------------
-# The configurations: their knobs, settings and names
-# ----------------------------------------------------------------------------------------------
-T3_SETTINGS = ("teacher_init", "teacher_mix")   # continual.py's knobs that name an SDPO configuration (T3)
-
-
-def knobs(continual):
-    """continual.py's knob rows by who reads them (each method of train.METHODS, SDPO's with beyond/variants.py's and
-    T3's; "every method": continual.py's own), and beyond/variants.py's function naming flags set to no effect."""
-    own = flags.knob_rows(continual)
-    rows = {name: flags.knob_rows(m) for name, m in train.METHODS.items() if hasattr(m, "SETTINGS")}
-    rows["sdpo"] += flags.knob_rows(variants, "beyond") + [k for k in own if k["name"] in T3_SETTINGS]
-    return {**rows, "every method": [k for k in own if k["name"] not in T3_SETTINGS]}, variants.warnings_of
-
-
-def configuration(method, args, preset):
-    """(method, settings, run name) of one configuration: the method's SETTINGS (SDPO: beyond/variants.py's and
-    T3's too), the preset over them, and the method's rate; the name carries every setting away from its default."""
-    module = train.METHODS[method]
-    settings = {k: getattr(args, k) for k in module.SETTINGS}
-    if method == "sdpo":   # beyond/variants.py's knobs and T3's name an SDPO configuration too
-        settings.update({**variants.settings_of(args), **{k: getattr(args, k) for k in T3_SETTINGS}})
-    settings.update(preset)
-    name = variants.run_name(settings) if method == "sdpo" and variants.wanted(settings) else module.run_name(settings)
-    return method, {**settings, "lr": flags.method_lr(args, method)}, name
 
 
 # ----------------------------------------------------------------------------------------------
@@ -99,11 +60,11 @@ class Experiment:
     """The run directories of one command, one per seed, each claimed (and locked) before any work starts. As a
     context: SIGTERM stops like Ctrl-C, and an unreadable or unwritable file stops the run with one line."""
 
-    def __init__(self, ap, args, stages, benchmarks, configs, defaults):
-        self.ap, self.args, self.stages, self.benchmarks, self.configs, self.defaults = \
-            ap, args, stages, benchmarks, configs, defaults
+    def __init__(self, ap, args, stages, benchmarks, configs, defaults, naming):
+        self.ap, self.args, self.stages, self.benchmarks, self.configs, self.defaults, self.naming = \
+            ap, args, stages, benchmarks, configs, defaults, naming
         self.seed_args = per_seed(args)
-        self.dirs = seed_dirs(args, self.seed_args, configs, defaults)
+        self.dirs = seed_dirs(args, self.seed_args, configs, defaults, naming)
         self.device = init_distributed(args.device, args.threads)   # torchrun: data parallel; rank 0 writes files
         self.t_start, self.base_evals, self.results = time.time(), {}, []   # (the base is evaluated once)
         self.stages_total = len(self.seed_args) * len(configs) * len(stages)   # (the overall ETA: stage_done)
@@ -159,7 +120,7 @@ class Experiment:
                   f"{tracked(dirs[0]) if tracked else ''} — {time.time() - self.t_start:.0f}s this invocation\n"
                   f"its report.md and figures: python tools/report.py {dirs[0]}")
             return self.results[0]
-        summary_dir, summary = write_seeds_summary(args, self.configs, self.defaults, self.results, dirs)
+        summary_dir, summary = write_seeds_summary(args, self.configs, self.defaults, self.naming, self.results, dirs)
         print(f"\n{summary_dir}/: results.json over seeds {','.join(map(str, args.seed))} (each seed in "
               f"{', '.join(dirs)}) — {time.time() - self.t_start:.0f}s this invocation\n"
               f"its report.md and figures, means with 95% intervals: python tools/report.py {summary_dir}")
@@ -183,7 +144,7 @@ class Seed:
 
     def has_base_row(self):
         """Whether row 0 is in progress.json with its responses, or taken from another seed of this command."""
-        if "base" in self.progress and not os.path.exists(drift.responses_path(self.run_dir, "base")):
+        if "base" in self.progress and not os.path.exists(responses_path(self.run_dir, "base")):
             print("the base model's saved responses are missing: evaluating it again (same prompts, same result)")
             del self.progress["base"]
         self.t_base, args = time.time(), self.args
@@ -197,7 +158,7 @@ class Seed:
         """(C2) Row 0 of the accuracy matrix in progress.json, its responses saved for the drift measures."""
         self.experiment.base_evals[self.base_key] = (acc, deg, resp)
         if is_main():
-            drift.save_responses(self.run_dir, "base", resp)
+            save_responses(self.run_dir, "base", resp)
         self.progress["base"] = {"acc": acc, "degenerate": deg, "seconds": round(time.time() - self.t_base, 1)}
         atomic_json(self.progress_path, self.progress)
         print(f"{self.run_dir}: seed {self.args.seed}, {torch.get_num_threads()} torch threads (the numbers depend on it)")
@@ -205,7 +166,7 @@ class Seed:
 
     def run(self, method, settings, name):
         """Where a configuration starts (Run): its completed stages, and θ_0, the last stage's checkpoint or a stop's
-        state."""
+        state. method: what train.run_steps is handed (experiment/configurations.method_of)."""
         args, n_stages = self.args, len(self.stages)
         done = self.progress.setdefault(name, {"stages": []})["stages"]
         check_saved_stages(self.run_dir, name, done, n_stages)
@@ -216,12 +177,12 @@ class Seed:
             del done[gone[0]:]
             atomic_json(self.progress_path, self.progress)
         self.experiment.stages_at_start += len(done)   # (a resumed command's count: what each seed found done)
-        run = Run(self, method, method_of(method, settings, self.base_model), settings, name, done)
+        run = Run(self, method, settings, name, done)
         if len(done) == n_stages:
             return run
         if is_main():   # --report-to: this configuration's steps and stages in TensorBoard or trackio
-            run.tracker = trackers.open_tracker(args.report_to, self.run_dir, name, {**vars(args), **settings,
-                                                                                     "method": method})
+            run.tracker = trackers.open_tracker(args.report_to, self.run_dir, name, {
+                **vars(args), **settings, "method": {n: m for m, _, n in self.configs}[name]})
         device = self.experiment.device
         partial = load_partial(self.partial_dir, name, len(done), device, args)
         run.resume = partial[0] if partial else None
@@ -240,12 +201,11 @@ class Seed:
             print(f"{name}: resuming after stage {len(done)} ({done[-1]['domain']})")
         return run
 
-    def write_results(self):
-        """results.json (the accuracy matrix, A2–A3, drift) and the same as one table, results.csv and
-        results.parquet (rank 0); with one seed, the accuracy matrix and A3 printed."""
+    def write_results(self, results):
+        """results.json (the accuracy matrix, A2–A3, drift: evaluate.results_of) and the same as one table,
+        results.csv and results.parquet (rank 0); with one seed, the accuracy matrix and A3 printed."""
         if not is_main():
             return None
-        results = evaluate.results_of(self.configs, self.stages, self.benchmarks, self.progress, self.args)
         atomic_json(os.path.join(self.run_dir, "results.json"), results)
         write_result_checksum(os.path.join(self.run_dir, "results.json"))   # (the summaries check against it)
         n = len(self.experiment.seed_args)
@@ -265,37 +225,31 @@ class Seed:
 class Run:
     """One configuration of one seed: its method, settings, name, completed stages (`done`), model, a stop's state."""
 
-    def __init__(self, seed, method_name, method, settings, name, done):
-        self.seed, self.method_name, self.method, self.settings, self.name, self.done = \
-            seed, method_name, method, settings, name, done
+    def __init__(self, seed, method, settings, name, done):
+        self.seed, self.method, self.settings, self.name, self.done = seed, method, settings, name, done
         self.model = self.tok = self.resume = self.prev_teacher = self.tracker = None
 
     def stages_left(self):
         return range(len(self.done), len(self.seed.stages))
 
-    def carries_teacher(self):
-        return self.settings.get("teacher_init") == "carry"   # (SDPO's T3 knob)
-
     def carried_teacher(self, k):
         """(T3) With --teacher-init carry: the teacher stage k−1 ended with; else None."""
-        if not self.carries_teacher():
+        if self.settings.get("teacher_init") != "carry":   # (SDPO's T3 knob)
             return None
         if self.prev_teacher is None and k > 0:
-            self.prev_teacher = sdpo.init_teacher(self.model)
+            self.prev_teacher = clone_model(self.model).eval().requires_grad_(False)   # (the teacher's shape)
             load_teacher(self.done[-1]["checkpoint"], self.prev_teacher)
         return self.prev_teacher
 
     @contextlib.contextmanager
-    def stage(self, k, stage_args, records, opt, frozen):
-        """Stage k, ready to train (Stage): the log cut back to what was saved, replay's prompts (R1), a carried
-        optimizer, a stop's state on a rerun. A Ctrl-C or SIGTERM inside saves the weights, optimizer, teacher, steps
+    def stage(self, k, stage_args, records, opt, frozen, curve=None):
+        """Stage k, ready to train (Stage): the log cut back to what was saved, a carried optimizer, a stop's state on
+        a rerun; curve(step): the in-stage curve's point at that step, or None (evaluate.in_stage_curve). A Ctrl-C or SIGTERM inside saves the weights, optimizer, teacher, steps
         and rows in partial/ and stops; once the steps are all done, a stop saves the trained stage and the rerun
         goes straight to its evaluation."""
         seed, args, model = self.seed, self.seed.args, self.model
         t0 = time.time()
         forget_lost_steps(seed.log_path, self.name, k, self.resume)
-        records = variants.replayed(records, self.tok, seed.stages[:k], self.settings.get("replay", 0.0), args,
-                                    stage_args.seed, prompt_room(model, stage_args.max_new_tokens))   # (R1) --replay
         if k > 0 and args.stage_optimizer == "carry" and not self.resume:   # the moments and step count go on
             load_optimizer(stage_checkpoint(seed.run_dir, self.name, k - 1, seed.stages[k - 1]), model, opt)
         teacher = self.method.teacher_of(frozen)   # SDPO's teacher, GRPO's reference (G4), or None
@@ -306,7 +260,7 @@ class Run:
             if stage.teacher is not None:
                 load_teacher(seed.partial_dir, stage.teacher)
             stage.curve, stage.rows, stage.start = self.resume["curve"], self.resume["rows"], self.resume["step"]
-        stage.on_step = stage_logger(stage, model, self.tok, seed.log_path, self.name, track=self.track_step)
+        stage.on_step = stage_logger(stage, seed.log_path, self.name, curve, track=self.track_step)
         try:
             yield stage
         except (Interrupted, KeyboardInterrupt) as e:
@@ -327,25 +281,22 @@ class Run:
         if self.tracker:
             self.tracker.step(row, stage.k * stage.args.steps + step)
 
-    def track_stage(self, stage, acc):
-        """--report-to: a stage's accuracies, its gain G and the mean forgetting F of the earlier domains (A3);
-        the tracked run closes after the last stage."""
+    def track_stage(self, stage, acc, change):
+        """--report-to: a stage's accuracies, its gain G and the mean forgetting F of the earlier domains (A3,
+        `change`: evaluate.stage_change); the tracked run closes after the last stage."""
         if not self.tracker:
             return
-        base, earlier = self.seed.progress["base"]["acc"], self.seed.stages[:stage.k]
-        gain = evaluate.change_metrics(acc[stage.domain], base[stage.domain])["gain"]
-        forgets = [evaluate.change_metrics(acc[d], base[d])["forget"] for d in earlier]
-        forgets = [f for f in forgets if f is not None]
-        self.tracker.stage(acc, gain, sum(forgets) / len(forgets) if forgets else None, (stage.k + 1) * stage.args.steps)
+        self.tracker.stage(acc, change["gain"], change["forget"], (stage.k + 1) * stage.args.steps)
         if stage.k + 1 == len(self.seed.stages):
             self.tracker.close()
             self.tracker = None
 
-    def complete(self, stage, acc, deg, stage_drift):
+    def complete(self, stage, acc, deg, stage_drift, change):
         """Stage k is done: its checkpoint (with the teacher or optimizer when carried or kept), its row in
-        progress.json (done once that is written), the stop's state removed, one line printed."""
+        progress.json (done once that is written), the stop's state removed, one line printed; change: its G and
+        the earlier domains' mean F (A3, for --report-to)."""
         seed, args, k = self.seed, self.seed.args, stage.k
-        self.prev_teacher = stage.teacher if self.carries_teacher() else None
+        self.prev_teacher = stage.teacher if self.settings.get("teacher_init") == "carry" else None   # (T3 carry)
         self.resume, train_s = None, (stage.trained_at or stage.t0) - stage.t0
         keep_opt = args.stage_optimizer == "carry" or args.keep_optimizer
         ckpt = stage_checkpoint(seed.run_dir, self.name, k, stage.domain)   # (torchrun: every rank takes part)
@@ -365,26 +316,22 @@ class Run:
         if is_main():
             shutil.rmtree(seed.partial_dir, ignore_errors=True)
         print_stage(self.name, k, seed.stages, seed.progress, acc, deg, train_s)
-        self.track_stage(stage, acc)
+        self.track_stage(stage, acc, change)
         seed.experiment.stage_done()
 
 
-def stage_logger(stage, model, tok, log_path, run_name, measure=None, track=None):
-    """on_step for train.run_steps: each step's row in the stage's rows and log.jsonl, and every --curve-every
-    steps the in-stage curve (C3). measure(step, row, model): an extra measure (tools/coding_ablation.py);
-    track: --report-to's."""
-    args = stage.args
-    curve_test = evaluate.benchmark_records(stage.domain, args.curve_n, args.eval_seed) if args.curve_every > 0 else []
-
+def stage_logger(stage, log_path, run_name, curve=None, measure=None, track=None):
+    """on_step for train.run_steps: each step's row in the stage's rows and log.jsonl, and the in-stage curve's
+    points (curve(step): a point or None; evaluate.in_stage_curve). measure(step, row): an extra measure
+    (tools/coding_ablation.py); track: --report-to's."""
     def on_step(step, row):
         row.update({"run": run_name, "stage": stage.k + 1, "domain": stage.domain})
         stage.trained_at = time.time()
-        if args.curve_every > 0 and step % args.curve_every == 0:  # the light in-stage curve
-            torch.manual_seed(args.eval_seed)   # (training steps seed themselves: train.run_steps)
-            stage.curve.append([step, acc_at_k(model, tok, curve_test, args.curve_k, args.max_new_tokens,
-                                               batch_size=args.sample_batch)[0]])
+        point = curve(step) if curve else None
+        if point is not None:
+            stage.curve.append([step, point])
         if measure:
-            measure(step, row, model)
+            measure(step, row)
         stage.rows.append(row)
         if is_main():
             append_jsonl(log_path, row)
@@ -394,24 +341,20 @@ def stage_logger(stage, model, tok, log_path, run_name, measure=None, track=None
 
 
 # ----------------------------------------------------------------------------------------------
-# One seed's results.json (A2–A3 from the accuracy matrix)
-# ----------------------------------------------------------------------------------------------
-# ----------------------------------------------------------------------------------------------
 # One directory per seed, claimed before any work starts
 # ----------------------------------------------------------------------------------------------
-def seed_dirs(args, seeds, configs, defaults):
+def seed_dirs(args, seeds, configs, defaults, naming):
     """Each seed's run directory: runs/<--name>[-s<seed>], else named by the configurations and flags."""
     return [os.path.join(args.runs_dir, (f"{args.name}-s{one.seed}" if len(seeds) > 1 else args.name)
-                         if args.name else run_dir_name(one, configs, defaults)) for one in seeds]
+                         if args.name else run_dir_name(one, configs, defaults, naming)) for one in seeds]
 
 
-def run_dir_name(args, configs, defaults):
+def run_dir_name(args, configs, defaults, naming):
     """runs/<configurations>-s<seed>[-<hash>], the hash of every other flag away from its default: two
-    experiments never share a directory, and a command always finds its own."""
+    experiments never share a directory, and a command always finds its own. naming: the knobs the configurations'
+    names carry (experiment/configurations.naming_knobs), left out of the hash."""
     per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "overwrite_committed", "config", "seed", "threads",
-                  "plain", "report_to", *variants.SETTINGS, "trust_rate",
-                  *(k for m in train.METHODS.values() for k in getattr(m, "SETTINGS", ())),
-                  *T3_SETTINGS}
+                  "plain", "report_to", *naming}
     resolved = lambda k, v: tasks.resolve_benchmarks(v) if k == "benchmarks" and isinstance(v, str) else v  # noqa: E731
     changed = {k: v for k, v in sorted(vars(args).items())   # (a config.json records "all" resolved: the same run)
                if k not in per_config and resolved(k, v) != resolved(k, defaults.get(k))}
@@ -420,11 +363,11 @@ def run_dir_name(args, configs, defaults):
     return f"{'+'.join(c[2] for c in configs)}-s{'-'.join(map(str, seeds))}{suffix}"
 
 
-def write_seeds_summary(args, configs, defaults, all_results, dirs):
+def write_seeds_summary(args, configs, defaults, naming, all_results, dirs):
     """Several seeds: their summary in its own directory (<name>-s0-1-2 beside the seeds' with --name); returns
     (the directory, the summary)."""
     summary_dir = os.path.join(args.runs_dir, f"{args.name}-s{'-'.join(map(str, args.seed))}" if args.name
-                               else run_dir_name(args, configs, defaults))
+                               else run_dir_name(args, configs, defaults, naming))
     summary = summarize_seeds(all_results, args.seed, dirs, [seconds_of(d) for d in dirs])
     os.makedirs(summary_dir, exist_ok=True)
     atomic_json(os.path.join(summary_dir, "results.json"), summary)
@@ -664,9 +607,9 @@ def check_saved_stages(run_dir, run_name, done, n_stages):
             fail(f"{os.path.join(st['checkpoint'], bad[0][0])} is {bad[0][1]} since it was saved"
                  f"{f' ({len(bad) - 1} more file(s) too)' if len(bad) > 1 else ''}: the checkpoint of stage {k + 1} is "
                  f"damaged. Restore the directory from a copy, or {again}")
-        path = drift.responses_path(run_dir, f"{run_name}-stage{k + 1}")
+        path = responses_path(run_dir, f"{run_name}-stage{k + 1}")
         try:
-            drift.read_responses(path)
+            read_responses(path)
         except FileNotFoundError:
             continue   # (--no-drift runs of old kept none)
         except (ValueError, AssertionError, TypeError, AttributeError) as e:

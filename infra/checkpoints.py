@@ -6,11 +6,13 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 
 import torch
 from safetensors import SafetensorError   # (what save_pretrained raises on a full disk)
 
+from infra import errors
 from infra.distributed import barrier, full_state_dict, is_main, is_sharded
 
 
@@ -244,3 +246,40 @@ def write_atomically(path, write):
         with contextlib.suppress(OSError, TypeError):
             os.remove(tmp)
         raise OSError(e.errno, e.strerror, path) from e
+
+
+# ----------------------------------------------------------------------------------------------
+# The evaluation's saved responses (the drift measures compare them: drift.py)
+# ----------------------------------------------------------------------------------------------
+def responses_path(run_dir, tag):
+    return os.path.join(run_dir, "responses", f"{tag}.json")
+
+
+def save_responses(run_dir, tag, responses):
+    """The evaluation samples of one model ({benchmark: {'texts', 'hit_limit'}}), written atomically."""
+    path = responses_path(run_dir, tag)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_atomically(path, lambda f: json.dump(responses, f))
+
+
+def read_responses(path):
+    """The responses saved in path; raises ValueError / AssertionError / TypeError if it is damaged."""
+    with open(path) as f:
+        responses = json.load(f)
+    assert isinstance(responses, dict) and all(isinstance(r, dict) and "texts" in r for r in responses.values()), \
+        "not saved responses"
+    return responses
+
+
+def load_responses(run_dir, tag):
+    """The evaluation samples saved by save_responses. A missing or damaged file stops with what to do."""
+    path = responses_path(run_dir, tag)
+    if not os.path.isfile(path):
+        sys.exit(f"error: {path} is missing (runs before drift tracking kept no responses; rerun continual.py)")
+    try:
+        return read_responses(path)
+    except (ValueError, AssertionError, TypeError, AttributeError) as e:
+        print(f"error: {path} is damaged ({errors.one_line(e)}); delete it and rerun the same command: "
+              + ("the base model is evaluated again (same prompts, same result)" if tag == "base" else
+                 "or rerun with --overwrite to start the run again"), file=sys.stderr)
+        sys.exit(1)

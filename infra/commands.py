@@ -1,12 +1,14 @@
 """infra/commands.py — what the analysis and tool commands share: a JSON file read with its checks (a regular file,
-of a bounded size, valid JSON: a ValueError naming it), and a command whose every failure ends in one `error:` line
-and a non-zero exit, never a traceback. No run imports it."""
+of a bounded size, valid JSON: a ValueError naming it), a command whose every failure ends in one `error:` line
+and a non-zero exit, never a traceback, and one configuration's flags for the tools that call train.update
+themselves. No run imports it."""
 import json
 import os
 import stat
 import sys
 
 from infra.errors import one_line
+from infra.flags import parser, per_seed
 
 MAX_JSON_BYTES = 256 * 2**20   # (the largest results, log or archive index a command reads: a typo stops here)
 
@@ -42,3 +44,11 @@ def run_command(main, argv=None):
         sys.exit(f"error: {where}{e.strerror or one_line(e)}")
     except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError, ZeroDivisionError) as e:
         sys.exit(f"error: {one_line(e)[:300]}")
+
+
+def one_configuration(knobs, argv=()):
+    """The flags of one configuration with every default, unchecked: for tools that call train.update themselves."""
+    args = per_seed(parser("", "", knobs).parse_args(list(argv)))[0]
+    if hasattr(args, "alpha"):   # (the sweep's comma list: one α here)
+        args.alpha = float(args.alpha)
+    return args

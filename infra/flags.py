@@ -632,14 +632,6 @@ def per_seed(args):
     return [argparse.Namespace(**{**vars(args), "seed": s}) for s in args.seed]
 
 
-def one_configuration(knobs, argv=()):
-    """The flags of one configuration with every default, unchecked: for tools that call train.update themselves."""
-    args = per_seed(parser("", "", knobs).parse_args(list(argv)))[0]
-    if hasattr(args, "alpha"):   # (the sweep's comma list: one α here)
-        args.alpha = float(args.alpha)
-    return args
-
-
 def method_lr(args, method):
     """The learning rate of `method` ("grpo" or "sdpo"): --lr if given, else the method's own (LR)."""
     return LR[method] if args.lr is None else args.lr

@@ -14,7 +14,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from infra import memory    # noqa: E402
-from infra import flags    # noqa: E402
+from infra import commands, flags    # noqa: E402
 import grpo     # noqa: E402
 from infra import checkpoints, distributed    # noqa: E402
 from infra import models    # noqa: E402
@@ -56,7 +56,7 @@ def check_state(out):
     a, b = distributed.full_state_dict(model), distributed.full_state_dict(again)
     # GRPO's KL reference (G4) is a sharded copy too: one on-policy update with --kl-coef, the reference
     # gathered for its forwards; at the first step the student is the reference, so KL ≈ 0
-    args = flags.one_configuration(flags.knob_rows(grpo), ["--kl-coef", "0.1", "--mini-batches", "1"])
+    args = commands.one_configuration(flags.knob_rows(grpo), ["--kl-coef", "0.1", "--mini-batches", "1"])
     ref = distributed.clone_model(again).eval().requires_grad_(False)
     torch.manual_seed(0)
     batch = rollout.collect(again, tok, tasks.builtin_split("math", "test", 1), 4, 16)

@@ -120,7 +120,7 @@ def test_a_knob_is_one_field_in_its_file():
     import grpo
     import sdpo
     from beyond import variants
-    from infra import flags
+    from infra import commands, flags
     from infra.knobs import knob, must
     from transformers import HfArgumentParser
     for module in (grpo, sdpo, variants):
@@ -128,7 +128,7 @@ def test_a_knob_is_one_field_in_its_file():
         fields = [f for name, table in vars(module).items() if name.endswith(("Config", "Rules"))
                   and dataclasses.is_dataclass(table) for f in dataclasses.fields(table)]
         assert [k["name"] for k in rows] == [f.name for f in fields]
-        args = flags.one_configuration(rows)
+        args = commands.one_configuration(rows)
         for k, f in zip(rows, fields):
             assert getattr(args, k["name"]) == k["default"] == f.default, k["name"]
             assert k["help"] == f.metadata["help"] and set(f.metadata) == {"help"}, k["name"]
@@ -149,14 +149,14 @@ def test_a_knob_is_one_field_in_its_file():
     student = type("student", (), {"StudentConfig": StudentConfig})
     knobs = [*flags.knob_rows(sdpo), *flags.knob_rows(student)]
     ap = flags.parser("", "", knobs)
-    args = flags.one_configuration(knobs, ["--new-knob", "0.25", "--style", "b", "--flag"])
+    args = commands.one_configuration(knobs, ["--new-knob", "0.25", "--style", "b", "--flag"])
     assert (args.new_knob, args.style, args.flag) == (0.25, "b", True)
     flags.check_knobs(ap, args, knobs)   # (passes)
     for bad in (["--new-knob", "1"], ["--new-knob", "nan"]):
         with pytest.raises(SystemExit):
-            flags.check_knobs(ap, flags.one_configuration(knobs, bad), knobs)
+            flags.check_knobs(ap, commands.one_configuration(knobs, bad), knobs)
     with pytest.raises(SystemExit):
-        flags.one_configuration(knobs, ["--style", "c"])   # not among the Literal's choices
+        commands.one_configuration(knobs, ["--style", "c"])   # not among the Literal's choices
     assert "--new-knob" in ap.format_help() and "a knob a student adds (S3)" in ap.format_help()
     # spelled once in --help, and HfArgumentParser's underscore spelling still parses
     assert "--new_knob" not in ap.format_help() and ap.parse_args(["--new_knob", "0.5"]).new_knob == 0.5

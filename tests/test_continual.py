@@ -12,7 +12,7 @@ import evaluate
 import grpo
 import train
 from infra import flags, plots
-from experiment import metrics, report, rundir
+from experiment import configurations, metrics, report, rundir
 from conftest import interrupted_copy, results_as_if_full
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -209,18 +209,18 @@ def test_a_runs_own_config_json_reruns_that_run_in_its_directory(tmp_path):
     the file's (round six: a committed config sent runs into another machine's absolute path)."""
     ap, args, stages, benchmarks, configs, defaults = continual.parse_args(
         ["--method", "grpo,sdpo", "--seed", "3", "--steps", "2", "--runs-dir", str(tmp_path / "runs")])
-    run_dir = rundir.seed_dirs(args, flags.per_seed(args), configs, defaults)[0]
+    run_dir = rundir.seed_dirs(args, flags.per_seed(args), configs, defaults, configurations.naming_knobs())[0]
     record = {**rundir.fingerprint_of(flags.per_seed(args)[0], stages, benchmarks, configs),
               "name": os.path.basename(run_dir), "runs_dir": os.path.dirname(run_dir), "threads": 1}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(record))
     ap2, args2, stages2, benchmarks2, configs2, defaults2 = continual.parse_args(
         ["--config", str(path), "--runs-dir", str(tmp_path / "runs")])
-    assert rundir.seed_dirs(args2, flags.per_seed(args2), configs2, defaults2) == [run_dir]
+    assert rundir.seed_dirs(args2, flags.per_seed(args2), configs2, defaults2, configurations.naming_knobs()) == [run_dir]
     record["runs_dir"] = "/another/machine/runs"
     path.write_text(json.dumps(record))
     ap3, args3, _, _, configs3, defaults3 = continual.parse_args(["--config", str(path)])
-    assert rundir.seed_dirs(args3, flags.per_seed(args3), configs3, defaults3) == [
+    assert rundir.seed_dirs(args3, flags.per_seed(args3), configs3, defaults3, configurations.naming_knobs()) == [
         os.path.join("runs", os.path.basename(run_dir))]
     assert args2.threads == 1 and args2.steps == 2 and stages2 == stages
     # a rerun's own record is the same run, whatever threads or directory it records

@@ -134,9 +134,9 @@ def test_change_one_line_b_no_tail_bucket_in_s4():
 
 def test_change_one_line_c_beta_zero_in_s3():
     import sdpo
-    from infra import flags
+    from infra import commands, flags
     f = changed("sdpo", "    beta: float = knob(0.5,", "    beta: float = knob(0.0,")
-    beta = flags.one_configuration(flags.knob_rows(f)).beta
+    beta = commands.one_configuration(flags.knob_rows(f)).beta
     S, T = pair()
     assert beta == 0.0
     assert sdpo.generalized_jsd(S, T, beta).item() == pytest.approx(1.3540, abs=1e-4)

@@ -11,7 +11,7 @@ import torch
 import continual
 from beyond import variants
 from infra import flags
-from experiment import rundir
+from experiment import configurations, rundir
 from world import tasks
 from world import graders
 import grpo
@@ -117,10 +117,10 @@ def test_warmup_is_the_releases_linear_schedule_per_batch():
 def test_real_models_get_the_release_optimizer_settings_and_tiny_its_own(capsys):
     assert flags.model_defaults("tiny") == {"weight_decay": 0.0}
     assert flags.model_defaults("Qwen/Qwen3-4B-Instruct-2507") == {"weight_decay": 0.01}
-    _, args, _, _, _, defaults = continual.parse_args(["--method", "sdpo"])
+    _, args, _, _, configs, defaults = continual.parse_args(["--method", "sdpo"])
     assert args.weight_decay == 0.0 and args.warmup_steps is None and args.mini_batch_order == "balanced"
     assert args.feedback == "release" and args.stage_optimizer == "fresh" and not args.skip_empty_steps
-    assert rundir.run_dir_name(args, continual.run_configs(args), defaults) == "sdpo_a0.05-s0"   # no hash
+    assert rundir.run_dir_name(args, configs, defaults, configurations.naming_knobs()) == "sdpo_a0.05-s0"   # no hash
 
 
 def test_grpo_takes_mini_batches_steps_and_the_ratio_moves(tiny):
@@ -450,7 +450,7 @@ def test_table_d6_configurations_have_distinct_names():
 def test_run_directories_differ_when_any_setting_differs():
     def dir_of(argv):
         _, args, _, _, configs, defaults = continual.parse_args(argv)
-        return rundir.run_dir_name(args, configs, defaults)
+        return rundir.run_dir_name(args, configs, defaults, configurations.naming_knobs())
     assert dir_of([]) == "sdpo_a0.05-s0"
     assert dir_of(["--method", "grpo,sdpo"]) == "grpo+sdpo_a0.05-s0"
     assert dir_of(["--lr", "3e-4"]) != dir_of([]) and dir_of(["--lr", "3e-4"]).startswith("sdpo_a0.05-s0-")

@@ -35,7 +35,7 @@ import torch
 
 import drift
 import evaluate
-from infra import flags, safety
+from infra import commands, flags, safety
 import grpo
 import rollout
 from world import sandbox
@@ -106,7 +106,7 @@ def method_args(extra=()):
     """The default GRPO/SDPO settings, as the training scripts parse them, except one GRPO optimizer step
     per batch (`--mini-batches 1`): the FLOP counts below assume one forward and backward per token
     (the release's four steps per batch add a scoring forward of π_old and split the same tokens)."""
-    args = flags.one_configuration([*flags.knob_rows(grpo), *flags.knob_rows(sdpo)], ["--mini-batches", "1", *extra])
+    args = commands.one_configuration([*flags.knob_rows(grpo), *flags.knob_rows(sdpo)], ["--mini-batches", "1", *extra])
     args.lr = flags.method_lr(args, "grpo")   # (the timings do not depend on it)
     return args
 

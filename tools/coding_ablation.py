@@ -44,7 +44,7 @@ import evaluate  # noqa: E402
 from infra import flags  # noqa: E402
 from infra import stats  # noqa: E402
 from analysis import archive, probes  # noqa: E402
-from experiment import rundir  # noqa: E402
+from experiment import configurations, rundir  # noqa: E402
 from infra import plots  # noqa: E402
 from infra import safety  # noqa: E402
 from infra.checkpoints import atomic_json, load_optimizer  # noqa: E402
@@ -104,19 +104,20 @@ def run_cell(runs, out, config, factor, seed, steps):
     before, deg_before = coding_acc(model, tok)
     checks = [{"step": 0, **teacher_check(model, tok, records)}]
 
-    def measure(step, row, model):
+    def measure(step, row):
         if step % CHECK_EVERY == 0:
             checks.append({"step": step, **teacher_check(model, tok, records)})
 
     log = os.path.join(os.path.dirname(path), "log.jsonl")
     if os.path.exists(log):
         os.remove(log)
-    module = rundir.method_of(method, settings, None)
+    module = configurations.method_of(method, settings, None)
     stage = rundir.Stage(CODING_STAGE, "coding", *continual.new_stage(model, tok, "coding", CODING_STAGE, module, settings,
                                                                       args))
     if args.stage_optimizer == "carry":   # the stage-3 AdamW state, carried over
         load_optimizer(start, model, stage.opt)
-    on_step = rundir.stage_logger(stage, model, tok, log, run_name, measure=measure)
+    on_step = rundir.stage_logger(stage, log, run_name, evaluate.in_stage_curve(model, tok, "coding", stage.args),
+                                  measure=measure)
     train.run_steps(model, tok, stage.records, stage.args, module, stage.frozen, stage.opt,
                     desc=f"{run_name} coding", on_step=on_step)
     rows = stage.rows

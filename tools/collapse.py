@@ -220,7 +220,8 @@ def run_cell(runs, out, cell, seed, steps=40):
         source = "tiny" if teacher == "base" else stage_dir(runs, seed, RUN_NAMES["grpo"], CODING_STAGE)
         stage.frozen = load_model(source, device)[0].eval().requires_grad_(False)
     probe_teacher = model if method == "grpo" else None   # GRPO has no teacher: the probe asks the student itself
-    on_step = rundir.stage_logger(stage, model, tok, log, run_name)
+    on_step = rundir.stage_logger(stage, log, run_name,
+                                  evaluate.in_stage_curve(model, tok, "coding", stage.args))
     train.run_steps(model, tok, stage.records, stage.args, cell_method(base_method, probe_teacher, loops),
                     stage.frozen, stage.opt, desc=f"{cell} s{seed}", on_step=on_step)
     after, deg_after = coding_acc(model, tok)

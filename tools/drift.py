@@ -13,10 +13,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import evaluate  # noqa: E402
-from drift import load_embedder, load_responses, matrices, stage_drift  # noqa: E402
+from drift import load_embedder, matrices, stage_drift  # noqa: E402
 from experiment.report import drift_table  # noqa: E402
 from infra import errors, flags  # noqa: E402
-from infra.checkpoints import with_stage_checkpoints, write_atomically  # noqa: E402
+from infra.checkpoints import load_responses, with_stage_checkpoints, write_atomically  # noqa: E402
 from infra.distributed import setup_torch  # noqa: E402
 from infra.flags import check_device_flag, check_model_flag  # noqa: E402
 from infra.models import load_model  # noqa: E402

@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from infra.memory import memory_per_stage, parameter_counts     # noqa: E402
 import drift     # noqa: E402
-from infra import flags     # noqa: E402
+from infra import commands, flags     # noqa: E402
 import grpo      # noqa: E402
 from infra import distributed     # noqa: E402
 from infra import models    # noqa: E402
@@ -41,7 +41,7 @@ LOSS_ATOL = 1e-3
 def method_args(method, extra=()):
     """The method's default settings (what one stage of continual.py runs it with), with a small lr."""
     knobs = flags.knob_rows(grpo) + flags.knob_rows(sdpo)
-    return flags.one_configuration(knobs, ["--lr", "1e-5", "--mini-batches", "2", *extra] if method == "grpo"
+    return commands.one_configuration(knobs, ["--lr", "1e-5", "--mini-batches", "2", *extra] if method == "grpo"
                                    else ["--lr", "1e-5", *extra])
 
 

@@ -1,0 +1,75 @@
+"""experiment/configurations.py — what --method names: each configuration of a command, its settings, its run name
+and the method train.run_steps is handed.
+
+    parse_command(argv, continual, presets) -> (parser, args, stages, benchmarks, configs, defaults)
+                 continual.py's flags (infra/flags.py) and its configurations, [(method, settings, run name)], in order
+
+A configuration is a method (train.METHODS) with the settings of every knob that names one: the method's own
+SETTINGS (grpo.py, sdpo.py), for SDPO beyond/variants.py's and the stage boundary's (T3, continual.py), and the
+method's learning rate. Its run name carries every setting away from its default, so two configurations never share
+a name. The run directories (experiment/rundir.py) take the list as it is and know nothing of the methods."""
+import train
+from beyond import variants
+from infra import flags
+
+T3_SETTINGS = ("teacher_init", "teacher_mix")   # continual.py's knobs that name an SDPO configuration (T3)
+
+
+def knobs(continual):
+    """continual.py's knob rows by who reads them (each method of train.METHODS, SDPO's with beyond/variants.py's and
+    T3's; "every method": continual.py's own), and beyond/variants.py's function naming flags set to no effect."""
+    own = flags.knob_rows(continual)
+    rows = {name: flags.knob_rows(m) for name, m in train.METHODS.items() if hasattr(m, "SETTINGS")}
+    rows["sdpo"] += flags.knob_rows(variants, "beyond") + [k for k in own if k["name"] in T3_SETTINGS]
+    return {**rows, "every method": [k for k in own if k["name"] not in T3_SETTINGS]}, variants.warnings_of
+
+
+def naming_knobs():
+    """The knobs whose values name a configuration (and so its run name), not the run directory's hash."""
+    return {*variants.SETTINGS, "trust_rate", *T3_SETTINGS,
+            *(k for m in train.METHODS.values() for k in getattr(m, "SETTINGS", ()))}
+
+
+def configuration(method, args, preset):
+    """(method, settings, run name) of one configuration: the method's SETTINGS (SDPO: beyond/variants.py's and
+    T3's too), the preset over them, and the method's rate; the name carries every setting away from its default."""
+    module = train.METHODS[method]
+    settings = {k: getattr(args, k) for k in module.SETTINGS}
+    if method == "sdpo":   # beyond/variants.py's knobs and T3's name an SDPO configuration too
+        settings.update({**variants.settings_of(args), **{k: getattr(args, k) for k in T3_SETTINGS}})
+    settings.update(preset)
+    name = variants.run_name(settings) if method == "sdpo" and variants.wanted(settings) else module.run_name(settings)
+    return method, {**settings, "lr": flags.method_lr(args, method)}, name
+
+
+def configurations(ap, args, presets):
+    """[(method, settings, run name)] for every configuration of --method, in order; the same one twice is refused
+    in one line (ap.error)."""
+    configs = []
+    for item in args.method:
+        if item == "sdpo":         # the sweep of α (T1): one configuration per value
+            configs += [configuration("sdpo", args, {"alpha": a}) for a in args.alpha]
+        elif item in presets:      # a configuration of the paper's, by name (continual.PRESETS)
+            configs.append(configuration("sdpo", args, {"alpha": 0.0, **presets[item]}))
+        else:                      # grpo, or any other method of train.METHODS, as its flags say
+            configs.append(configuration(item, args, {}))
+    names = [c[2] for c in configs]
+    if len(set(names)) < len(names):
+        ap.error(f"--method: the same configuration twice ({', '.join(names)})")
+    return configs
+
+
+def parse_command(argv, continual, presets):
+    """continual.py's command line, checked before any work starts (infra/flags.continual_args over every file's
+    knobs): (parser, args, stages, benchmarks, configs, defaults); configs: every configuration of --method."""
+    rows, warnings = knobs(continual)   # grpo.py's, sdpo.py's, beyond/variants.py's, continual.py's
+    ap, args, stages, benchmarks, defaults = flags.continual_args(argv, presets, rows, warnings)
+    return ap, args, stages, benchmarks, configurations(ap, args, presets), defaults
+
+
+def method_of(method, settings, base):
+    """The method train.run_steps is handed: train.METHODS[method], or beyond/variants.py's when one of its knobs is
+    set (built over the sequence's θ_0, `base`)."""
+    if method == "sdpo" and variants.wanted(settings):
+        return train.METHODS["sdpo_beyond"](base)
+    return train.METHODS[method]
