@@ -270,6 +270,24 @@ class DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
         return super()._format_action_invocation(one)
 
 
+# The flags continual.py makes by hand beside the knobs (a knob of one of these names could not be a flag)
+HAND_MADE = ("seed", "seeds", "enable_thinking", "disable_thinking", "config", "help", "help_all")
+
+
+def one_row_per_name(ap, knobs):
+    """Each knob name once. Two dataclasses may declare the same knob (a student's method its own `beta`): alike
+    (the same type and default), it is one flag that sets both; declared differently, or under the name of a flag
+    made by hand, one command line cannot tell them apart, and the command stops in one line (exit 2)."""
+    rows, where = {}, lambda k: f"{k['table'].__module__}.{k['table'].__name__} (default {k['default']!r})"
+    for k in knobs:
+        first = rows.setdefault(k["name"], k)
+        if k["name"] in HAND_MADE or (first["field"].type, first["default"]) != (k["field"].type, k["default"]):
+            ap.error(f"--{k['name'].replace('_', '-')} is " + ("a flag continual.py makes itself" if first is k else
+                     f"a knob of {where(first)}") + f" and a knob of {where(k)}: one command line cannot tell them "
+                     f"apart; rename one of them")
+    return list(rows.values())
+
+
 def parser(description, usage, knobs=(), show_all=True):
     """continual.py's parser, the paper's knobs first; show_all False: `--help` lists those only, `--help-all` every
     flag."""
@@ -277,6 +295,7 @@ def parser(description, usage, knobs=(), show_all=True):
                           epilog=None if show_all else "--help-all lists every flag: the release's protocol, "
                           "evaluation, drift, scale, where runs go, and what goes beyond the paper")
     run, groups = run_rows(), {}
+    knobs = [k for k in one_row_per_name(ap, [*run, *knobs]) if k not in run]   # (a knob of the run's name: the run's)
     for group, title in GROUPS.items():
         if group != "beyond" or any(k["group"] == "beyond" for k in knobs):
             groups[group] = ap.add_argument_group(title)

@@ -164,6 +164,37 @@ def test_a_knob_is_one_field_in_its_file():
     assert grpo.SETTINGS == ("mini_batches", "epochs", "clip_ratio_c")
 
 
+def test_the_same_knob_in_two_methods_is_one_flag_or_one_line(capsys):
+    """A student's method may declare a knob another method has: declared alike (type and default), `--beta` is one
+    flag and every method's dataclass takes it; declared differently, or under a name continual.py makes by hand,
+    the command stops with one line naming both, exit 2 (it was a traceback from argparse)."""
+    import dataclasses
+    import sdpo
+    from infra import commands, flags
+    from infra.knobs import knob
+
+    def student(default, name="beta"):
+        table = dataclasses.make_dataclass("StudentConfig", [(name, float, knob(default, "the student's β"))],
+                                           frozen=True)
+        table.__module__ = "student"
+        return type("student", (), {"StudentConfig": table})
+    alike = [*flags.knob_rows(sdpo), *flags.knob_rows(student(0.5))]
+    ap = flags.parser("", "", alike)
+    assert ap.format_help().count("--beta") == 1
+    args = commands.one_configuration(alike, ["--beta", "0.25"])
+    flags.check_knobs(ap, args, alike)   # both dataclasses built from the one value
+    assert args.beta == 0.25
+    for rows, said in (([*flags.knob_rows(sdpo), *flags.knob_rows(student(0.1))],
+                        "--beta is a knob of sdpo.SDPOConfig (default 0.5) and a knob of student.StudentConfig (default 0.1)"),
+                       ([*flags.knob_rows(student(0.1, "steps"))], "--steps is a knob of infra.flags.Experiment"),
+                       ([*flags.knob_rows(student(0.1, "seed"))], "--seed is a flag continual.py makes itself and a knob of "
+                                                                  "student.StudentConfig")):
+        with pytest.raises(SystemExit) as stop:
+            flags.parser("", "", rows)
+        err = capsys.readouterr().err
+        last = err.strip().splitlines()[-1]
+        assert stop.value.code == 2 and "error: " in last and said in last and "Traceback" not in err, err
+
 def test_help_shows_the_paper_s_knobs_and_help_all_every_flag():
     """`--help` lists the paper's knobs only; `--help-all` every flag, the protocol's and beyond's too."""
     import continual
