@@ -395,7 +395,7 @@ def whole_batch(plan, frozen, step):
         part["n_tok"], part["n_seq"] = global_sum(part["n_tok"]), global_sum(part["n_seq"])
     plan["counts"] = {k: global_sum(v) for k, v in plan.get("counts", {}).items()}   # (the logs' shares)
     if all(part["n_tok"] == 0 for part in plan["steps"]) and is_main():   # (infra/steps.py says it, once a stage)
-        warnings.warn(f"step {step + 1}", EmptyLossWarning)
+        warnings.warn(f"step {step}", EmptyLossWarning)   # (step: train.update's, counted from 1)
     frozen_models = frozen.values() if isinstance(frozen, dict) else [frozen]   # (beyond/variants.py: a pair)
     with gathered(*frozen_models):
         yield
