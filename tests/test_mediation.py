@@ -63,6 +63,27 @@ def test_the_interval_holds_the_prompts_too():
     assert (wide["high"] - wide["low"]) > 1.5 * (narrow["high"] - narrow["low"])
 
 
+def test_along_the_range_reads_each_gain_and_its_midpoint_is_the_declared_one():
+    """SDPO_0's excess is 3 points at every gain: d(g) ≈ 3 at each of the five gains from 30 to 44 (GRPO's and SDPO_0's
+    common range), and the middle one is M1's own point estimate; a gap that grows with gain shows as one."""
+    fam = family()
+    m1 = {r["id"]: r for r in mediation.family(fam, draws=100)}["M1"]
+    ranges = {tid: rows for tid, _, _, rows in mediation.along_range(fam, draws=100)}
+    assert "M4" not in ranges and [r["g"] for r in ranges["M1"]] == pytest.approx([30, 33.5, 37, 40.5, 44], abs=1)
+    assert all(r["d"] == pytest.approx(3, abs=0.8) for r in ranges["M1"])
+    # inside the range every draw's frontiers reach the gain; at its very ends about half do, so no interval there
+    assert all(r["low"] < r["d"] < r["high"] for r in ranges["M1"][1:-1])
+    assert ranges["M1"][0]["low"] is None and ranges["M1"][0]["kept"] < 0.95
+    assert ranges["M1"][2]["d"] == pytest.approx(m1["d"], abs=1e-9)
+    for r in fam["runs"]:   # SDPO_0 forgets 0.5 more per point of gain above 30
+        if r["role"] == "SDPO_0":
+            gain = 100 * (r["m"]["science"].mean() - 0.3)
+            r["m"]["math"] = r["m"]["math"] - 0.005 * max(0.0, gain - 30)
+    grown = {tid: rows for tid, _, _, rows in mediation.along_range(fam, draws=100)}["M1"]
+    assert grown[-1]["d"] - grown[0]["d"] > 5
+    assert "## Along the common range" in mediation.summary_text(fam, draws=50)[0]
+
+
 def test_one_seed_or_a_nan_is_never_a_verdict():
     rows = mediation.family(family(seeds=1), draws=50)
     assert {r["corrected"] for r in rows} <= {"too few seeds", "not comparable"}
