@@ -215,7 +215,8 @@ HEADLINE = [
      "GRPO gains 9.3 points more on its own domain (stages 1–2, each at its own rate, 20 seeds)",
      "the-claims-at-each-footing"),
     ("SDPO forgets more of the earlier domains (§4)", HELD,
-     "SDPO_0 +2.3 points at SCIENCE and +3.7 at CODING from the peak at matched gain; not separable at TOOLUSE",
+     "SDPO_0 +2.3 points at SCIENCE, +3.7 at CODING at matched gain (interval over seeds); not separable at "
+     "TOOLUSE, nor at SCIENCE from a shared start on fresh prompts (+0.6)",
      "forgetting-at-matched-gain-on-one-code-version"),
     ("a fast-moving teacher (SDPO_5%) forgets most, and degenerates (§3.1, §5)", HELD,
      "SDPO_5% +4.2 points at SCIENCE at matched gain; more degenerate answers at every footing (+9.7 at own rates)",

@@ -56,6 +56,7 @@ FAST = {
     12: TINY_RUN + ["--benchmarks", "math,tooluse,math_hard"],
     13: None,    # (it reads the committed cells of results/collapse: seconds)
     14: None,    # (it reads the committed runs of results/reference and results/equal_rate: seconds)
+    15: None,    # (it reads the committed runs of results/mediation: seconds)
 }
 
 
@@ -154,6 +155,12 @@ def key_numbers(number, out_dir):
                     float(size[("SDPO_0", "4e-04")][4].split(" / ")[0]),
                 ("GRPO at 4e-4: seeds whose MATH rose in stage 1, of 32", "exact"):
                     int(learns[("GRPO", "4e-04")][2].split("/")[0])}
+    if number == 15:   # the mediation's declared tests, from the committed runs
+        tests = {r[0]: r for r in table_rows(log_text(out_dir, 15), "## The declared tests")}
+        named = {"M1": "SDPO_0 − GRPO, MATH drop at matched gain (points)",
+                 "M2": "SDPO_0 − GRPO, KL_old at matched gain (nats)",
+                 "M5": "failed-only − SDPO_0, MATH drop at matched gain (points)"}
+        return {(f"{t}: {name}", "exact"): float(tests[t][4].split(" [")[0]) for t, name in named.items()}
     if number == 10:
         m = re.search(r"moves ([\d.]+)x as far", log_text(out_dir, 10))
         return {("the teacher's KL to the base over the Razor policy's", "exact"): float(m.group(1))}

@@ -23,7 +23,7 @@ def test_every_exercise_has_fast_settings():
 
 def test_the_notebook_runs_every_exercise_at_fast_settings(tmp_path):
     """classroom/lab.ipynb, executed as a student would (nbclient, a real kernel), with FAST = True: every exercise's
-    command exits 0 and gives the key numbers classroom/SOLUTIONS.md names. The quick exercises (1, 2, 9, 10, 14) run as
+    command exits 0 and gives the key numbers classroom/SOLUTIONS.md names. The quick exercises (1, 2, 9, 10, 14, 15) run as
     written and give classroom/SOLUTIONS.md's numbers within lab.TOLERANCE; the others take minutes at class settings,
     so their values differ here: `python classroom/lab.py --all --check` compares them all."""
     nbformat = pytest.importorskip("nbformat")
@@ -46,7 +46,7 @@ def test_the_notebook_runs_every_exercise_at_fast_settings(tmp_path):
             checked = lab.check_numbers(number, out, stated)
             assert checked and all(ok for *_, ok in checked), (number, checked)
             quick.append(number)
-    assert quick == [1, 2, 9, 10, 14]
+    assert quick == [1, 2, 9, 10, 14, 15]
     shown = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(shown) >= len(lab.FIGURES)            # the figures are inline
 

@@ -151,3 +151,20 @@ def test_the_figure_draws_every_arm_and_grpo_s_law(tmp_path):
     assert [line.get_label() for line in right.get_lines()] == ["GRPO's law: a + b·log(1 + KL_old)"]
     plt.close("all")
     assert figures.plot_mediation({"theta1": {}, "runs": [], "code": None, "seconds": 0}, path + "2") is None
+
+
+def test_the_summary_alone_reads_the_committed_family_and_a_missing_folder_is_one_error(tmp_path, monkeypatch,
+                                                                                        capsys):
+    """`--summary` without --root reads results/mediation wherever it is run from (LAB.md's exercise 15 runs in a
+    folder of its own); a --root that does not exist is an error: line and exit 2, not "no finished arm yet"."""
+    seen = []
+    monkeypatch.setattr(runner.mediation, "read_runs", lambda root: seen.append(root) or {"runs": [], "theta1": {}})
+    monkeypatch.chdir(tmp_path)
+    runner.main(["--summary"])
+    assert seen == [os.path.join(runner.safety.REPO, "results", "mediation")]
+    assert "no finished arm yet" in capsys.readouterr().out
+    for argv in (["--summary", "--root", str(tmp_path / "nowhere")], ["--seeds", "10"]):
+        with pytest.raises(SystemExit) as e:
+            runner.main(argv)
+        assert e.value.code == 2
+    assert "no such folder" in capsys.readouterr().err

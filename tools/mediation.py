@@ -3,7 +3,8 @@
 
     python tools/mediation.py --seeds 10,11 --jobs 2 --root runs/mediation   # θ_1 per seed, then every arm
     python tools/mediation.py --summary --root runs/mediation                # the declared tests, into its report.md
-    python tools/mediation.py --summary --root results/mediation --into-results   # the committed family's report
+    python tools/mediation.py --summary                                      # the committed family's tests (printed)
+    python tools/mediation.py --summary --root results/mediation --into-results   # ... and its report.md, figure
     python tools/mediation.py --seeds 10 --quick --root /tmp/med             # every step in its smallest form
 
 Per seed S: θ_1 = one MATH stage of GRPO at its own rate (the reference's GRPO, 1e-4) from the tiny model,
@@ -133,8 +134,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default=None, help="comma list of seeds to run (declared: 10-19)")
     ap.add_argument("--jobs", type=int, default=1, help="experiments side by side, one thread each (default 1)")
-    ap.add_argument("--root", default=None, help="the family's run folder (required: this family runs into no "
-                    "committed folder; finished seeds are copied into results/mediation/ and packed)")
+    ap.add_argument("--root", default=None, help="the family's run folder (required to run: this family runs into no "
+                    "committed folder; finished seeds are copied into results/mediation/ and packed); --summary "
+                    "alone reads results/mediation")
     ap.add_argument("--summary", action="store_true", help="the declared tests over the finished seeds")
     ap.add_argument("--quick", action="store_true", help="every step in its smallest form, never for a result")
     ap.add_argument("--into-results", action="store_true", help="with --summary: let it write the committed "
@@ -142,10 +144,13 @@ def main(argv=None):
     ap.add_argument("--measure", metavar="NAME", help=argparse.SUPPRESS)   # (a child: one experiment's measures)
     ap.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.root is None:
-        ap.error("give --root DIR (a folder of your own; results/mediation with --summary)")
-    flags.check_dir_flag(ap, "--root", args.root)
-    root = os.path.abspath(args.root)
+    if args.root is None and not (args.summary and args.seeds is None and not args.measure):
+        ap.error("give --root DIR (a folder of your own to run into)")
+    # --summary alone reads the committed family, wherever the command is run from
+    root = os.path.join(safety.REPO, "results", "mediation") if args.root is None else os.path.abspath(args.root)
+    flags.check_dir_flag(ap, "--root", root)
+    if args.summary and args.seeds is None and not os.path.isdir(root):
+        ap.error(f"--root {args.root}: no such folder (the committed family is results/mediation)")
     if args.measure:
         torch.set_num_threads(args.threads)
         seed = int(args.seeds)
