@@ -249,9 +249,11 @@ FUZZ_ALPHABET = ("\\boxed{}<answer></answer><think></think>Action: Input:{}[]()\
                                          ("tooluse", json.dumps([{"Action": "play", "Action_Input": '{"song": "x"}'}]))])
 def test_fuzz_each_grader_thousands_of_strings_each_fast(kind, answer):
     """2000 random strings per grader (up to 5000 characters, built from the tokens graders look for):
-    every grade is 0 or 1, no call takes 0.1 s, and no feedback string raises."""
+    every grade is 0 or 1, no call (grade, or feedback, which grades again) takes 0.1 s, and no feedback string
+    raises. The strings are the same on every run (a seed from the grader's name, not Python's per-process hash)."""
     import time
-    rng = random.Random(hash((kind, answer)) % 1000)
+    import zlib
+    rng = random.Random(zlib.crc32(f"{kind}:{answer}".encode()))
     rec = {"kind": kind, "answer": answer}
     timed = []
     for _ in range(2000):
@@ -266,13 +268,15 @@ def test_fuzz_each_grader_thousands_of_strings_each_fast(kind, answer):
         assert g in (0.0, 1.0)
 
     def cost(s):
+        """The slower of the two calls on s, in seconds."""
         t0 = time.perf_counter()
         graders.grade(rec, s)
+        t1 = time.perf_counter()
         graders.feedback(rec, s)
-        return time.perf_counter() - t0
+        return max(t1 - t0, time.perf_counter() - t1)
     # the ten slowest strings again, best of 3: a string's own cost, not a busy machine's hiccup
     worst = max(min(cost(s) for _ in range(3)) for _, s in sorted(timed, key=lambda x: x[0])[-10:])
-    assert worst < 0.1, f"slowest grade took {worst:.3f} s"
+    assert worst < 0.1, f"slowest call took {worst:.3f} s"
 
 
 def test_fuzz_the_code_grader():
