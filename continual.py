@@ -89,7 +89,7 @@ def main(argv=None):
                     seed.save_base_row(*evaluate_model(seed.base_model, seed.tok, benchmarks, one, seed.run_dir, "base"))
                 meter = drift.drift_meter(one, seed.base_model, seed.tok, benchmarks, seed.run_dir, experiment.device)
                 for method, settings, name in configs:
-                    # θ_0, or where it stopped; its method: train.METHODS[method] (or beyond/'s, when its knobs are set)
+                    # θ_0, or where it stopped; its method: configurations.METHODS (its third row: beyond/)
                     run = seed.run(configurations.method_of(method, settings, seed.base_model), settings, name)
                     for k in run.stages_left():    # (C1) the stages in order, each from θ_{k−1}
                         theta_prev = drift.weights_before_stage(meter, run.model, run.done, one, run.resume)  # θ_{k−1}

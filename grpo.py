@@ -287,7 +287,7 @@ def run_name(s):
     return "grpo" + "".join(parts)
 
 
-if __name__ == "__main__":   # (this file is GRPO's equations; train.METHODS runs it)
+if __name__ == "__main__":   # (this file is GRPO's equations; continual.py runs it through train.run_steps)
     print("error: a one-domain GRPO run is a one-stage continual run: python continual.py --method grpo --stages "
           "TASK (--task X is --stages X, --out runs/NAME is --name NAME)", file=sys.stderr)
     sys.exit(2)

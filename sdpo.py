@@ -437,7 +437,7 @@ def run_name(s):
     return name
 
 
-if __name__ == "__main__":   # (this file is SDPO's equations; train.METHODS runs it)
+if __name__ == "__main__":   # (this file is SDPO's equations; continual.py runs it through train.run_steps)
     print("error: a one-domain SDPO run is a one-stage continual run: python continual.py --method sdpo --stages "
           "TASK (--task X is --stages X, --out runs/NAME is --name NAME)", file=sys.stderr)
     sys.exit(2)

@@ -19,25 +19,17 @@ and its *frozen* model (GRPO's reference, G4, or SDPO's teacher, S2: no gradient
                      (SDPO's teacher, GRPO's G4 reference)
 
 `run_steps` is the loop and `update` one batch's optimizer steps: read them top to bottom. continual.py calls
-`run_steps` once per stage (C1), with the method named in `METHODS`. The loop's bookkeeping (the progress bar,
-the log, clean stops) is infra/steps.py's; several processes enter through three calls, `whole_batch`,
-`clip_and_step` and `gather_lists`.
+`run_steps` once per stage (C1), with the method named in experiment/configurations.METHODS. The loop's bookkeeping
+(the progress bar, the log, clean stops) is infra/steps.py's; several processes enter through three calls,
+`whole_batch`, `clip_and_step` and `gather_lists`.
 """
 import random
 
 import torch
 
-import grpo
-import sdpo
 from infra.distributed import clip_and_step, gather_lists, whole_batch
 from infra.steps import StepLog
 from rollout import sample_and_grade
-
-# The methods by name: each a module with the five functions above. beyond/variants.py registers its own row,
-# "sdpo_beyond": the method it builds over sdpo.py's functions for a sequence's θ_0, METHODS["sdpo_beyond"](θ_0)
-# (SDPO with another teacher kind or a forgetting defence; beyond the paper, so it is not imported here).
-METHODS = {"grpo": grpo, "sdpo": sdpo}
-
 
 def prompt_order(n_records, args):
     """Indices of the prompts of every step, in a fixed order from `args.seed` (an epoch-wise shuffle):

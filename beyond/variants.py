@@ -8,8 +8,8 @@ skipping an optimizer step that has nothing to distil.
     python continual.py --method sdpo_0 --distill failed      # SDPO_0 distilling its failed responses only (V1)
 
 A method with sdpo.py's functions (frozen_model, prepare_batch, micro_batch_loss, step_stats, after_step),
-built from sdpo.py's own and registered in train.METHODS: a run takes it when one of the knobs below is set, sdpo.py
-otherwise, so the paper's files never read them. `method(base)` is this file's method for a sequence whose θ_0
+built from sdpo.py's own, the third row of experiment/configurations.METHODS: a run takes it when one of the knobs
+below is set (and says so in one line), sdpo.py otherwise, so the paper's files never read them. `method(base)` is this file's method for a sequence whose θ_0
 is `base`; its frozen model is a pair {"teacher": the teacher of its kind, "base": θ_0 where R2 or R3 reads it}.
 """
 import dataclasses
@@ -21,13 +21,12 @@ from typing import Literal
 
 import torch
 
-if __name__ == "__main__":   # (a method, not a command: train.METHODS runs it)
+if __name__ == "__main__":   # (a method, not a command: continual.py runs it)
     print("error: a one-domain run with these knobs is a one-stage continual run: python continual.py --method sdpo "
           "--stages TASK --teacher live (--task X is --stages X, --out runs/NAME is --name NAME)", file=sys.stderr)
     sys.exit(2)
 
 import sdpo  # noqa: E402
-import train  # noqa: E402
 from grpo import k3_kl  # noqa: E402
 from infra.knobs import knob, must  # noqa: E402
 from infra.distributed import clone_model, global_sum  # noqa: E402
@@ -248,9 +247,6 @@ def method(base=None):
     return types.SimpleNamespace(frozen_model=functools.partial(frozen_model, base=base), teacher_of=teacher_of,
                                  prepare_batch=prepare_batch, micro_batch_loss=micro_batch_loss,
                                  step_stats=step_stats, after_step=after_step, stage_prompts=stage_prompts)
-
-
-train.METHODS["sdpo_beyond"] = method   # registered by name beside grpo and sdpo (train.METHODS)
 
 
 def run_name(s):

@@ -4,22 +4,28 @@ and the method train.run_steps is handed.
     parse_command(argv, continual, presets) -> (parser, args, stages, benchmarks, configs, defaults)
                  continual.py's flags (infra/flags.py) and its configurations, [(method, settings, run name)], in order
 
-A configuration is a method (train.METHODS) with the settings of every knob that names one: the method's own
+A configuration is a method (METHODS) with the settings of every knob that names one: the method's own
 SETTINGS (grpo.py, sdpo.py), for SDPO beyond/variants.py's and the stage boundary's (T3, continual.py), and the
 method's learning rate. Its run name carries every setting away from its default, so two configurations never share
 a name. The run directories (experiment/rundir.py) take the list as it is and know nothing of the methods."""
-import train
+import grpo
+import sdpo
 from beyond import variants
 from infra import flags
 
 T3_SETTINGS = ("teacher_init", "teacher_mix")   # continual.py's knobs that name an SDPO configuration (T3)
+# Every method train.run_steps can be handed, by name: the paper's two, each a module with train.py's five functions,
+# and beyond/variants.py's, SDPO with another teacher kind or a forgetting defence, built over the sequence's θ_0:
+# METHODS["sdpo_beyond"](θ_0). --method names the first two (a new method adds its row here); the third is taken
+# when one of its knobs is set, and configurations() says so in one line.
+METHODS = {"grpo": grpo, "sdpo": sdpo, "sdpo_beyond": variants.method}
 
 
 def knobs(continual):
-    """continual.py's knob rows by who reads them (each method of train.METHODS, SDPO's with beyond/variants.py's and
+    """continual.py's knob rows by who reads them (each method of METHODS, SDPO's with beyond/variants.py's and
     T3's; "every method": continual.py's own), and beyond/variants.py's function naming flags set to no effect."""
     own = flags.knob_rows(continual)
-    rows = {name: flags.knob_rows(m) for name, m in train.METHODS.items() if hasattr(m, "SETTINGS")}
+    rows = {name: flags.knob_rows(m) for name, m in METHODS.items() if hasattr(m, "SETTINGS")}
     rows["sdpo"] += flags.knob_rows(variants, "beyond") + [k for k in own if k["name"] in T3_SETTINGS]
     return {**rows, "every method": [k for k in own if k["name"] not in T3_SETTINGS]}, variants.warnings_of
 
@@ -27,13 +33,13 @@ def knobs(continual):
 def naming_knobs():
     """The knobs whose values name a configuration (and so its run name), not the run directory's hash."""
     return {*variants.SETTINGS, "trust_rate", *T3_SETTINGS,
-            *(k for m in train.METHODS.values() for k in getattr(m, "SETTINGS", ()))}
+            *(k for m in METHODS.values() for k in getattr(m, "SETTINGS", ()))}
 
 
 def configuration(method, args, preset):
     """(method, settings, run name) of one configuration: the method's SETTINGS (SDPO: beyond/variants.py's and
     T3's too), the preset over them, and the method's rate; the name carries every setting away from its default."""
-    module = train.METHODS[method]
+    module = METHODS[method]
     settings = {k: getattr(args, k) for k in module.SETTINGS}
     if method == "sdpo":   # beyond/variants.py's knobs and T3's name an SDPO configuration too
         settings.update({**variants.settings_of(args), **{k: getattr(args, k) for k in T3_SETTINGS}})
@@ -51,11 +57,14 @@ def configurations(ap, args, presets):
             configs += [configuration("sdpo", args, {"alpha": a}) for a in args.alpha]
         elif item in presets:      # a configuration of the paper's, by name (continual.PRESETS)
             configs.append(configuration("sdpo", args, {"alpha": 0.0, **presets[item]}))
-        else:                      # grpo, or any other method of train.METHODS, as its flags say
+        else:                      # grpo, or any other method of METHODS, as its flags say
             configs.append(configuration(item, args, {}))
     names = [c[2] for c in configs]
     if len(set(names)) < len(names):
         ap.error(f"--method: the same configuration twice ({', '.join(names)})")
+    for method, settings, name in configs:   # the third row of METHODS is taken by its knobs: said, once each
+        if method == "sdpo" and variants.wanted(settings):
+            print(f"{name}: SDPO beyond the paper, as its knobs ask: configurations.METHODS['sdpo_beyond'] (beyond/)")
     return configs
 
 
@@ -68,8 +77,6 @@ def parse_command(argv, continual, presets):
 
 
 def method_of(method, settings, base):
-    """The method train.run_steps is handed: train.METHODS[method], or beyond/variants.py's when one of its knobs is
-    set (built over the sequence's θ_0, `base`)."""
-    if method == "sdpo" and variants.wanted(settings):
-        return train.METHODS["sdpo_beyond"](base)
-    return train.METHODS[method]
+    """The method train.run_steps is handed: METHODS[method], or its third row, beyond/variants.py's, when one of that
+    file's knobs is set (built over the sequence's θ_0, `base`; configurations() said so)."""
+    return METHODS["sdpo_beyond"](base) if method == "sdpo" and variants.wanted(settings) else METHODS[method]

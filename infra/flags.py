@@ -96,7 +96,7 @@ def check_knobs(ap, args, knobs):
 @dataclasses.dataclass(frozen=True)
 class Experiment:
     """The paper's knobs that are the run's, not a method's."""
-    method: str = knob("sdpo", "comma list of methods (train.METHODS: grpo, sdpo with --alpha and the SDPO flags), or "
+    method: str = knob("sdpo", "comma list of methods (grpo, sdpo with --alpha and the SDPO flags), or "
                                "the paper's named configurations (sdpo_0, sdpo_5, sdpo_cot_0, sdpo_cot_5, s_sdpo_0, "
                                "stable_sdpo)")
     stages: str = knob(DEFAULT_STAGES, "training domains in order (C1): built-in ones (" + ", ".join(tasks.GENERATORS)

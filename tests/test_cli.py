@@ -247,3 +247,29 @@ def test_a_stage_given_twice_is_said_once(capsys):
     assert err.count("--stages names math more than once") == 1
     continual.parse_args(["--stages", "math,science"])
     assert "more than once" not in capsys.readouterr().err
+
+
+def test_the_method_table_is_written_out_and_its_third_row_says_when_it_is_taken(capsys):
+    """experiment/configurations.METHODS names all three methods, beyond/variants.py's row written there (the paper's
+    floor never imports beyond/), where it was added to train.METHODS at import; a configuration whose knobs take the third row
+    says so in one line, and the paper's configurations say nothing."""
+    import ast
+    import continual
+    import train
+    from beyond import variants
+    from experiment import configurations
+    tree = ast.parse(open(os.path.join(ROOT, "experiment", "configurations.py")).read())
+    table = next(n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "METHODS")
+    assert [k.value for k in table.keys] == ["grpo", "sdpo", "sdpo_beyond"]
+    assert configurations.METHODS["sdpo_beyond"] is variants.method and not hasattr(train, "METHODS")
+    assert "import train" not in open(os.path.join(ROOT, "beyond", "variants.py")).read()
+    continual.parse_args(["--method", "grpo,sdpo_0,sdpo_5", "--stages", "math"])
+    assert "beyond the paper" not in capsys.readouterr().out
+    *_, configs, _ = continual.parse_args(["--method", "sdpo_0,grpo", "--teacher", "base", "--distill", "failed",
+                                           "--stages", "math"])
+    out = capsys.readouterr().out
+    assert out.splitlines() == ["sdpo_a0_base_failedonly: SDPO beyond the paper, as its knobs ask: "
+                                "configurations.METHODS['sdpo_beyond'] (beyond/)"]
+    (sdpo_cfg, grpo_cfg) = configs
+    assert type(configurations.method_of(*sdpo_cfg[:2], None)).__name__ == "SimpleNamespace"
+    assert configurations.method_of(*grpo_cfg[:2], None) is configurations.METHODS["grpo"]

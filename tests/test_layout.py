@@ -133,9 +133,10 @@ def headline_closure(graph=None, start="continual"):
 # experiment/configurations.py (the run directories' module imports none of the paper's files: the stage's prompts,
 # curve and results are continual.py's calls), the saved responses' files in infra/checkpoints.py and the tools'
 # one_configuration in infra/commands.py; 3,943 with the same knob in two methods one flag, or one line
-# (infra/flags.one_row_per_name: it was argparse's traceback). Held here so that it only shrinks; the cuts aim at
-# 3,700 (docs/FILES.md).
-MAX_HEADLINE_CODE_LINES = 3943
+# (infra/flags.one_row_per_name: it was argparse's traceback); 3,941 with the method table written out in one place
+# (experiment/configurations.METHODS, beyond/'s row too, where beyond/variants.py added it to train.METHODS at
+# import). Held here so that it only shrinks; the cuts aim at 3,700 (docs/FILES.md).
+MAX_HEADLINE_CODE_LINES = 3941
 
 
 def test_the_run_directories_module_imports_none_of_the_paper_s_files():

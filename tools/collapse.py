@@ -43,7 +43,7 @@ from infra import flags, safety  # noqa: E402
 from infra import stats  # noqa: E402
 from analysis import archive, probes  # noqa: E402
 from analysis.figures import plot_loop_stages, plot_loop_steps  # noqa: E402
-from experiment import rundir  # noqa: E402
+from experiment import configurations, rundir  # noqa: E402
 from world import tasks  # noqa: E402
 from infra.checkpoints import atomic_json  # noqa: E402
 from infra.distributed import init_distributed  # noqa: E402
@@ -213,7 +213,7 @@ def run_cell(runs, out, cell, seed, steps=40):
     log = os.path.join(os.path.dirname(path), "log.jsonl")
     if os.path.exists(log):
         os.remove(log)
-    base_method = train.METHODS[method]
+    base_method = configurations.METHODS[method]
     stage = rundir.Stage(CODING_STAGE, "coding", *continual.new_stage(model, tok, "coding", CODING_STAGE, base_method,
                                                                       settings, args))
     if teacher in ("base", "grpo"):   # the swap: a fixed teacher, never moved (α = 0)
