@@ -142,7 +142,7 @@ def frozen_model(model, args, carried=None):
     return clone_model(model).eval().requires_grad_(False) if args.kl_coef > 0 else None
 
 
-def teacher_of(ref_model):
+def frozen_state(ref_model):
     """What a stop saves beside the student (experiment/rundir.py): (G4)'s frozen reference, θ_{k−1}, so that a
     resumed stage compares with the stage's start and not with the stopped weights; None without --kl-coef."""
     return ref_model

@@ -414,8 +414,8 @@ def frozen_model(model, args, carried=None):
     return stage_teacher(model, carried, getattr(args, "teacher_mix", 1.0))
 
 
-def teacher_of(frozen):
-    """The model saved beside the student (train.py, continual.py): SDPO's frozen model is its teacher."""
+def frozen_state(frozen):
+    """The frozen model a stop saves beside the student (experiment/rundir.py): SDPO's teacher, as it was."""
     return frozen
 
 

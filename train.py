@@ -15,8 +15,8 @@ and its *frozen* model (GRPO's reference, G4, or SDPO's teacher, S2: no gradient
                      micro-batch stats from every process
     method.after_step(frozen, model, step, args) -> bool                   SDPO's teacher schedule (T1 EMA,
                      T2 refresh: True at a refresh point); GRPO, with no teacher, has no after_step
-    method.teacher_of(frozen) -> model or None                             what is saved beside the student
-                     (SDPO's teacher, GRPO's G4 reference)
+    method.frozen_state(frozen) -> model or None                           the frozen model a stop saves beside the
+                     student (SDPO's teacher, GRPO's G4 reference, θ_{k−1}), so a resumed stage keeps it
 
 `run_steps` is the loop and `update` one batch's optimizer steps: read them top to bottom. continual.py calls
 `run_steps` once per stage (C1), with the method named in experiment/configurations.METHODS. The loop's bookkeeping

@@ -92,7 +92,9 @@ def frozen_copy(model):
     return clone_model(model).eval().requires_grad_(False)
 
 
-def teacher_of(frozen):
+def frozen_state(frozen):
+    """The frozen model a stop saves beside the student: the teacher of its kind (θ_0, where R2 or R3 reads it, is
+    rebuilt from the sequence's start)."""
     return frozen["teacher"]
 
 
@@ -244,7 +246,7 @@ def replayed(records, tok, earlier_domains, share, args, stage_seed, room=0):
 # ----------------------------------------------------------------------------------------------
 def method(base=None):
     """This file's method for a sequence whose θ_0 is `base` (None: the starting model of the task)."""
-    return types.SimpleNamespace(frozen_model=functools.partial(frozen_model, base=base), teacher_of=teacher_of,
+    return types.SimpleNamespace(frozen_model=functools.partial(frozen_model, base=base), frozen_state=frozen_state,
                                  prepare_batch=prepare_batch, micro_batch_loss=micro_batch_loss,
                                  step_stats=step_stats, after_step=after_step, stage_prompts=stage_prompts)
 

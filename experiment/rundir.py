@@ -46,7 +46,7 @@ class Stage:
     records: list
     opt: torch.optim.Optimizer
     frozen: object                 # the method's frozen model: SDPO's teacher, GRPO's reference (or None)
-    teacher: object = None         # what is saved beside the student (method.teacher_of(frozen))
+    teacher: object = None         # what is saved beside the student (method.frozen_state(frozen))
     start: int = 0
     rows: list = dataclasses.field(default_factory=list)
     curve: list = dataclasses.field(default_factory=list)
@@ -252,7 +252,7 @@ class Run:
         forget_lost_steps(seed.log_path, self.name, k, self.resume)
         if k > 0 and args.stage_optimizer == "carry" and not self.resume:   # the moments and step count go on
             load_optimizer(stage_checkpoint(seed.run_dir, self.name, k - 1, seed.stages[k - 1]), model, opt)
-        teacher = self.method.teacher_of(frozen)   # SDPO's teacher, GRPO's reference (G4), or None
+        teacher = self.method.frozen_state(frozen)   # SDPO's teacher, GRPO's reference (G4), or None
         stage = Stage(k, seed.stages[k], stage_args, records, opt, frozen, teacher,
                       desc=f"{seed.label}{self.name} {k + 1}:{seed.stages[k]}", t0=t0)
         if self.resume:   # (sharded: rank 0 reads the whole states, every rank takes its shard)

@@ -184,7 +184,7 @@ def test_a_method_beside_grpo_and_sdpo_is_its_file_its_row_and_its_rate(tmp_path
     else: here GRPO's functions under another name (no knobs of its own, so no settings) run a one-step stage, are
     named by their run_name, and take their own rate; a GRPO knob typed beside it changes nothing and says so."""
     same = types.SimpleNamespace(**{f: getattr(grpo, f) for f in ("frozen_model", "prepare_batch",
-                                                                   "micro_batch_loss", "step_stats", "teacher_of")},
+                                                                   "micro_batch_loss", "step_stats", "frozen_state")},
                                  SETTINGS=(), run_name=lambda settings: "pg")
     monkeypatch.setitem(configurations.METHODS, "pg", same)
     monkeypatch.setitem(flags.LR, "pg", 2e-4)

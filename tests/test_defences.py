@@ -214,7 +214,7 @@ def test_failed_only_distils_the_failed_responses_alone_against_brute_force(pair
     batch = {"records": [record] * 4, "texts": texts, "rewards": torch.tensor([1.0, 1.0, 0.0, 0.0]),
              "group_size": 4, "prompt_ids": [encode_chat(tok, chat_messages(record))] * 4, "response_ids": resp}
     frozen = variants.frozen_model(student, args, base=base)
-    teacher = variants.teacher_of(frozen)
+    teacher = variants.frozen_state(frozen)
     with torch.no_grad():   # a teacher that differs from the student, so every token has a loss
         for p in teacher.parameters():
             p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0)))

@@ -168,7 +168,7 @@ def cell_method(base_method, probe_teacher=None, loops=None):
     def step_stats(plan, results):
         return {**base_method.step_stats(plan, results), **plan["probe"]}
 
-    optional = {name: getattr(base_method, name) for name in ("after_step", "teacher_of") if hasattr(base_method, name)}
+    optional = {name: getattr(base_method, name) for name in ("after_step", "frozen_state") if hasattr(base_method, name)}
     return SimpleNamespace(prepare_batch=prepare_batch, micro_batch_loss=micro_batch_loss, step_stats=step_stats,
                            frozen_model=base_method.frozen_model, **optional)
 
