@@ -33,12 +33,19 @@ def read_json(path, max_bytes=MAX_JSON_BYTES):
 def run_command(main, argv=None):
     """Run a command's main; a failure it did not turn into its own message (a file that cannot be read or written,
     a value of the wrong type, a full disk) ends in one `error:` line naming the file where there is one, exit 1;
-    Ctrl-C exits 130. Returns main's result."""
+    Ctrl-C exits 130; a reader that left (`| head`) ends it quietly, 141, as SIGPIPE ends a Unix tool. Returns main's
+    result."""
     try:
         return main(argv)
     except KeyboardInterrupt:
         print("\ninterrupted (Ctrl-C)", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:   # (it said "error: Broken pipe")
+        try:   # what is still buffered has nowhere to go: Python's flush at exit would fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):   # (a stdout with no file behind it: nothing to redirect)
+            pass
+        sys.exit(141)
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""
         sys.exit(f"error: {where}{e.strerror or one_line(e)}")

@@ -91,3 +91,18 @@ def test_run_command_turns_an_unforeseen_failure_into_one_line(capsys):
     with pytest.raises(SystemExit) as e:
         commands.run_command(typo)
     assert e.value.code == "error: KeyError: 'runs'"
+
+
+def test_a_reader_that_leaves_ends_a_command_quietly():
+    """`python tools/X.py | head -1`: the pipe closes while the command still prints; it ends with 141, as SIGPIPE ends
+    a Unix tool, and says nothing (it said "error: Broken pipe", exit 1)."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("from infra.commands import run_command\n"
+            "run_command(lambda argv: [print('row', i) for i in range(10 ** 6)])")
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, "PYTHONPATH": root})
+    assert p.stdout.readline() == b"row 0\n"
+    p.stdout.close()   # the reader leaves
+    assert p.wait(timeout=60) == 141 and p.stderr.read() == b""
