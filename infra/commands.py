@@ -2,6 +2,7 @@
 of a bounded size, valid JSON: a ValueError naming it), a command whose every failure ends in one `error:` line
 and a non-zero exit, never a traceback, and one configuration's flags for the tools that call train.update
 themselves. No run imports it."""
+import contextlib
 import json
 import os
 import stat
@@ -41,10 +42,10 @@ def run_command(main, argv=None):
         print("\ninterrupted (Ctrl-C)", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:   # (it said "error: Broken pipe")
-        try:   # what is still buffered has nowhere to go: Python's flush at exit would fail again
+        # what is still buffered has nowhere to go: Python's flush at exit would fail again, so stdout goes to
+        # /dev/null (a stdout with no file behind it, as under pytest, has nothing to redirect)
+        with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):   # (a stdout with no file behind it: nothing to redirect)
-            pass
         sys.exit(141)
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""
