@@ -7,10 +7,11 @@ skipping an optimizer step that has nothing to distil.
     python continual.py --method sdpo --stages math --teacher live   # one domain, taught by the live student (T4)
     python continual.py --method sdpo_0 --distill failed      # SDPO_0 distilling its failed responses only (V1)
 
-A method with sdpo.py's functions (frozen_model, prepare_batch, micro_batch_loss, step_stats, after_step),
-built from sdpo.py's own, the third row of experiment/configurations.METHODS: a run takes it when one of the knobs
-below is set (and says so in one line), sdpo.py otherwise, so the paper's files never read them. `method(base)` is this file's method for a sequence whose θ_0
-is `base`; its frozen model is a pair {"teacher": the teacher of its kind, "base": θ_0 where R2 or R3 reads it}.
+A method with sdpo.py's functions (frozen_model, prepare_batch, micro_batch_loss, step_stats, after_step), built
+from sdpo.py's own, the third row of experiment/configurations.METHODS: a run takes it when one of the knobs below
+is set (and says so in one line), sdpo.py otherwise, so the paper's files never read them. `method(base)` is this
+file's method for a sequence whose θ_0 is `base`; its frozen model is a pair {"teacher": the teacher of its kind,
+"base": θ_0 where R2 or R3 reads it}.
 """
 import dataclasses
 import functools
@@ -93,8 +94,8 @@ def frozen_copy(model):
 
 
 def frozen_state(frozen):
-    """The frozen model a stop saves beside the student: the teacher of its kind (θ_0, where R2 or R3 reads it, is
-    rebuilt from the sequence's start)."""
+    """The frozen model a stop saves beside the student: the teacher of its kind. (θ_0, where R2 or R3 reads it, is not
+    saved: it is the sequence's base model, which a resumed run loads again.)"""
     return frozen["teacher"]
 
 
