@@ -22,8 +22,8 @@ Read `main` first: it is the experiment, the stage loop C1–C2 in the paper's o
 train.run_steps, whose `update` calls the method's loss on every micro-batch (grpo.micro_batch_loss or
 sdpo.micro_batch_loss), then backward, clip and step.
 """
+import argparse
 import dataclasses
-import copy
 import sys
 from typing import Literal
 
@@ -33,7 +33,7 @@ import drift
 import evaluate
 import train
 from experiment import configurations, rundir
-from infra.knobs import knob, must
+from infra.knobs import knob
 from rollout import drop_long_prompts, prompt_room
 from world import tasks
 
@@ -50,18 +50,13 @@ PRESETS = {"sdpo_0": {"alpha": 0.0},                                      # SDPO
            "s_sdpo_0": {"refresh_every": S_SDPO_REFRESH, "gamma": 1.0},   # S-SDPO_0: restart-and-freeze (T2, γ = 1)
            "stable_sdpo": {"refresh_every": S_SDPO_REFRESH, "gamma": 0.5}}  # StableSDPO: refresh-and-freeze, γ = 0.5
 
-# continual.py's own knobs, one field each (infra/knobs.py; --help-all shows them): the stage boundary.
+# continual.py's own knob (infra/knobs.py; --help-all shows it): the stage boundary's optimizer. (SDPO's teacher at
+# the boundary, T3, is SDPO's: sdpo.SDPOConfig's teacher_init and teacher_mix.)
 @dataclasses.dataclass(frozen=True)
 class StageRules:
     """The stage boundary's knobs (--help-all)."""
-    teacher_init: Literal["restart", "carry"] = knob("restart", "SDPO's teacher at a stage start (T3): the student's "
-                                                                "copy, or carried")
-    teacher_mix: float = knob(1.0, "a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry")
     stage_optimizer: Literal["fresh", "carry"] = knob("fresh", "AdamW at a stage start: fresh (the release) or "
                                                                "carried over")
-
-    def __post_init__(self):   # the values allowed (infra/knobs.must: one error line)
-        must(0 <= self.teacher_mix <= 1, "--teacher-mix must be in [0, 1]")
 
 
 def parse_args(argv=None):
@@ -91,14 +86,15 @@ def main(argv=None):
                 for method, settings, name in configs:
                     # θ_0, or where it stopped; its method: configurations.METHODS (its third row: beyond/)
                     run = seed.run(configurations.method_of(method, settings, seed.base_model), settings, name)
+                    cfg = configurations.config_of(method, settings, one)   # its knobs (grpo.GRPOConfig, …)
                     for k in run.stages_left():    # (C1) the stages in order, each from θ_{k−1}
                         theta_prev = drift.weights_before_stage(meter, run.model, run.done, one, run.resume)  # θ_{k−1}
-                        stage_args, records, opt, frozen = new_stage(run.model, run.tok, stages[k], k, run.method,
+                        stage_args, records, opt, frozen = new_stage(run.model, run.tok, stages[k], k, run.method, cfg,
                                                                      settings, one, run.carried_teacher(k), stages[:k])
                         curve = evaluate.in_stage_curve(run.model, run.tok, stages[k], stage_args)   # (C3) in-stage
                         with run.stage(k, stage_args, records, opt, frozen, curve) as stage:   # resumed; kept if stopped
                             # (C1) θ_k = train(method, θ_{k−1}, D_k): args.steps steps of the method
-                            train.run_steps(run.model, run.tok, stage.records, stage_args, run.method, frozen, opt,
+                            train.run_steps(run.model, run.tok, stage.records, stage_args, run.method, cfg, frozen, opt,
                                             desc=stage.desc, start_step=stage.start, on_step=stage.on_step)
                             # (C2) acc[k][b]: θ_k on every training domain's test set and every OOD benchmark
                             acc, deg, resp = evaluate_model(run.model, run.tok, benchmarks, one, seed.run_dir,
@@ -113,22 +109,22 @@ def main(argv=None):
     return experiment.finish()
 
 
-def new_stage(model, tok, domain, k, method, settings, args, carried=None, earlier=()):
+def new_stage(model, tok, domain, k, method, cfg, settings, args, carried=None, earlier=()):
     """What stage k trains with: its settings and prompts D_k (a method beyond the paper may add prompts of the
     `earlier` stages' domains: beyond/variants.py), a fresh AdamW (the release's: every stage is a job of its own)
     and the method's frozen model: (T3) SDPO's teacher, restarted from θ_{k−1} (or the carried teacher mixed in:
     --teacher-init carry), or GRPO's reference (G4, --kl-coef only). Returns (the stage's settings, its prompts, the
     optimizer, the frozen model)."""
-    stage_args = copy.copy(args)
-    vars(stage_args).update(settings)
-    stage_args.seed = args.seed * 1000 + k   # a different prompt order per stage, the same across methods
+    # the run's settings (the method's knobs are cfg's) with the stage's: the method's rate (--lr, or the method's own:
+    # experiment/configurations.py) and a prompt order of its own, the same across methods
+    stage_args = argparse.Namespace(**{**vars(args), "lr": settings["lr"], "seed": args.seed * 1000 + k})
     room = prompt_room(model, stage_args.max_new_tokens)   # the prompt tokens the model's positions leave
     records = drop_long_prompts(tok, tasks.train_records(domain, seed=args.seed), args.max_prompt_len,
                                 f"{domain} training prompts", room)
     if hasattr(method, "stage_prompts"):   # (beyond/variants.py's method; the paper's methods take D_k as it is)
-        records = method.stage_prompts(records, tok, earlier, args, stage_args, room)
+        records = method.stage_prompts(records, tok, earlier, cfg, args, stage_args.seed, room)
     opt = torch.optim.AdamW(model.parameters(), lr=stage_args.lr, weight_decay=args.weight_decay)
-    return stage_args, records, opt, method.frozen_model(model, stage_args, carried)
+    return stage_args, records, opt, method.frozen_model(model, cfg, carried)
 
 
 def evaluate_model(model, tok, benchmarks, args, run_dir=None, tag=None):

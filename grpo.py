@@ -36,16 +36,17 @@ from rollout import batch_order, micro_batches, response_logits, response_logpro
 # GRPO's knobs, one field each (infra/knobs.py): the flag (--mini-batches for mini_batches), its default and the
 # --help text; the values allowed are checked in __post_init__. The defaults are the release's
 # (`baseline_grpo.yaml`, docs/PROTOCOL.md); the paper states none of them, so all are the protocol's (--help-all).
+# The method is handed one instance, `cfg` (experiment/configurations.config_of), and reads its knobs there.
 @dataclasses.dataclass(frozen=True)
-class GRPORules:
+class GRPOConfig:
     """GRPO's knobs, all the release's rules (--help-all)."""
-    mini_batches: int = knob(4, "GRPO: optimizer steps per batch, each on a slice (the release: 4); 1 = on-policy (G2)")
-    epochs: int = knob(1, "GRPO: passes over each batch")
-    epsilon: float = knob(0.2, "GRPO: ε_low of the clip (G3)")
-    epsilon_high: float = knob(0.28, "GRPO: ε_high of the clip (G3)")
-    clip_ratio_c: float = knob(3.0, "GRPO: dual clip c for negative advantages (G3, the release's 3); 0 = off")
-    kl_coef: float = knob(0.0, "GRPO: β_KL of the k3 KL to the start model (G4); 0 = off")
-    adv_std: bool = knob(False, "GRPO: divide advantages by the group std (G1)")
+    mini_batches: int = knob(4, "GRPO: optimizer steps per batch (the release: 4); 1 = on-policy (G2)", rule=True)
+    epochs: int = knob(1, "GRPO: passes over each batch", rule=True)
+    epsilon: float = knob(0.2, "GRPO: ε_low of the clip (G3)", rule=True)
+    epsilon_high: float = knob(0.28, "GRPO: ε_high of the clip (G3)", rule=True)
+    clip_ratio_c: float = knob(3.0, "GRPO: dual clip c for negative advantages (G3; release: 3); 0 = off", rule=True)
+    kl_coef: float = knob(0.0, "GRPO: β_KL of the k3 KL to the start model (G4); 0 = off", rule=True)
+    adv_std: bool = knob(False, "GRPO: divide advantages by the group std (G1)", rule=True)
 
     def __post_init__(self):   # the values allowed, checked before any work (infra/knobs.must: one error line)
         must(self.mini_batches >= 1, "--mini-batches must be >= 1")
@@ -136,10 +137,10 @@ def aggregate(per_token_loss, mask, mode="token-mean", num_tokens=None, num_seqs
 # ----------------------------------------------------------------------------------------------
 # The GRPO update on one graded batch
 # ----------------------------------------------------------------------------------------------
-def frozen_model(model, args, carried=None):
+def frozen_model(model, cfg, carried=None):
     """(G4)'s reference: a frozen copy of the starting model when --kl-coef > 0, else None. (carried: what SDPO
     carries between stages; GRPO carries nothing.)"""
-    return clone_model(model).eval().requires_grad_(False) if args.kl_coef > 0 else None
+    return clone_model(model).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
 
 
 def frozen_state(ref_model):
@@ -148,20 +149,22 @@ def frozen_state(ref_model):
     return ref_model
 
 
-def prepare_batch(model, ref_model, batch, args, tok, step):
+def prepare_batch(model, ref_model, batch, cfg, args, tok, step):
     """(G1) advantages and (G2) π_old for one batch, and its `epochs × mini_batches` optimizer steps: for
     each, its micro-batches and the mini-batch's token and sequence counts. train.update takes the steps.
 
     batch: from train.sample_and_grade (prompt_ids, response_ids [N*G], rewards [N*G], group_size).
+    cfg: GRPO's knobs (GRPOConfig); args: the run's (the batch order, the micro-batch size).
     """
     # (G1) one advantage per response
-    adv = group_advantages(batch["rewards"], batch["group_size"], args.adv_std)          # [N*G]
+    adv = group_advantages(batch["rewards"], batch["group_size"], cfg.adv_std)           # [N*G]
     # (G2) π_old: needed only when one batch feeds several optimizer steps; on-policy it is sg[π_θ]
-    old = old_policy_logprobs(model, batch, args.micro_batch, tok.pad_token_id) if several_steps(args) else None
+    old = old_policy_logprobs(model, batch, args.micro_batch, tok.pad_token_id) if several_steps(cfg) else None
     lengths = [len(r) for r in batch["response_ids"]]
     seq_lengths = [len(p) + len(r) for p, r in zip(batch["prompt_ids"], batch["response_ids"])]
     steps = []
-    for mini in mini_batch_split(len(adv), batch["group_size"], args, seq_lengths, batch.get("blocks", 1)):
+    for mini in mini_batch_split(len(adv), batch["group_size"], cfg.mini_batches, cfg.epochs, args.mini_batch_order,
+                                 seq_lengths, batch.get("blocks", 1)):
         # (G5) the mini-batch's token and sequence counts: every micro-batch divides by them, so summing
         # micro-batch gradients gives the mini-batch gradient (train.update makes them the whole batch's)
         steps.append({"micro_batches": micro_batches_of(mini, lengths, args.micro_batch),
@@ -172,9 +175,9 @@ def prepare_batch(model, ref_model, batch, args, tok, step):
     return {"steps": steps, "advantages": adv, "old": old, "group_size": batch["group_size"], "counts": counts}
 
 
-def micro_batch_loss(model, ref_model, batch, plan, part, idx, args, tok):
+def micro_batch_loss(model, ref_model, batch, plan, part, idx, cfg, args, tok):
     """The GRPO loss of the responses `idx` (one micro-batch of the optimizer step `part`): (G2)–(G5), each
-    equation called here. Returns (loss, stats)."""
+    equation called here; cfg: GRPO's knobs, args: the run's (the aggregation). Returns (loss, stats)."""
     prompts = [batch["prompt_ids"][i] for i in idx]
     responses = [batch["response_ids"][i] for i in idx]
     logits, mask, targets = response_logits(model, prompts, responses, tok.pad_token_id)   # [b, T, V], [b, T], [b, T]
@@ -188,13 +191,13 @@ def micro_batch_loss(model, ref_model, batch, plan, part, idx, args, tok):
             ref_logp = token_logprobs(ref_logits, targets)                                     # [b, T]
     # (G3) the clipped surrogate per token, and where the clip bound
     adv = plan["advantages"][idx].to(logp.device)                                            # [b]
-    per_token, clipped = clipped_surrogate(logp, old_logp, adv, args.epsilon, args.epsilon_high,
-                                           args.clip_ratio_c)                                 # [b, T] each
+    per_token, clipped = clipped_surrogate(logp, old_logp, adv, cfg.epsilon, cfg.epsilon_high,
+                                           cfg.clip_ratio_c)                                  # [b, T] each
     stats = {"clip_frac": (clipped.float() * mask).sum().item() / max(1.0, mask.sum().item())}
-    if args.kl_coef > 0 and ref_logp is not None:
+    if cfg.kl_coef > 0 and ref_logp is not None:
         kl = k3_kl(logp, ref_logp)                                                      # [b, T]
         # (G4) ℓ + β_KL · k3
-        per_token = per_token + args.kl_coef * kl
+        per_token = per_token + cfg.kl_coef * kl
         stats["kl"] = ((kl * mask).sum() / mask.sum().clamp(min=1)).item()
     # (G5) token-mean or seq-mean-token-mean, over the whole mini-batch's counts
     loss = aggregate(per_token, mask, args.loss_agg, part["n_tok"], part["n_seq"])
@@ -227,36 +230,36 @@ def step_stats(plan, results):
 # ----------------------------------------------------------------------------------------------
 # Several optimizer steps per batch (--mini-batches, --epochs): the helpers the update calls
 # ----------------------------------------------------------------------------------------------
-def several_steps(args):
-    return args.epochs > 1 or args.mini_batches > 1
+def several_steps(cfg):
+    return cfg.epochs > 1 or cfg.mini_batches > 1
 
 
-def mini_batch_split(n, group_size, args, seq_lengths=None, blocks=1):
+def mini_batch_split(n, group_size, mini_batches, epochs=1, order="balanced", seq_lengths=None, blocks=1):
     """Index lists of the optimizer steps on one batch: `epochs` passes of `mini_batches` parts each.
 
     As the release does: the batch put in its order, then cut into contiguous mini-batches (verl's
     `data.split(ppo_mini_batch_size)`, no shuffle).
-    --mini-batch-order balanced (default, the release's `_balance_batch`): the order is
+    order "balanced" (--mini-batch-order, default, the release's `_balance_batch`): the order is
       rollout.balanced_order of the prompt + response lengths (`seq_lengths`), so each mini-batch is a
       band of similar lengths drawn from many groups. Example, 64 responses, 4 mini-batches: the
       shortest band of the even-ranked, the longer even-ranked, the longest odd-ranked, the shorter ones.
-    --mini-batch-order contiguous: sampling order, so whole groups: 8 prompts × G = 8, 4 mini-batches ->
+    order "contiguous": sampling order, so whole groups: 8 prompts × G = 8, 4 mini-batches ->
       responses 0–15, 16–31, 32–47, 48–63, each two whole groups.
     With several sample blocks in the batch (`blocks`, `--sample-blocks`), each block is ordered and split
     the same way, so one process with N blocks takes the same steps as N processes.
     """
     per_block = n // blocks                                                    # responses per block
-    if args.mini_batch_order == "balanced":
-        order = batch_order(seq_lengths, blocks, "balanced")                  # [blocks][per_block]
-        cut = [mb * per_block // args.mini_batches for mb in range(args.mini_batches + 1)]
-        for _ in range(args.epochs):
-            for mb in range(args.mini_batches):
-                yield [i for block in order for i in block[cut[mb]:cut[mb + 1]]]
+    if order == "balanced":
+        in_order = batch_order(seq_lengths, blocks, "balanced")               # [blocks][per_block]
+        cut = [mb * per_block // mini_batches for mb in range(mini_batches + 1)]
+        for _ in range(epochs):
+            for mb in range(mini_batches):
+                yield [i for block in in_order for i in block[cut[mb]:cut[mb + 1]]]
         return
     groups = per_block // group_size                                           # groups per block
-    for _ in range(args.epochs):
-        for mb in range(args.mini_batches):
-            lo, hi = mb * groups // args.mini_batches, (mb + 1) * groups // args.mini_batches
+    for _ in range(epochs):
+        for mb in range(mini_batches):
+            lo, hi = mb * groups // mini_batches, (mb + 1) * groups // mini_batches
             yield [b * per_block + i for b in range(blocks) for i in range(lo * group_size, hi * group_size)]
 
 
@@ -283,7 +286,7 @@ def run_name(s):
     s: a dict (or namespace) with mini_batches, epochs, clip_ratio_c."""
     s = s if isinstance(s, dict) else vars(s)
     parts = [f"_{tag}{s[k]:g}" for k, tag in (("mini_batches", "mb"), ("epochs", "ep"), ("clip_ratio_c", "c"))
-             if s[k] != getattr(GRPORules, k)]
+             if s[k] != getattr(GRPOConfig, k)]
     return "grpo" + "".join(parts)
 
 

@@ -34,34 +34,33 @@ from rollout import (batch_positions, chat_messages, encode_chat, fill_reprompt,
                      response_logits, strip_think, token_entropy)
 
 # SDPO's knobs, one field each (infra/knobs.py): the flag (--refresh-every for refresh_every), its default and the
-# --help text; the values allowed are checked in __post_init__. SETTINGS name a configuration (run_name).
+# --help text; the values allowed are checked in __post_init__. The paper's first (--help), then the release's rules
+# the paper leaves implicit (rule=True, --help-all). The method is handed one instance, `cfg`
+# (experiment/configurations.config_of), and reads its knobs there. SETTINGS name a configuration (run_name).
 @dataclasses.dataclass(frozen=True)
 class SDPOConfig:
-    """The paper's SDPO knobs (--help)."""
+    """SDPO's knobs: the paper's (--help), then the release's rules (--help-all)."""
     alpha: float = knob(0.05, "teacher EMA rate α (T1); 0 = frozen teacher (continual.py: a comma list sweeps)")
     beta: float = knob(0.5, "GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
     refresh_every: int = knob(0, "StableSDPO: refresh the teacher every K steps (T2); 0 = off")
     gamma: float = knob(1.0, "refresh rate γ (T2); 1 = hard restart")
+    topk: int | None = knob(None, "the student's top-k ids + a tail (S4); 0 = all; default 100 (tiny: all)", rule=True)
+    cot: bool = knob(False, "SDPO-CoT: keep <think> spans in the demonstration (S6)", rule=True)
+    mask_ratio: float = knob(0.0, "token masking (S7): drop each distilled token with this chance; 0 = off", rule=True)
+    feedback: Literal["release", "on", "off"] = knob("release", "environment feedback (S8); release = per domain, as "
+                                                     "the release", rule=True)
+    teacher_init: Literal["restart", "carry"] = knob("restart", "SDPO's teacher at a stage start (T3): the student's "
+                                                                "copy, or carried", rule=True)
+    teacher_mix: float = knob(1.0, "a of (T3) θ_T ← a·θ_ckpt + (1−a)·θ_student, with --teacher-init carry", rule=True)
 
     def __post_init__(self):   # the values allowed, checked before any work (infra/knobs.must: one error line)
         must(0 <= self.alpha <= 1, "--alpha must be in [0, 1]")
         must(0 <= self.beta <= 1, "--beta must be in [0, 1]")
         must(self.refresh_every >= 0, "--refresh-every must be >= 0")
         must(0 < self.gamma <= 1, "--gamma must be in (0, 1]")
-
-
-@dataclasses.dataclass(frozen=True)
-class SDPORules:
-    """The release's rules the paper leaves implicit (--help-all)."""
-    topk: int | None = knob(None, "distil on the student's top-k ids + a tail (S4); 0 = all; default 100 (tiny: all)")
-    cot: bool = knob(False, "SDPO-CoT: keep <think> spans in the demonstration (S6)")
-    mask_ratio: float = knob(0.0, "token masking (S7): drop each distilled token with this probability; 0 = off")
-    feedback: Literal["release", "on", "off"] = knob("release", "environment feedback (S8); release = per domain, as "
-                                                     "the release")
-
-    def __post_init__(self):
         must(self.topk is None or self.topk >= 0, "--topk must be int >= 0")
         must(0 <= self.mask_ratio < 1, "--mask-ratio must be in [0, 1)")
+        must(0 <= self.teacher_mix <= 1, "--teacher-mix must be in [0, 1]")
 
 
 SETTINGS = ("alpha", "refresh_every", "gamma", "cot", "mask_ratio", "feedback")
@@ -304,9 +303,10 @@ def teacher_after_step(teacher, student, step, alpha, refresh_every=0, gamma=1.0
 # ----------------------------------------------------------------------------------------------
 # The SDPO update on one graded batch
 # ----------------------------------------------------------------------------------------------
-def prepare_batch(model, teacher, batch, args, tok, step):
+def prepare_batch(model, teacher, batch, cfg, args, tok, step):
     """Teacher prompts (S1, S8) and token masking (S7) for one batch, and its one optimizer step: the
     micro-batches of the responses with a teacher signal, whose loss micro_batch_loss computes (S2–S5).
+    cfg: SDPO's knobs (SDPOConfig); args: the run's (the batch order, the micro-batch size).
 
     A step in which no response has a signal still steps AdamW, with zero gradients, as the release does:
     the weights keep moving on momentum (docs/PROTOCOL.md, rule 2b).
@@ -316,12 +316,12 @@ def prepare_batch(model, teacher, batch, args, tok, step):
     position = batch_positions(batch, batch.get("blocks", 1), args.mini_batch_order)
     # (S1, S8) the teacher's user turn for each response; has_demo[i] = m_i = 1 where it has something to show
     user_texts, has_demo, demo_of = build_teacher_prompts(batch["records"], batch["texts"], batch["rewards"],
-                                                          batch["group_size"], args.cot, args.feedback, position,
+                                                          batch["group_size"], cfg.cot, cfg.feedback, position,
                                                           batch.get("feedback"))
     lengths = [len(r) for r in batch["response_ids"]]
     # (S7) the tokens distilled this step (every token unless --mask-ratio); response i's draw is seeded
     # by its index in the whole batch, so the masks do not depend on how it is split
-    token_keep = token_keep_masks(lengths, args.mask_ratio, batch.get("first_index", 0))  # [|y_i|] bools, per response
+    token_keep = token_keep_masks(lengths, cfg.mask_ratio, batch.get("first_index", 0))  # [|y_i|] bools, per response
     n_kept = [int(k.sum()) for k in token_keep]                                     # tokens kept, per response
     distilled = [i for i in range(B) if has_demo[i] > 0 and n_kept[i] > 0]          # the responses in the loss
     n_distilled = sum(n_kept[i] for i in distilled)
@@ -357,19 +357,20 @@ def step_stats(plan, results):
             "skipped": int(plan["steps"][0]["n_tok"] == 0)}
 
 
-def micro_batch_loss(model, teacher, batch, plan, part, idx, args, tok):
+def micro_batch_loss(model, teacher, batch, plan, part, idx, cfg, args, tok):
     """The SDPO loss of the responses `idx` (one micro-batch, all with a teacher signal): (S2)–(S5), each
-    equation called here. Returns (loss, stats). To change SDPO's loss, change this function."""
+    equation called here; cfg: SDPO's knobs, args: the run's (the aggregation). Returns (loss, stats). To change
+    SDPO's loss, change this function."""
     # (S2, S4, S7) the student's and the teacher's next-token distributions at every kept response token
-    s_dist, t_dist, mask, entropies = distill_distributions(model, teacher, batch, plan, idx, args, tok)
+    s_dist, t_dist, mask, entropies = distill_distributions(model, teacher, batch, plan, idx, cfg, tok)
     # (S3) GJSD_β(S, sg[T]) at every response token: no gradient ever reaches the teacher
-    per_token = generalized_jsd(s_dist, t_dist.detach(), args.beta)                        # [b, T]
+    per_token = generalized_jsd(s_dist, t_dist.detach(), cfg.beta)                         # [b, T]
     # (S5) reduced over the whole batch's distilled tokens or responses
     loss = sdpo_loss(per_token, mask, num_tokens=part["n_tok"], mode=args.loss_agg, num_seqs=part["n_seq"])
     return loss, loss_stats(per_token, entropies, mask)
 
 
-def distill_distributions(model, teacher, batch, plan, idx, args, tok, logits_of_teacher=None):
+def distill_distributions(model, teacher, batch, plan, idx, cfg, tok, logits_of_teacher=None):
     """(S2) The teacher's and (S4) the student's distributions [b, T, V] (or [b, T, k+1] with --topk) at every
     response token of the responses `idx`, the response mask [b, T] with (S7)'s masked tokens out, and both
     entropies [b, T] (logs). logits_of_teacher(teacher, teacher_prompt_ids, response_ids, pad_id, as_float): the
@@ -377,10 +378,10 @@ def distill_distributions(model, teacher, batch, plan, idx, args, tok, logits_of
     logits_of_teacher = logits_of_teacher or teacher_logits
     prompts, responses = [batch["prompt_ids"][i] for i in idx], [batch["response_ids"][i] for i in idx]
     t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], plan["user_texts"][i])) for i in idx]   # (S1)
-    if args.topk:   # (S4) real models: k+1 values per position, never a full fp32 log-softmax
+    if cfg.topk:    # (S4) real models: k+1 values per position, never a full fp32 log-softmax
         t_logits = logits_of_teacher(teacher, t_prompts, responses, tok.pad_token_id, as_float=False)   # [b, T, V]
         logits, mask, _ = response_logits(model, prompts, responses, tok.pad_token_id, as_float=False)  # [b, T, V]
-        s_dist, t_dist = topk_logprobs(logits, t_logits, args.topk)                        # [b, T, k+1] (S4)
+        s_dist, t_dist = topk_logprobs(logits, t_logits, cfg.topk)                        # [b, T, k+1] (S4)
         entropies = token_entropy(logits), token_entropy(t_logits)                         # [b, T] each (logs)
     else:           # the full vocabulary (the built-in model)
         t_dist = torch.log_softmax(logits_of_teacher(teacher, t_prompts, responses, tok.pad_token_id), dim=-1)
@@ -407,11 +408,11 @@ def loss_stats(per_token, entropies, mask):
             "teacher_entropy_sum": (entropies[1] * fm).sum().item()}
 
 
-def frozen_model(model, args, carried=None):
+def frozen_model(model, cfg, carried=None):
     """(T3) The teacher at the start of a task or stage: a copy of the student (the release restarts it from each
-    stage's starting student), or, with continual.py's --teacher-init carry, `carried` (the previous stage's
-    final teacher) mixed in with --teacher-mix."""
-    return stage_teacher(model, carried, getattr(args, "teacher_mix", 1.0))
+    stage's starting student), or, with --teacher-init carry, `carried` (the previous stage's final teacher, which
+    the run keeps: experiment/rundir.py) mixed in with --teacher-mix."""
+    return stage_teacher(model, carried, cfg.teacher_mix)
 
 
 def frozen_state(frozen):
@@ -419,14 +420,14 @@ def frozen_state(frozen):
     return frozen
 
 
-def after_step(teacher, model, step, args):
+def after_step(teacher, model, step, cfg):
     """(T1) the EMA or (T2) the refresh of the teacher after the optimizer step; True at a refresh point."""
-    return teacher_after_step(teacher, model, step, args.alpha, args.refresh_every, args.gamma)
+    return teacher_after_step(teacher, model, step, cfg.alpha, cfg.refresh_every, cfg.gamma)
 
 
 def run_name(s):
     """The run's name from its SDPO settings: sdpo_a0.05, sdpo_a0_cot, sdpo_r10_g1 (refresh-and-freeze),
-    sdpo_a0.05_mask0.3_fb_carry (continual.py's --teacher-init carry, T3). s: a dict (or namespace)."""
+    sdpo_a0.05_mask0.3_fb_carry (--teacher-init carry, T3). s: a dict (or namespace)."""
     s = s if isinstance(s, dict) else vars(s)
     name = "sdpo" + (f"_r{s['refresh_every']}_g{s['gamma']:g}" if s["refresh_every"] else f"_a{s['alpha']:g}")
     name += "_cot" if s["cot"] else ""

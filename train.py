@@ -2,18 +2,19 @@
 teacher → log.
 
 grpo.py and sdpo.py hold the equations. Each is handed to this loop as it is, a module with the same functions,
-and its *frozen* model (GRPO's reference, G4, or SDPO's teacher, S2: no gradient reaches it):
+with its own knobs, `cfg` (grpo.GRPOConfig, sdpo.SDPOConfig), and its *frozen* model (GRPO's reference, G4, or SDPO's
+teacher, S2: no gradient reaches it); `args` are the run's settings (steps, rates, sampling, the batch's order):
 
-    method.frozen_model(model, args) -> frozen                             the reference (G4) or the teacher (T3)
-    method.prepare_batch(model, frozen, batch, args, tok, step) -> plan   what the batch gives the loss:
+    method.frozen_model(model, cfg) -> frozen                              the reference (G4) or the teacher (T3)
+    method.prepare_batch(model, frozen, batch, cfg, args, tok, step) -> plan   what the batch gives the loss:
                      GRPO's advantages and π_old (G1, G2); SDPO's teacher prompts and token masks (S1, S7, S8);
                      and the batch's optimizer steps, each a list of micro-batches
-    method.micro_batch_loss(model, frozen, batch, plan, part, idx, args, tok) -> (loss, stats)
+    method.micro_batch_loss(model, frozen, batch, plan, part, idx, cfg, args, tok) -> (loss, stats)
                      the loss of one micro-batch: GRPO (G2–G5) or SDPO (S2–S5), every equation called there
     method.step_stats(plan, results) -> dict                               what the step logs, over the whole
                      batch: each step's counts and the plan's "counts" summed over the processes, each result's
                      micro-batch stats from every process
-    method.after_step(frozen, model, step, args) -> bool                   SDPO's teacher schedule (T1 EMA,
+    method.after_step(frozen, model, step, cfg) -> bool                    SDPO's teacher schedule (T1 EMA,
                      T2 refresh: True at a refresh point); GRPO, with no teacher, has no after_step
     method.frozen_state(frozen) -> model or None                           the frozen model a stop saves beside the
                      student (SDPO's teacher, GRPO's G4 reference, θ_{k−1}), so a resumed stage keeps it
@@ -62,10 +63,11 @@ def warmup_lr(lr, step, warmup_steps):
     return lr if warmup_steps <= 0 else lr * min(1.0, step / warmup_steps)
 
 
-def run_steps(model, tok, records, args, method, frozen, opt, desc="train", start_step=0, on_step=None):
+def run_steps(model, tok, records, args, method, cfg, frozen, opt, desc="train", start_step=0, on_step=None):
     """Steps `start_step+1 .. args.steps` of one task. Any step can be resumed: it has its own seed.
 
-    method: the grpo or sdpo module; frozen: its frozen model (GRPO's reference or None, SDPO's teacher).
+    method: the grpo or sdpo module; cfg: its knobs; frozen: its frozen model (GRPO's reference or None, SDPO's
+    teacher); args: the run's settings.
     on_step(step, row) runs after each step with its line (continual.py: log.jsonl, the in-stage curve).
     """
     order, warmup = prompt_order(len(records), args), stage_warmup(args.warmup_steps, records)
@@ -79,17 +81,17 @@ def run_steps(model, tok, records, args, method, frozen, opt, desc="train", star
             # ---- 2. the method's update: its loss on every micro-batch, backward, clip, step (update) ----
             torch.manual_seed(update_seed(args.seed, step))
             lr = warmup_lr(args.lr, step, warmup)   # this batch's rate (the release's warmup)
-            stats = update(model, opt, method, frozen, batch, args, tok, step + 1, lr)
+            stats = update(model, opt, method, cfg, frozen, batch, args, tok, step + 1, lr)
             model.zero_grad(set_to_none=True)   # the gradients' memory is free for the next rollout
             # ---- 3. the teacher schedule: SDPO's EMA (T1) or refresh (T2); GRPO has none (no after_step) ----
-            if hasattr(method, "after_step") and method.after_step(frozen, model, step + 1, args):
+            if hasattr(method, "after_step") and method.after_step(frozen, model, step + 1, cfg):
                 stats["teacher_refresh"] = True   # a T2 refresh point, marked on curves.png
             # ---- 4. log the step; a Ctrl-C stops here, after a whole step ----
             log.step(batch, stats)
     return model
 
 
-def update(model, opt, method, frozen, batch, args, tok, step, lr=None):
+def update(model, opt, method, cfg, frozen, batch, args, tok, step, lr=None):
     """One batch's update: what the method needs from the batch (method.prepare_batch), then its optimizer
     steps (GRPO: mini-batches × epochs; SDPO: one), each: zero the gradient, the method's loss and its
     backward on every micro-batch, clip, step. Returns the step's statistics (method.step_stats, the rate).
@@ -103,7 +105,7 @@ def update(model, opt, method, frozen, batch, args, tok, step, lr=None):
     if lr is not None:                 # this batch's rate (the release's warmup)
         for group in opt.param_groups:
             group["lr"] = lr
-    plan = method.prepare_batch(model, frozen, batch, args, tok, step)
+    plan = method.prepare_batch(model, frozen, batch, cfg, args, tok, step)
     results = []                       # (loss, [stats per micro-batch], ‖∇‖) per optimizer step
     with whole_batch(plan, frozen, step):   # (G5, S5) each step's counts over the whole batch (torchrun: every process)
         for part in plan["steps"]:
@@ -111,7 +113,7 @@ def update(model, opt, method, frozen, batch, args, tok, step, lr=None):
             total, parts = torch.zeros(()), []
             for idx in part["micro_batches"]:
                 # the method's loss on these responses: GRPO (G2–G5) or SDPO (S2–S5)
-                loss, stats = method.micro_batch_loss(model, frozen, batch, plan, part, idx, args, tok)
+                loss, stats = method.micro_batch_loss(model, frozen, batch, plan, part, idx, cfg, args, tok)
                 loss.backward()        # the gradient accumulates in p.grad, micro-batch by micro-batch
                 total, parts = total + loss.detach().cpu(), parts + [stats]
             # the loss checked (a non-finite one stops before the step), the gradient clipped, AdamW's step

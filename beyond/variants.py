@@ -34,11 +34,12 @@ from infra.distributed import clone_model, global_sum  # noqa: E402
 from rollout import drop_long_prompts, micro_batches, response_logits, token_logprobs  # noqa: E402
 from world import tasks  # noqa: E402
 
-# The knobs, one field each as in sdpo.py (infra/knobs.py; --help-all shows them under "beyond the paper").
+# The knobs, one field each as in sdpo.py (infra/knobs.py; --help-all shows them under "beyond the paper"), over
+# SDPO's own: this method is handed one BeyondConfig, SDPO's knobs and these, and hands it on to sdpo.py's functions.
 # SETTINGS go into every SDPO run's settings, after sdpo.py's.
 @dataclasses.dataclass(frozen=True)
-class BeyondConfig:
-    """What other implementations add (--help-all, "beyond the paper")."""
+class BeyondConfig(sdpo.SDPOConfig):
+    """What other implementations add (--help-all, "beyond the paper"), beside SDPO's knobs."""
     teacher: Literal["ema", "live", "base", "trust_region"] = knob("ema", "the teacher's kind: T1/T2's (the paper), "
                                                                           "T4, T5, T6")
     trust_rate: float = knob(0.05, "T6's λ in z_T = (1 − λ) z_ref + λ z_θ (the official SDPO's update rate)")
@@ -50,6 +51,7 @@ class BeyondConfig:
                                                     "(the paper), or the failed ones only (reward < 1)")
 
     def __post_init__(self):   # the values allowed, checked before any work (infra/knobs.must: one error line)
+        super().__post_init__()   # SDPO's knobs' checks
         must(0 <= self.trust_rate <= 1, "--trust-rate must be in [0, 1]")
         must(0 <= self.replay < 1, "--replay must be in [0, 1)")
         must(0 <= self.anchor <= 1e6, "--anchor must be in [0, 1e6]")
@@ -57,11 +59,12 @@ class BeyondConfig:
 
 
 SETTINGS = ("skip_empty_steps", "teacher", "replay", "anchor", "base_kl")
+BEYOND = tuple(vars(BeyondConfig)["__annotations__"])   # its own knobs, not SDPO's it extends
 
 
 def wanted(settings):
     """Does an SDPO configuration need this file (a knob of it away from its default)?"""
-    return any(settings.get(f.name, f.default) != f.default for f in dataclasses.fields(BeyondConfig) if f.name != "trust_rate")
+    return any(settings.get(k, v) != v for k, v in vars(BeyondConfig()).items() if k in BEYOND and k != "trust_rate")
 
 
 def settings_of(args):
@@ -75,17 +78,17 @@ def settings_of(args):
 # ----------------------------------------------------------------------------------------------
 # The teacher's kind (T4–T6)
 # ----------------------------------------------------------------------------------------------
-def frozen_model(model, args, carried=None, base=None):
+def frozen_model(model, cfg, carried=None, base=None):
     """The teacher at the start of a task or stage, by its kind, and θ_0 for the defences that read it:
     ema: sdpo.py's (T1–T3); live: none, the student itself (T4); base: a copy of θ_0, never moved (T5);
     trust_region: a copy of the stage's starting model, the reference, never moved (T6)."""
     start = model if base is None else base
-    teacher = {"ema": lambda: sdpo.frozen_model(model, args, carried), "live": lambda: None,
+    teacher = {"ema": lambda: sdpo.frozen_model(model, cfg, carried), "live": lambda: None,
                # (T5) θ_T = θ_0 of the whole sequence
                "base": lambda: sdpo.stage_teacher(start),
                # (T6) the reference: the stage's starting model
-               "trust_region": lambda: sdpo.stage_teacher(model)}[args.teacher]()
-    defended = args.anchor or args.base_kl   # (R2, R3) read θ_0
+               "trust_region": lambda: sdpo.stage_teacher(model)}[cfg.teacher]()
+    defended = cfg.anchor or cfg.base_kl     # (R2, R3) read θ_0
     return {"teacher": teacher, "base": (base if base is not None else frozen_copy(model)) if defended else None}
 
 
@@ -117,37 +120,37 @@ def trust_region_logits(model, rate, teacher, teacher_prompt_ids, response_ids, 
     return torch.lerp(ref, sdpo.teacher_logits(model, teacher_prompt_ids, response_ids, pad_id, as_float), rate)
 
 
-def teacher_logits_of(model, args):
+def teacher_logits_of(model, cfg):
     """The teacher's logits by its kind, for sdpo.distill_distributions."""
-    if args.teacher == "live":
+    if cfg.teacher == "live":
         return lambda teacher, *ids, **kw: live_logits(model, teacher, *ids, **kw)
-    if args.teacher == "trust_region":
-        return lambda teacher, *ids, **kw: trust_region_logits(model, args.trust_rate, teacher, *ids, **kw)
+    if cfg.teacher == "trust_region":
+        return lambda teacher, *ids, **kw: trust_region_logits(model, cfg.trust_rate, teacher, *ids, **kw)
     return sdpo.teacher_logits
 
 
-def after_step(frozen, model, step, args):
+def after_step(frozen, model, step, cfg):
     """sdpo.py's schedule (T1, T2) for the EMA kind; the others never move their weights (T4–T6)."""
-    return sdpo.after_step(frozen["teacher"], model, step, args) if args.teacher == "ema" else False
+    return sdpo.after_step(frozen["teacher"], model, step, cfg) if cfg.teacher == "ema" else False
 
 
 # ----------------------------------------------------------------------------------------------
 # The update: sdpo.py's, with R2, R3 and skipped steps
 # ----------------------------------------------------------------------------------------------
-def prepare_batch(model, frozen, batch, args, tok, step):
+def prepare_batch(model, frozen, batch, cfg, args, tok, step):
     """sdpo.prepare_batch, then: with --skip-empty-steps no optimizer step at all when no process has a token to
     distil; with --anchor (R2) one more micro-batch after the others, the anchor's: its loss once per step."""
-    plan = sdpo.prepare_batch(model, frozen["teacher"], batch, args, tok, step)
-    if getattr(args, "distill", "all") == "failed":   # (V1; an args made by hand may lack the knob)
-        plan = failed_only(plan, batch, args)
-    if args.skip_empty_steps and global_sum(plan["steps"][0]["n_tok"]) == 0:
+    plan = sdpo.prepare_batch(model, frozen["teacher"], batch, cfg, args, tok, step)
+    if cfg.distill == "failed":   # (V1)
+        plan = failed_only(plan, batch, args.micro_batch)
+    if cfg.skip_empty_steps and global_sum(plan["steps"][0]["n_tok"]) == 0:
         plan["steps"] = []            # nothing to distil anywhere: no step, no momentum move
-    elif args.anchor:
+    elif cfg.anchor:
         plan["steps"][0]["micro_batches"] = plan["steps"][0]["micro_batches"] + [[]]   # [] = the anchor's
     return plan
 
 
-def failed_only(plan, batch, args):
+def failed_only(plan, batch, micro_batch=0):
     """(V1) m_i ← m_i · 1[r_i < 1]: of the responses sdpo.prepare_batch distils, keep the failed ones. A response
     that already succeeded is then never pulled toward its teacher: under Appendix B's Razor policy the base keeps
     its conditional distribution within successful responses, so SDPO's pull on them is the teacher's projection
@@ -156,24 +159,24 @@ def failed_only(plan, batch, args):
     kept = [i for idx in step["micro_batches"] for i in idx if float(batch["rewards"][i]) < 1.0]   # (V1)
     lengths = [len(batch["response_ids"][i]) for i in kept]
     n_tok = sum(int(plan["token_keep"][i].sum()) for i in kept)
-    micro = [[kept[j] for j in idx] for idx in micro_batches(lengths, args.micro_batch)]
+    micro = [[kept[j] for j in idx] for idx in micro_batches(lengths, micro_batch)]
     return {**plan, "steps": [{**step, "micro_batches": micro, "n_tok": n_tok}],
             "counts": {**plan["counts"], "distilled_tokens": n_tok}}
 
 
-def micro_batch_loss(model, frozen, batch, plan, part, idx, args, tok):
+def micro_batch_loss(model, frozen, batch, plan, part, idx, cfg, args, tok):
     """sdpo.micro_batch_loss's equations with the teacher of its kind, plus (R3) the KL to θ_0 per distilled
     token; the empty micro-batch is (R2)'s anchor."""
     if not idx:   # (R2) the anchor's micro-batch
-        return l2_anchor(model, frozen["base"], args.anchor), {"js_sum": 0.0, "entropy_sum": 0.0,
+        return l2_anchor(model, frozen["base"], cfg.anchor), {"js_sum": 0.0, "entropy_sum": 0.0,
                                                                 "teacher_entropy_sum": 0.0}
-    s_dist, t_dist, mask, entropies = sdpo.distill_distributions(model, frozen["teacher"], batch, plan, idx, args, tok,
-                                                                 teacher_logits_of(model, args))   # (S2, S4, S7)
-    per_token = sdpo.generalized_jsd(s_dist, t_dist.detach(), args.beta)                   # [b, T] (S3)
+    s_dist, t_dist, mask, entropies = sdpo.distill_distributions(model, frozen["teacher"], batch, plan, idx, cfg, tok,
+                                                                 teacher_logits_of(model, cfg))    # (S2, S4, S7)
+    per_token = sdpo.generalized_jsd(s_dist, t_dist.detach(), cfg.beta)                    # [b, T] (S3)
     stats = sdpo.loss_stats(per_token, entropies, mask)
-    if args.base_kl:   # (R3) + β·k3(π_0, π_θ) on the sampled tokens
+    if cfg.base_kl:    # (R3) + β·k3(π_0, π_θ) on the sampled tokens
         prompts, responses = [batch["prompt_ids"][i] for i in idx], [batch["response_ids"][i] for i in idx]
-        per_token = per_token + args.base_kl * base_kl_per_token(model, frozen["base"], prompts, responses, tok)
+        per_token = per_token + cfg.base_kl * base_kl_per_token(model, frozen["base"], prompts, responses, tok)
     loss = sdpo.sdpo_loss(per_token, mask, num_tokens=part["n_tok"], mode=args.loss_agg, num_seqs=part["n_seq"])
     return loss, stats
 
@@ -225,10 +228,10 @@ def replay_mix(records, earlier, share, n_prompts, seed):
     return records[:n_prompts - n_old] + old
 
 
-def stage_prompts(records, tok, earlier_domains, args, stage_args, room=0):
+def stage_prompts(records, tok, earlier_domains, cfg, args, stage_seed, room=0):
     """(R1) This method's prompts for a stage: D_k as continual.new_stage built it, with --replay's share from the
-    earlier stages' domains (`replayed`). args: the run's; stage_args: the stage's (its settings and seed)."""
-    return replayed(records, tok, earlier_domains, getattr(stage_args, "replay", 0.0), args, stage_args.seed, room)
+    earlier stages' domains (`replayed`). args: the run's; stage_seed: the stage's."""
+    return replayed(records, tok, earlier_domains, cfg.replay, args, stage_seed, room)
 
 
 def replayed(records, tok, earlier_domains, share, args, stage_seed, room=0):

@@ -5,29 +5,33 @@ and the method train.run_steps is handed.
                  continual.py's flags (infra/flags.py) and its configurations, [(method, settings, run name)], in order
 
 A configuration is a method (METHODS) with the settings of every knob that names one: the method's own
-SETTINGS (grpo.py, sdpo.py), for SDPO beyond/variants.py's and the stage boundary's (T3, continual.py), and the
-method's learning rate. Its run name carries every setting away from its default, so two configurations never share
+SETTINGS (grpo.py, sdpo.py; SDPO's teacher at the stage boundary, T3, among them), for SDPO beyond/variants.py's, and
+the method's learning rate. The method is handed its own knobs as one instance of its config class (CONFIGS:
+grpo.GRPOConfig, sdpo.SDPOConfig, variants.BeyondConfig), the command's values with the configuration's over them. Its run name carries every setting away from its default, so two configurations never share
 a name. The run directories (experiment/rundir.py) take the list as it is and know nothing of the methods."""
+import dataclasses
+
 import grpo
 import sdpo
 from beyond import variants
 from infra import flags
 
-T3_SETTINGS = ("teacher_init", "teacher_mix")   # continual.py's knobs that name an SDPO configuration (T3)
+T3_SETTINGS = ("teacher_init", "teacher_mix")   # SDPO's teacher at the stage boundary (T3), last in its settings
 # Every method train.run_steps can be handed, by name: the paper's two, each a module with train.py's five functions,
 # and beyond/variants.py's, SDPO with another teacher kind or a forgetting defence, built over the sequence's θ_0:
 # METHODS["sdpo_beyond"](θ_0). --method names the first two (a new method adds its row here); the third is taken
 # when one of its knobs is set, and configurations() says so in one line.
 METHODS = {"grpo": grpo, "sdpo": sdpo, "sdpo_beyond": variants.method}
+# Each method's knobs, the class of the `cfg` it is handed (a new method adds its row here too)
+CONFIGS = {"grpo": grpo.GRPOConfig, "sdpo": sdpo.SDPOConfig, "sdpo_beyond": variants.BeyondConfig}
 
 
 def knobs(continual):
-    """continual.py's knob rows by who reads them (each method of METHODS, SDPO's with beyond/variants.py's and
-    T3's; "every method": continual.py's own), and beyond/variants.py's function naming flags set to no effect."""
-    own = flags.knob_rows(continual)
+    """The knob rows by who reads them (each method of METHODS, SDPO's with beyond/variants.py's; "every method":
+    continual.py's own), and beyond/variants.py's function naming flags set to no effect."""
     rows = {name: flags.knob_rows(m) for name, m in METHODS.items() if hasattr(m, "SETTINGS")}
-    rows["sdpo"] += flags.knob_rows(variants, "beyond") + [k for k in own if k["name"] in T3_SETTINGS]
-    return {**rows, "every method": [k for k in own if k["name"] not in T3_SETTINGS]}, variants.warnings_of
+    rows["sdpo"] += flags.knob_rows(variants, "beyond")
+    return {**rows, "every method": flags.knob_rows(continual)}, variants.warnings_of
 
 
 def naming_knobs():
@@ -74,6 +78,13 @@ def parse_command(argv, continual, presets):
     rows, warnings = knobs(continual)   # grpo.py's, sdpo.py's, beyond/variants.py's, continual.py's
     ap, args, stages, benchmarks, defaults = flags.continual_args(argv, presets, rows, warnings)
     return ap, args, stages, benchmarks, configurations(ap, args, presets), defaults
+
+
+def config_of(method, settings, args):
+    """The `cfg` the method is handed: its config class (CONFIGS; SDPO's third row when one of beyond/variants.py's
+    knobs is set) built from the command's values (args) with the configuration's settings over them."""
+    table = CONFIGS["sdpo_beyond" if method == "sdpo" and variants.wanted(settings) else method]
+    return table(**{f.name: settings.get(f.name, getattr(args, f.name)) for f in dataclasses.fields(table)})
 
 
 def method_of(method, settings, base):

@@ -3,7 +3,7 @@
     python continual.py --help      # the paper's knobs; --help-all: every group
 
 A knob is a dataclass field (infra/knobs.py) made a flag by transformers.HfArgumentParser: the methods' in their
-files (grpo.py, sdpo.py, beyond/variants.py, continual.py's T3), the run's own here, one dataclass per --help group
+files (grpo.GRPOConfig, sdpo.SDPOConfig, beyond/variants.BeyondConfig, continual.StageRules), the run's own here, one dataclass per --help group
 (Experiment, Rules, Evaluation, Drift, Scale, Output). Every check runs before any work starts, says what is wrong in
 one `error:` line and exits with code 2 (argparse's convention). No check touches the network: a hub model must be in
 the local Hugging Face cache (or be a local directory). A flag a model gives its own default to (weight decay,
@@ -51,17 +51,19 @@ MAX_STEPS, MAX_PROMPTS, MAX_TOKENS, MAX_EVAL_N = 1_000_000, 65_536, 32_768, 4096
 # ----------------------------------------------------------------------------------------------
 def rows_of(table, group):
     """A knob dataclass's fields as rows [{name, default, help, group, table, field}] (table: the dataclass that
-    checks them)."""
-    return [{"name": f.name, "default": f.default, "help": f.metadata["help"], "table": table, "group": group,
-             "field": f} for f in dataclasses.fields(table)]
+    checks them); a field marked a rule (infra/knobs.knob) goes to "protocol", --help-all's."""
+    return [{"name": f.name, "default": f.default, "help": f.metadata["help"], "table": table, "field": f,
+             "group": "protocol" if f.metadata.get("rule") else group} for f in dataclasses.fields(table)]
 
 
 def knob_rows(module, group="paper"):
     """The knobs of a file (grpo, sdpo, continual, beyond.variants), in its order: each dataclass named …Config
-    (sdpo.SDPOConfig, variants.BeyondConfig) in `group`, each named …Rules (grpo.GRPORules, sdpo.SDPORules,
-    continual.StageRules: the release's rules) in "protocol"."""
+    (grpo.GRPOConfig, sdpo.SDPOConfig, variants.BeyondConfig) in `group`, its fields marked rules and each dataclass
+    named …Rules (continual.StageRules) in "protocol". A …Config that extends another (BeyondConfig, SDPO's) gives
+    its own fields only."""
     return [row for name, t in vars(module).items() if isinstance(t, type) and name.endswith(("Config", "Rules"))
-            for row in rows_of(t, group if name.endswith("Config") else "protocol")]
+            for row in rows_of(t, group if name.endswith("Config") else "protocol")
+            if row["name"] in vars(t).get("__annotations__", ())]   # (the fields it declares itself)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -74,8 +76,10 @@ def add_knobs(g, knobs, group):
             continue
         if k["name"] == "alpha":
             g.add_argument("--alpha", type=str, default=str(k["default"]), help=k["help"])
-        else:
-            HfArgumentParser._parse_dataclass_field(g, k["field"])
+        else:   # (the field without its "rule" mark, which HfArgumentParser would hand argparse)
+            field = copy.copy(k["field"])
+            field.metadata = {key: v for key, v in field.metadata.items() if key != "rule"}
+            HfArgumentParser._parse_dataclass_field(g, field)
 
 
 def check_knobs(ap, args, knobs):
@@ -411,7 +415,7 @@ def continual_args(argv, presets, knobs, warnings=None):
     check_grpo(ap, args, used="grpo" in args.method)
     check_sdpo(ap, args)
     stages, benchmarks = check_stages_and_benchmarks(ap, args)
-    check_run_dir_flags(ap, args)
+    check_dir_flag(ap, "--runs-dir", args.runs_dir)   # (--name's form is Output's __post_init__)
     # a flag left to the model's own default is not a change (model_defaults, default_topk)
     defaults.update(model_defaults(args.model), topk=default_topk(args.model))
     check_unused_flags(args, defaults, knobs, presets, typed_flags(ap, [a for a in argv if a != "--help-all"]))
@@ -520,11 +524,6 @@ def check_stages_and_benchmarks(ap, args):
     return stages, benchmarks
 
 
-def check_run_dir_flags(ap, args):
-    """--runs-dir: a directory that can be made and written (--name's form is Output's __post_init__)."""
-    check_dir_flag(ap, "--runs-dir", args.runs_dir)
-
-
 def typed_flags(ap, argv):
     """The settings the command line names, whatever their values (a --config file's are not typed here)."""
     saved, saved_config = {a.dest: a.default for a in ap._actions}, ap._defaults   # (--config's settings live in both)
@@ -549,8 +548,7 @@ def check_unused_flags(args, defaults, knobs, presets=(), typed=()):
             if getattr(args, name) != defaults.get(name) or name in typed:
                 print(f"warning: --{name.replace('_', '-')} is read only by {who.upper()}, which --method "
                       f"{','.join(args.method)} does not run: it changes nothing", file=sys.stderr)
-    alpha_given = args.alpha != [float(a) for a in str(defaults.get("alpha", "0.05")).split(",")] or "alpha" in typed
-    if alpha_given and "sdpo" not in runs:
+    if "sdpo" not in runs and ("alpha" in typed or args.alpha != [float(a) for a in defaults["alpha"].split(",")]):
         print(f"warning: --alpha is SDPO's teacher rate (T1), and --method {','.join(args.method)} runs no SDPO: it "
               f"changes nothing", file=sys.stderr)
 
@@ -660,9 +658,7 @@ def model_defaults(model):
     """The optimizer settings a model gets when its flags are not given: the release's AdamW weight decay
     0.01 on a real model, 0 on the built-in ones (docs/PROTOCOL.md says why). The warmup is the
     release's for each domain on every model (train.stage_warmup)."""
-    if model in BUILT_IN_MODELS:
-        return {"weight_decay": 0.0}
-    return {"weight_decay": 0.01}
+    return {"weight_decay": 0.0 if model in BUILT_IN_MODELS else 0.01}
 
 
 def default_topk(model):

@@ -1,15 +1,16 @@
-"""infra/knobs.py — a knob is one field of a file's …Config or …Rules dataclass (sdpo.SDPOConfig,
-sdpo.SDPORules), with its default and its --help (tag included), e.g. `beta: float = knob(0.5, "GJSD mix β
-(S3)…")`; the values allowed are checked in the dataclass's `__post_init__`, one `must` line each. infra/flags.py
-makes the flags from the fields with transformers' HfArgumentParser (the Hugging Face convention: TRL's GRPOConfig
-is such a dataclass). Nothing here is in the paper."""
+"""infra/knobs.py — a knob is one field of a method's config dataclass (grpo.GRPOConfig, sdpo.SDPOConfig, the
+instance each method is handed) or of the run's own (infra/flags.py), with its default and its --help (tag included),
+e.g. `beta: float = knob(0.5, "GJSD mix β (S3)…")`; the values allowed are checked in the dataclass's
+`__post_init__`, one `must` line each. infra/flags.py makes the flags from the fields with transformers'
+HfArgumentParser (the Hugging Face convention: TRL's GRPOConfig is such a dataclass). Nothing here is in the paper."""
 import dataclasses
 
 
-def knob(default, help_text, **flag):
-    """One knob: a dataclass field with its default and its --help text (HfArgumentParser reads both); flag: what else
-    the flag takes (aliases=["--num-generations"])."""
-    return dataclasses.field(default=default, metadata={"help": help_text, **flag})
+def knob(default, help_text, rule=False, **flag):
+    """One knob: a dataclass field with its default and its --help text (HfArgumentParser reads both); rule: one of
+    the release's rules the paper leaves implicit (shown by --help-all, not --help); flag: what else the flag takes
+    (aliases=["--num-generations"])."""
+    return dataclasses.field(default=default, metadata={"help": help_text, **flag, **({"rule": True} if rule else {})})
 
 
 def must(ok, message):

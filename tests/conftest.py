@@ -1,3 +1,4 @@
+import dataclasses
 import os
 import signal
 import sys
@@ -82,3 +83,9 @@ def results_as_if_full(part):
     for r in again["runs"].values():
         r["checkpoints"] = [c.replace("runs/part", "runs/full") for c in r["checkpoints"]]
     return again
+
+
+def config_for(table, args):
+    """A method's knobs as continual.py hands them (grpo.GRPOConfig, sdpo.SDPOConfig, …): each field's value in a
+    test's namespace `args`, its default where the namespace has none."""
+    return table(**{f.name: getattr(args, f.name) for f in dataclasses.fields(table) if hasattr(args, f.name)})

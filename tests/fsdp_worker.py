@@ -60,7 +60,7 @@ def check_state(out):
     ref = distributed.clone_model(again).eval().requires_grad_(False)
     torch.manual_seed(0)
     batch = rollout.collect(again, tok, tasks.builtin_split("math", "test", 1), 4, 16)
-    kl = train.update(again, opt2, grpo, ref, batch, args, tok, 1)["kl"]
+    kl = train.update(again, opt2, grpo, grpo.GRPOConfig(kl_coef=0.1, mini_batches=1), ref, batch, args, tok, 1)["kl"]
     t1, t2 = distributed.full_state_dict(teacher), distributed.full_state_dict(teacher2)
     # the sharded clone computes with its own weights: zero them, and its logits must change
     zeroed = distributed.clone_model(again)

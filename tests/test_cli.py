@@ -126,12 +126,14 @@ def test_a_knob_is_one_field_in_its_file():
     for module in (grpo, sdpo, variants):
         rows = flags.knob_rows(module, "beyond" if module is variants else "paper")
         fields = [f for name, table in vars(module).items() if name.endswith(("Config", "Rules"))
-                  and dataclasses.is_dataclass(table) for f in dataclasses.fields(table)]
+                  and dataclasses.is_dataclass(table) for f in dataclasses.fields(table)
+                  if module is not variants or f.name in variants.BEYOND]   # (BeyondConfig's own, over SDPO's)
         assert [k["name"] for k in rows] == [f.name for f in fields]
         args = commands.one_configuration(rows)
         for k, f in zip(rows, fields):
             assert getattr(args, k["name"]) == k["default"] == f.default, k["name"]
-            assert k["help"] == f.metadata["help"] and set(f.metadata) == {"help"}, k["name"]
+            assert k["help"] == f.metadata["help"] and set(f.metadata) <= {"help", "rule"}, k["name"]
+            assert (k["group"] == "protocol") == bool(f.metadata.get("rule")), k["name"]   # a rule: --help-all's
     assert isinstance(flags.parser("", "", []), HfArgumentParser)
     # a reworded comment or help text changes nothing: no knob is read out of text
     assert "inspect" not in open(flags.__file__).read() and "getsource" not in open(flags.__file__).read()
@@ -273,3 +275,36 @@ def test_the_method_table_is_written_out_and_its_third_row_says_when_it_is_taken
     (sdpo_cfg, grpo_cfg) = configs
     assert type(configurations.method_of(*sdpo_cfg[:2], None)).__name__ == "SimpleNamespace"
     assert configurations.method_of(*grpo_cfg[:2], None) is configurations.METHODS["grpo"]
+
+
+def test_each_method_is_handed_its_own_config(tmp_path, monkeypatch):
+    """A method reads one instance of its own config class (experiment/configurations.CONFIGS), where it read one
+    namespace of every flag: GRPO a grpo.GRPOConfig with --kl-coef, SDPO an sdpo.SDPOConfig with its configuration's α
+    (sdpo_0's 0, each α of a sweep), a beyond knob SDPO's BeyondConfig; and in a run, each method's functions are
+    handed that instance, the run's settings beside it."""
+    import continual
+    import grpo
+    import sdpo
+    from beyond import variants
+    from experiment import configurations
+    from infra import flags
+    _, args, _, _, configs, _ = continual.parse_args(["--method", "grpo,sdpo_0,sdpo", "--alpha", "0.01,0.1",
+                                                      "--kl-coef", "0.5", "--beta", "0.25", "--stages", "math"])
+    cfgs = [configurations.config_of(method, settings, flags.per_seed(args)[0]) for method, settings, _ in configs]
+    assert [type(c) for c in cfgs] == [grpo.GRPOConfig] + [sdpo.SDPOConfig] * 3
+    assert cfgs[0].kl_coef == 0.5 and [c.alpha for c in cfgs[1:]] == [0.0, 0.01, 0.1]
+    assert all(c.beta == 0.25 for c in cfgs[1:]) and args.alpha == [0.01, 0.1]   # (the command's, untouched)
+    _, args, _, _, configs, _ = continual.parse_args(["--method", "sdpo_5", "--teacher", "base", "--stages", "math"])
+    cfg = configurations.config_of(*configs[0][:2], flags.per_seed(args)[0])
+    assert type(cfg) is variants.BeyondConfig and (cfg.teacher, cfg.alpha) == ("base", 0.05)
+    seen = []
+    for module in (grpo, sdpo):   # what a run hands each method's prepare_batch
+        real = module.prepare_batch
+        monkeypatch.setattr(module, "prepare_batch", lambda m, f, b, cfg, args, *rest, real=real:
+                            seen.append((type(cfg), cfg.__dict__.get("kl_coef", cfg.__dict__.get("alpha")),
+                                         args.lr)) or real(m, f, b, cfg, args, *rest))
+    continual.main(["--method", "grpo,sdpo_0", "--kl-coef", "0.5", "--mini-batches", "2", "--lr", "1e-4", "--stages",
+                    "math", "--benchmarks", "math", "--steps", "1", "--prompts-per-step", "2", "--group-size", "2",
+                    "--eval-n", "2", "--eval-k", "1", "--max-new-tokens", "8", "--curve-every", "0", "--no-drift",
+                    "--threads", "1", "--runs-dir", str(tmp_path)])
+    assert seen == [(grpo.GRPOConfig, 0.5, 1e-4), (sdpo.SDPOConfig, 0.0, 1e-4)]

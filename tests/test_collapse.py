@@ -11,6 +11,7 @@ import torch
 
 import continual
 import sdpo
+from conftest import config_for
 from analysis import archive, probes
 from world import tasks
 from infra import flags
@@ -65,7 +66,7 @@ def brute_loss(model, teacher, batch, plan, tok, skip_loops, beta=0.5):
 
 def plan_loss(model, teacher, batch, plan, args, tok):
     part = plan["steps"][0]
-    return sum(sdpo.micro_batch_loss(model, teacher, batch, plan, part, idx, args, tok)[0].item()
+    return sum(sdpo.micro_batch_loss(model, teacher, batch, plan, part, idx, config_for(sdpo.SDPOConfig, args), args, tok)[0].item()
                for idx in part["micro_batches"])
 
 
@@ -76,7 +77,7 @@ def test_loop_masking_zeroes_exactly_the_loop_tokens_loss(tiny):
     with torch.no_grad():   # a teacher that differs from the student, so every token has a loss
         for p in teacher.parameters():
             p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0)))
-    plan = sdpo.prepare_batch(model, teacher, batch, args, tok, 1)
+    plan = sdpo.prepare_batch(model, teacher, batch, config_for(sdpo.SDPOConfig, args), args, tok, 1)
     full = plan_loss(model, teacher, batch, plan, args, tok)
     masked_plan = collapse.loop_masked_plan(plan, batch, args)
     masked = plan_loss(model, teacher, batch, masked_plan, args, tok)

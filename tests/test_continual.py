@@ -180,13 +180,15 @@ def test_each_method_trains_at_its_own_learning_rate_unless_lr_is_given():
 
 
 def test_a_method_beside_grpo_and_sdpo_is_its_file_its_row_and_its_rate(tmp_path, monkeypatch):
-    """A new method touches its own file, its row of experiment/configurations.METHODS and its rate in flags.LR, nothing
-    else: here GRPO's functions under another name (no knobs of its own, so no settings) run a one-step stage, are
-    named by their run_name, and take their own rate; a GRPO knob typed beside it changes nothing and says so."""
+    """A new method touches its own file, its rows of experiment/configurations.METHODS and CONFIGS (the class of the
+    knobs it is handed) and its rate in flags.LR, nothing else: here GRPO's functions under another name (with GRPO's
+    knobs' defaults, none of them naming it, so no settings) run a one-step stage, are named by their run_name, and
+    take their own rate; a GRPO knob typed beside it changes nothing and says so."""
     same = types.SimpleNamespace(**{f: getattr(grpo, f) for f in ("frozen_model", "prepare_batch",
                                                                    "micro_batch_loss", "step_stats", "frozen_state")},
                                  SETTINGS=(), run_name=lambda settings: "pg")
     monkeypatch.setitem(configurations.METHODS, "pg", same)
+    monkeypatch.setitem(configurations.CONFIGS, "pg", grpo.GRPOConfig)
     monkeypatch.setitem(flags.LR, "pg", 2e-4)
     _, args, _, _, configs, _ = continual.parse_args(["--method", "pg,grpo"])
     assert [(m, s["lr"], name) for m, s, name in configs][0] == ("pg", 2e-4, "pg") and configs[1][0] == "grpo"

@@ -15,7 +15,7 @@ import sdpo
 from beyond import variants
 from infra import flags
 from rollout import chat_messages, encode_chat
-from experiment import metrics
+from experiment import configurations, metrics
 from world import graders, tasks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,7 +56,7 @@ def test_live_teacher_is_the_student_itself(pair):
     got = variants.live_logits(student, None, t_prompts, responses, tok.pad_token_id)
     for j, (p, r) in enumerate(zip(t_prompts, responses)):
         assert torch.allclose(got[j, :len(r)], logits_one_by_one(student, p, r), atol=1e-4)
-    assert variants.frozen_model(student, types.SimpleNamespace(teacher="live", anchor=0, base_kl=0))["teacher"] is None
+    assert variants.frozen_model(student, variants.BeyondConfig(teacher="live"))["teacher"] is None
 
 
 def test_trust_region_teacher_mixes_the_reference_and_student_logits(pair):
@@ -82,7 +82,7 @@ def weights(m):
 def test_the_other_kinds_never_move_their_weights(pair, kind):
     """(T5, T6, T4) after a step only the EMA kind moves its teacher; base keeps θ_0 of the whole sequence."""
     base, student, tok = pair
-    args = types.SimpleNamespace(teacher=kind, alpha=0.5, refresh_every=0, gamma=1.0, anchor=0, base_kl=0)
+    args = variants.BeyondConfig(teacher=kind, alpha=0.5)
     frozen = variants.frozen_model(student, args, base=base)
     teacher = frozen["teacher"]
     if kind == "live":
@@ -99,7 +99,7 @@ def test_the_other_kinds_never_move_their_weights(pair, kind):
 def test_the_ema_kind_still_moves_by_alpha(pair):
     """(T1) the EMA kind, unchanged: θ_T ← (1 − α) θ_T + α θ."""
     base, student, tok = pair
-    args = types.SimpleNamespace(teacher="ema", alpha=0.25, refresh_every=0, gamma=1.0, anchor=0, base_kl=0)
+    args = variants.BeyondConfig(teacher="ema", alpha=0.25)
     frozen = variants.frozen_model(base, args)
     teacher = frozen["teacher"]
     variants.after_step(frozen, student, 1, args)
@@ -207,24 +207,26 @@ def test_failed_only_distils_the_failed_responses_alone_against_brute_force(pair
     tokens one by one, with the successes counted as zero (S5's seq-mean over the whole batch)."""
     base, student, tok = pair
     _, args, _, _, configs, _ = continual.parse_args(["--method", "sdpo_0", "--stages", "math", "--distill", "failed"])
-    args = types.SimpleNamespace(**{**vars(flags.per_seed(args)[0]), **configs[0][1]})
+    args = flags.per_seed(args)[0]
+    cfg = configurations.config_of("sdpo", configs[0][1], args)   # the method's knobs, beyond/'s among them
+    assert isinstance(cfg, variants.BeyondConfig) and cfg.distill == "failed" and cfg.alpha == 0.0
     record = tasks.train_records("math")[0]
     texts = ["12", "12.", "7", "seven"]
     resp = [r + [tok.eos_token_id] for r in ids(tok, texts)]
     batch = {"records": [record] * 4, "texts": texts, "rewards": torch.tensor([1.0, 1.0, 0.0, 0.0]),
              "group_size": 4, "prompt_ids": [encode_chat(tok, chat_messages(record))] * 4, "response_ids": resp}
-    frozen = variants.frozen_model(student, args, base=base)
+    frozen = variants.frozen_model(student, cfg, base=base)
     teacher = variants.frozen_state(frozen)
     with torch.no_grad():   # a teacher that differs from the student, so every token has a loss
         for p in teacher.parameters():
             p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0)))
-    full = sdpo.prepare_batch(student, teacher, batch, args, tok, 1)
-    plan = variants.prepare_batch(student, frozen, batch, args, tok, 1)
+    full = sdpo.prepare_batch(student, teacher, batch, cfg, args, tok, 1)
+    plan = variants.prepare_batch(student, frozen, batch, cfg, args, tok, 1)
     assert sorted(i for mb in full["steps"][0]["micro_batches"] for i in mb) == [0, 1, 2, 3]
     assert sorted(i for mb in plan["steps"][0]["micro_batches"] for i in mb) == [2, 3]
     assert plan["steps"][0]["n_tok"] == len(resp[2]) + len(resp[3]) == plan["counts"]["distilled_tokens"]
     part = plan["steps"][0]
-    loss = sum(variants.micro_batch_loss(student, frozen, batch, plan, part, idx, args, tok)[0].item()
+    loss = sum(variants.micro_batch_loss(student, frozen, batch, plan, part, idx, cfg, args, tok)[0].item()
                for idx in part["micro_batches"])
     per_seq = []
     for i in range(4):   # brute force: the failed ones' GJSD, token by token; the successes 0
@@ -234,9 +236,9 @@ def test_failed_only_distils_the_failed_responses_alone_against_brute_force(pair
         t_prompt = encode_chat(tok, chat_messages(record, plan["user_texts"][i]))
         s = torch.log_softmax(logits_one_by_one(student, batch["prompt_ids"][i], resp[i]), -1)
         t = torch.log_softmax(logits_one_by_one(teacher, t_prompt, resp[i]), -1)
-        per_seq.append(sum(sdpo.generalized_jsd(s[j], t[j], args.beta).item() for j in range(len(resp[i])))
+        per_seq.append(sum(sdpo.generalized_jsd(s[j], t[j], cfg.beta).item() for j in range(len(resp[i])))
                        / len(resp[i]))
     assert args.loss_agg == "seq-mean-token-mean"
     assert loss == pytest.approx(sum(per_seq) / 4, rel=1e-4)
-    assert variants.run_name(vars(args)).endswith("_failedonly") and variants.settings_of(args)["distill"] == "failed"
+    assert variants.run_name(configs[0][1]).endswith("_failedonly") and variants.settings_of(args)["distill"] == "failed"
     assert "distill" not in variants.settings_of(types.SimpleNamespace(**{**vars(args), "distill": "all"}))

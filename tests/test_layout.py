@@ -3,7 +3,6 @@
     python tests/test_layout.py        # prints the import graph of the top-level modules, layer by layer
 """
 import ast
-import dataclasses
 import glob
 import io
 import os
@@ -439,6 +438,7 @@ MAX_CODE_LINES, MAX_FLOOR_NAMES = 400, 15
 # Every name the reading set takes from the floors' folders, listed once: a new one is a decision, made here.
 FLOOR_NAMES = {"experiment.rundir.Experiment", "experiment.configurations.parse_command",
                "experiment.configurations.naming_knobs", "experiment.configurations.method_of",
+               "experiment.configurations.config_of",
                "infra.distributed.check_weights", "infra.distributed.clip_and_step",
                "infra.distributed.clone_model", "infra.distributed.gather_lists", "infra.distributed.whole_batch",
                "infra.knobs.knob", "infra.knobs.must", "infra.steps.StepLog", "world.graders.feedback",
@@ -498,7 +498,7 @@ def beyond_the_paper_in(path):
     """Tags of T4–T6 or R1–R3, and knobs of beyond/variants.py, in a file (its code, comments and docstrings)."""
     text = open(path).read()
     found = [t for t in BEYOND_TAGS if re.search(r"\(" + t + r"[,)\s–-]", text)]
-    knobs = [f.name for f in dataclasses.fields(variants.BeyondConfig) if f.name != "teacher"] + ["teacher_kind"]
+    knobs = [name for name in variants.BEYOND if name != "teacher"] + ["teacher_kind"]   # (its own, not SDPO's)
     tree = ast.parse(text)
     used = set(identifiers(tree)) | {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     found += [k for k in knobs if k in used or "--" + k.replace("_", "-") in text]

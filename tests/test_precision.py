@@ -10,6 +10,7 @@ from infra import distributed
 from infra import models, speedups
 import rollout
 import sdpo
+from conftest import config_for
 import train
 
 
@@ -97,7 +98,7 @@ def test_an_sdpo_step_with_alpha_0_leaves_the_teacher_as_it_was(dtype):
     args = types.SimpleNamespace(cot=False, feedback=False, mask_ratio=0.0, micro_batch=0, beta=0.5, topk=None,
                                  mini_batch_order="balanced", sample_blocks=0,
                                  max_grad_norm=1.0, loss_agg="seq-mean-token-mean")
-    train.update(model, opt, sdpo, teacher, fake_batch(tok), args, tok, 1)
+    train.update(model, opt, sdpo, config_for(sdpo.SDPOConfig, args), teacher, fake_batch(tok), args, tok, 1)
     sdpo.teacher_after_step(teacher, model, 1, alpha=0.0)
     assert (logits_of(model, ids) - student_before).abs().max().item() > 0    # the student moved
     assert torch.equal(logits_of(teacher, ids), before)                       # the teacher did not

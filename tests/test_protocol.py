@@ -3,6 +3,7 @@ GRPO's four steps per batch and dual clip, the release's aggregation, a step wit
 stage-boundary teacher (T3), token masking (S7), environment feedback (S8), a lone </think> (S6),
 and the named continual configurations."""
 import copy
+import dataclasses
 import types
 
 import pytest
@@ -20,7 +21,7 @@ import rollout
 import sdpo
 import train
 from rollout import fill_reprompt, strip_think
-from conftest import gjsd_loss, interrupted_copy, results_as_if_full
+from conftest import config_for, gjsd_loss, interrupted_copy, results_as_if_full
 from equations.test_grpo import args_for, fake_batch
 
 
@@ -57,12 +58,10 @@ def test_dual_clip_worked_example():
 
 # ---- GRPO: four optimizer steps per batch, contiguous whole groups ------------------------------
 def test_contiguous_mini_batches_are_whole_groups():
-    args = types.SimpleNamespace(epochs=1, mini_batches=4, sample_blocks=0, mini_batch_order="contiguous")
-    parts = list(grpo.mini_batch_split(64, 8, args))
+    parts = list(grpo.mini_batch_split(64, 8, mini_batches=4, epochs=1, order="contiguous"))
     assert parts == [list(range(16 * k, 16 * (k + 1))) for k in range(4)]
     # two sample blocks (as two ranks would): each block is split the same way
-    two = list(grpo.mini_batch_split(64, 8, types.SimpleNamespace(epochs=2, mini_batches=2,
-                                                                   mini_batch_order="contiguous"), blocks=2))
+    two = list(grpo.mini_batch_split(64, 8, mini_batches=2, epochs=2, order="contiguous", blocks=2))
     assert len(two) == 4 and two[0] == two[2]
     assert two[0] == list(range(0, 16)) + list(range(32, 48))
 
@@ -80,8 +79,7 @@ def test_balanced_mini_batches_are_length_bands():
     contiguous quarters of the release's order; each one a band of lengths drawn from several groups."""
     g = torch.Generator().manual_seed(0)
     lengths = torch.randint(5, 40, (64,), generator=g).tolist()
-    args = types.SimpleNamespace(epochs=1, mini_batches=4, sample_blocks=0, mini_batch_order="balanced")
-    parts = list(grpo.mini_batch_split(64, 8, args, lengths))
+    parts = list(grpo.mini_batch_split(64, 8, mini_batches=4, epochs=1, order="balanced", seq_lengths=lengths))
     want = release_balanced_order(lengths)
     assert parts == [want[16 * k:16 * (k + 1)] for k in range(4)]
     assert sorted(i for p in parts for i in p) == list(range(64))
@@ -127,7 +125,7 @@ def test_grpo_takes_mini_batches_steps_and_the_ratio_moves(tiny):
     model, tok = tiny
     m = copy.deepcopy(model)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
-    stats = train.update(m, opt, grpo, None, fake_batch(tok), args_for(mini_batches=2, loss_agg="seq-mean-token-mean"), tok, 1)
+    stats = train.update(m, opt, grpo, grpo.GRPOConfig(mini_batches=2), None, fake_batch(tok), args_for(mini_batches=2, loss_agg="seq-mean-token-mean"), tok, 1)
     assert next(iter(opt.state.values()))["step"].item() == 2      # two optimizer steps on one batch
     assert stats["clip_frac"] >= 0.0
     # the log keeps each optimizer step's clip fraction: the first is on-policy (ρ = 1), it never clips
@@ -137,7 +135,7 @@ def test_grpo_takes_mini_batches_steps_and_the_ratio_moves(tiny):
     m2 = copy.deepcopy(model)
     opt2 = torch.optim.AdamW(m2.parameters(), lr=1e-3)
     old = grpo.old_policy_logprobs(m2, fake_batch(tok), 0, tok.pad_token_id)
-    train.update(m2, opt2, grpo, None, fake_batch(tok), args_for(mini_batches=2), tok, 1)
+    train.update(m2, opt2, grpo, grpo.GRPOConfig(mini_batches=2), None, fake_batch(tok), args_for(mini_batches=2), tok, 1)
     new = grpo.old_policy_logprobs(m2, fake_batch(tok), 0, tok.pad_token_id)
     assert max((a - b).abs().max().item() for a, b in zip(old, new)) > 1e-4
 
@@ -178,10 +176,10 @@ def test_a_step_without_signal_still_moves_adam(tiny):
                                  mini_batch_order="balanced", sample_blocks=0,
                                  max_grad_norm=1.0, loss_agg="seq-mean-token-mean")
     batch = fake_batch(tok)
-    train.update(m, opt, sdpo, teacher, batch, args, tok, 1)           # a step with signal: Adam has momentum
+    train.update(m, opt, sdpo, config_for(sdpo.SDPOConfig, args), teacher, batch, args, tok, 1)           # a step with signal: Adam has momentum
     before = torch.cat([p.detach().flatten() for p in m.parameters()]).clone()
     batch["rewards"] = torch.zeros(8)
-    stats = train.update(m, opt, sdpo, teacher, batch, args, tok, 2)
+    stats = train.update(m, opt, sdpo, config_for(sdpo.SDPOConfig, args), teacher, batch, args, tok, 2)
     after = torch.cat([p.detach().flatten() for p in m.parameters()])
     assert stats["skipped"] == 1 and stats["loss"] == 0.0
     assert next(iter(opt.state.values()))["step"].item() == 2
@@ -291,12 +289,12 @@ def test_the_step_logs_who_was_distilled_by_what(tiny):
     args = types.SimpleNamespace(cot=False, feedback="on", mask_ratio=0.0, micro_batch=0, beta=0.5, topk=None,
                                  mini_batch_order="contiguous", sample_blocks=0, max_grad_norm=1.0,
                                  loss_agg="seq-mean-token-mean")
-    stats = train.update(m, torch.optim.AdamW(m.parameters()), sdpo, sdpo.stage_teacher(m), batch, args, tok, 1)
+    stats = train.update(m, torch.optim.AdamW(m.parameters()), sdpo, config_for(sdpo.SDPOConfig, args), sdpo.stage_teacher(m), batch, args, tok, 1)
     # group 1: all four have a success beside them; group 2: 0 and 1 have each other, 2 and 3 have both;
     # so every response has a demonstration and no note is needed
     assert stats["demo_frac"] == 1.0 and stats["feedback_frac"] == 0.0
     batch["rewards"] = torch.tensor([1., 0, 0, 0, 0, 0, 0, 0])
-    stats = train.update(m, torch.optim.AdamW(m.parameters()), sdpo, sdpo.stage_teacher(m), batch, args, tok, 2)
+    stats = train.update(m, torch.optim.AdamW(m.parameters()), sdpo, config_for(sdpo.SDPOConfig, args), sdpo.stage_teacher(m), batch, args, tok, 2)
     # responses 1–3 have response 0's success; 0 has none and no note; group 2: only 7 has a note
     assert stats["demo_frac"] == 3 / 8 and stats["feedback_frac"] == 1 / 8
 
@@ -315,7 +313,8 @@ def loop_run(tiny, monkeypatch, tmp_path, rewards, steps=3, **kw):
     vars(args).update(kw)
     opt = torch.optim.AdamW(m.parameters(), lr=args.lr, weight_decay=0.0)
     seen = []
-    train.run_steps(m, tok, batch["records"][:2], args, sdpo, sdpo.frozen_model(m, args), opt,
+    cfg = config_for(sdpo.SDPOConfig, args)
+    train.run_steps(m, tok, batch["records"][:2], args, sdpo, cfg, sdpo.frozen_model(m, cfg), opt,
                     on_step=lambda step, row: seen.append((row, [p.detach().clone() for p in m.parameters()])))
     return m, opt, seen
 
@@ -377,17 +376,18 @@ def test_skip_empty_steps_leaves_weights_and_optimizer_unchanged(tiny, monkeypat
                                  prompts_per_step=2, seed=0, lr=1e-3, warmup_steps=0, skip_empty_steps=True,
                                  teacher="ema", anchor=0.0, base_kl=0.0)
     method = variants.method()                      # (skipping a step is beyond the paper: beyond/variants.py)
-    teacher = method.frozen_model(m, args)
+    cfg = config_for(variants.BeyondConfig, args)
+    teacher = method.frozen_model(m, cfg)
     rows = []
-    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, method, teacher, opt, start_step=1,
+    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, method, cfg, teacher, opt, start_step=1,
                     on_step=lambda step, row: rows.append(row))
     assert rows[0]["skipped"] == 1 and rows[0]["update_rel"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, m.parameters()))
     after = opt.state_dict()
     for k, v in state["state"].items():
         assert all(torch.equal(v[n], after["state"][k][n]) for n in v), k   # moments and step count unchanged
-    args.skip_empty_steps = False                                           # the release: AdamW steps anyway
-    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, method, teacher, opt, start_step=1,
+    cfg = dataclasses.replace(cfg, skip_empty_steps=False)                 # the release: AdamW steps anyway
+    train.run_steps(m, tiny[1], fake_batch(tiny[1])["records"][:2], args, method, cfg, teacher, opt, start_step=1,
                     on_step=lambda step, row: rows.append(row))
     assert rows[1]["skipped"] == 1 and rows[1]["update_rel"] > 0
 
@@ -515,12 +515,12 @@ def test_whole_update_with_shared_prefix_equals_packed(tiny, method, monkeypatch
         opt = torch.optim.SGD(m.parameters(), lr=0.0)
         torch.manual_seed(0)
         if method == "grpo":   # two mini-batches: the π_old scoring, the ratio and the clip all run
-            train.update(m, opt, grpo, None, batch, args_for(mini_batches=2, loss_agg="seq-mean-token-mean"), tok, 1)
+            train.update(m, opt, grpo, grpo.GRPOConfig(mini_batches=2), None, batch, args_for(mini_batches=2, loss_agg="seq-mean-token-mean"), tok, 1)
         else:
             args = types.SimpleNamespace(cot=False, feedback=False, mask_ratio=0.3, micro_batch=3, beta=0.5,
                                          topk=None, max_grad_norm=1e9, loss_agg="seq-mean-token-mean",
                                          mini_batch_order="balanced", sample_blocks=0)
-            train.update(m, opt, sdpo, sdpo.stage_teacher(model), batch, args, tok, 1)
+            train.update(m, opt, sdpo, config_for(sdpo.SDPOConfig, args), sdpo.stage_teacher(model), batch, args, tok, 1)
         return torch.cat([p.grad.flatten() for p in m.parameters()])
     packed, shared = grads(False), grads(True)
     assert packed.abs().max().item() > 0

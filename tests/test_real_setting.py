@@ -14,6 +14,7 @@ import torch
 
 import rollout
 import sdpo
+from conftest import config_for
 import train
 from infra import models
 from infra.errors import BadData
@@ -56,7 +57,7 @@ def sdpo_grads(model, tok, batch, micro_batch=0, grad_checkpointing=False, loss_
                                  alpha=0.0, refresh_every=0, gamma=1.0, loss_agg=loss_agg, mask_ratio=mask_ratio,
                                  feedback=False, mini_batch_order="balanced", sample_blocks=0)
     torch.manual_seed(3)   # (S7) the step's masking draw, as train.run_steps seeds it
-    train.update(m, opt, sdpo, teacher, batch, args, tok, 1)
+    train.update(m, opt, sdpo, config_for(sdpo.SDPOConfig, args), teacher, batch, args, tok, 1)
     return torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])
 
 

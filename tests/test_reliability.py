@@ -13,6 +13,7 @@ import torch
 
 import grpo
 import sdpo
+from conftest import config_for
 import train
 from infra.distributed import NonFiniteError
 
@@ -51,20 +52,20 @@ def test_grpo_nan_stops_before_the_step(fresh_tiny):
     before = flat(model).clone()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     with pytest.raises(NonFiniteError):
-        train.update(model, opt, grpo, None, batch_for(tok), args_for(), tok, 1)
+        train.update(model, opt, grpo, grpo.GRPOConfig(mini_batches=1), None, batch_for(tok), args_for(), tok, 1)
     assert torch.equal(flat(model).nan_to_num(7.0), before.nan_to_num(7.0))  # the step was not applied
 
 
 def test_sdpo_nan_never_reaches_the_teacher(fresh_tiny):
     model, tok = fresh_tiny
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    teacher = sdpo.frozen_model(model, args_for())
+    teacher = sdpo.frozen_model(model, sdpo.SDPOConfig())
     teacher_before = flat(teacher).clone()
     poison(model)
     with pytest.raises(NonFiniteError):   # the update raises before the step; the schedule refuses too
-        train.update(model, opt, sdpo, teacher, batch_for(tok), args_for(), tok, 1)
+        train.update(model, opt, sdpo, config_for(sdpo.SDPOConfig, args_for()), teacher, batch_for(tok), args_for(), tok, 1)
     with pytest.raises(NonFiniteError):
-        sdpo.after_step(teacher, model, 1, args_for())
+        sdpo.after_step(teacher, model, 1, sdpo.SDPOConfig())
     assert torch.equal(flat(teacher), teacher_before)
     assert torch.isfinite(flat(teacher)).all()
 

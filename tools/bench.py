@@ -35,6 +35,7 @@ import torch
 
 import drift
 import evaluate
+from experiment import configurations
 from infra import commands, flags, safety
 import grpo
 import rollout
@@ -111,6 +112,11 @@ def method_args(extra=()):
     return args
 
 
+def method_config(method, args):
+    """The method's knobs (grpo.GRPOConfig, sdpo.SDPOConfig) as continual.py hands them, from method_args's."""
+    return configurations.config_of(method, {}, args)
+
+
 def update_tokens(batch, unique=True):
     """Tokens a training forward processes, padding excluded: each distinct prompt once (the shared
     prefix, speedups.shared_prefix_logits) plus every response token; unique=False counts every
@@ -164,7 +170,7 @@ def bench_fixed(model, tok, device, args):
     # GRPO update on one collected batch (a private copy of the model, its own AdamW)
     m = copy.deepcopy(model)
     opt = torch.optim.AdamW(m.parameters(), lr=margs.lr)
-    t, times = median_time(lambda i: train.update(m, opt, grpo, None, batch, margs, tok, 1), args.repeat, device)
+    t, times = median_time(lambda i: train.update(m, opt, grpo, method_config("grpo", margs), None, batch, margs, tok, 1), args.repeat, device)
     out["grpo_update_s"], out["grpo_update_times"] = t, times
     # ≈ 6 · parameters · tokens: forward 2·P per token, backward 4·P per token
     out["grpo_update_flops"] = 6 * n_params * out["update_tokens"] / t
@@ -173,7 +179,7 @@ def bench_fixed(model, tok, device, args):
     from torch.profiler import ProfilerActivity, profile
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=acts) as prof:
-        train.update(m, opt, grpo, None, batch, margs, tok, 1)
+        train.update(m, opt, grpo, method_config("grpo", margs), None, batch, margs, tok, 1)
     ops = prof.key_averages()
     self_time = {e.key: e.self_cpu_time_total for e in ops} if device.type == "cpu" else \
         {e.key: e.self_device_time_total for e in ops}
@@ -200,7 +206,7 @@ def bench_fixed(model, tok, device, args):
 
     def sdpo_step(i):
         spent.append(None)   # marks the start of run i
-        train.update(m, opt, sdpo, teacher, batch, margs, tok, i + 1)
+        train.update(m, opt, sdpo, method_config("sdpo", margs), teacher, batch, margs, tok, i + 1)
         sdpo.teacher_after_step(teacher, m, i + 1, margs.alpha)   # (T1) as train.run_steps does after it
     sdpo.teacher_logits = timed_teacher
     try:
@@ -392,7 +398,8 @@ def step_time(model, tok, records, group_size, length, device, repeat):
     t_roll, _ = median_time(roll, repeat, device)
     m = copy.deepcopy(model)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    t_upd, _ = median_time(lambda i: train.update(m, opt, grpo, None, box["batch"], margs, tok, 1), repeat, device)
+    t_upd, _ = median_time(lambda i: train.update(m, opt, grpo, method_config("grpo", margs), None, box["batch"], margs, tok, 1),
+                           repeat, device)
     return {"rollout_s": t_roll, "update_s": t_upd, "step_s": t_roll + t_upd,
             "tokens": len(records) * group_size * length}
 
@@ -542,10 +549,12 @@ def logit_memory_slope(case, vocab=128_000, lengths=(128, 640)):
                  "texts": ["x"], "rewards": torch.tensor([1.0]), "group_size": 1}
         if method == "sdpo":
             plan = {"user_texts": ["What is 2+3? \\boxed{5}"], "token_keep": [torch.ones(T, dtype=torch.bool)]}
-            loss, _ = sdpo.micro_batch_loss(model, teacher, batch, plan, {"n_tok": T, "n_seq": 1}, [0], args, tok)
+            loss, _ = sdpo.micro_batch_loss(model, teacher, batch, plan, {"n_tok": T, "n_seq": 1}, [0],
+                                            sdpo.SDPOConfig(topk=topk), args, tok)
         else:
             plan = {"advantages": torch.tensor([1.0]), "old": None}
-            loss, _ = grpo.micro_batch_loss(model, None, batch, plan, {"n_tok": T, "n_seq": 1}, [0], args, tok)
+            loss, _ = grpo.micro_batch_loss(model, None, batch, plan, {"n_tok": T, "n_seq": 1}, [0], grpo.GRPOConfig(),
+                                            args, tok)
         loss.backward()
         model.zero_grad(set_to_none=True)
         del loss

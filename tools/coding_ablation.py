@@ -111,14 +111,14 @@ def run_cell(runs, out, config, factor, seed, steps):
     log = os.path.join(os.path.dirname(path), "log.jsonl")
     if os.path.exists(log):
         os.remove(log)
-    module = configurations.method_of(method, settings, None)
-    stage = rundir.Stage(CODING_STAGE, "coding", *continual.new_stage(model, tok, "coding", CODING_STAGE, module, settings,
-                                                                      args))
+    module, cfg = configurations.method_of(method, settings, None), configurations.config_of(method, settings, args)
+    stage = rundir.Stage(CODING_STAGE, "coding", *continual.new_stage(model, tok, "coding", CODING_STAGE, module, cfg,
+                                                                      settings, args))
     if args.stage_optimizer == "carry":   # the stage-3 AdamW state, carried over
         load_optimizer(start, model, stage.opt)
     on_step = rundir.stage_logger(stage, log, run_name, evaluate.in_stage_curve(model, tok, "coding", stage.args),
                                   measure=measure)
-    train.run_steps(model, tok, stage.records, stage.args, module, stage.frozen, stage.opt,
+    train.run_steps(model, tok, stage.records, stage.args, module, cfg, stage.frozen, stage.opt,
                     desc=f"{run_name} coding", on_step=on_step)
     rows = stage.rows
     after, deg_after = coding_acc(model, tok)

@@ -148,9 +148,9 @@ def loop_push(model, batch, idx, tok, n_loop):
 def cell_method(base_method, probe_teacher=None, loops=None):
     """A method module with the four functions train.run_steps calls: `base_method`'s, with the loop probe on
     every batch (in the step's statistics) and, for SDPO, the cell's loss on loop tokens ("mask" or "push")."""
-    def prepare_batch(model, frozen, batch, args, tok, step):
+    def prepare_batch(model, frozen, batch, cfg, args, tok, step):
         probe = loop_probe(model, probe_teacher or frozen or model, batch, tok)
-        plan = base_method.prepare_batch(model, frozen, batch, args, tok, step)
+        plan = base_method.prepare_batch(model, frozen, batch, cfg, args, tok, step)
         if loops:
             plan = loop_masked_plan(plan, batch, args)
             failed_loops = [sum(probes.loop_tokens(r)) for i, r in enumerate(batch["response_ids"])
@@ -159,8 +159,8 @@ def cell_method(base_method, probe_teacher=None, loops=None):
         plan["probe"] = probe
         return plan
 
-    def micro_batch_loss(model, frozen, batch, plan, part, idx, args, tok):
-        loss, stats = base_method.micro_batch_loss(model, frozen, batch, plan, part, idx, args, tok)
+    def micro_batch_loss(model, frozen, batch, plan, part, idx, cfg, args, tok):
+        loss, stats = base_method.micro_batch_loss(model, frozen, batch, plan, part, idx, cfg, args, tok)
         if loops == "push":
             loss = loss + loop_push(model, batch, idx, tok, plan["n_loop"])
         return loss, stats
@@ -213,16 +213,16 @@ def run_cell(runs, out, cell, seed, steps=40):
     log = os.path.join(os.path.dirname(path), "log.jsonl")
     if os.path.exists(log):
         os.remove(log)
-    base_method = configurations.METHODS[method]
+    base_method, cfg = configurations.METHODS[method], configurations.config_of(method, settings, args)
     stage = rundir.Stage(CODING_STAGE, "coding", *continual.new_stage(model, tok, "coding", CODING_STAGE, base_method,
-                                                                      settings, args))
+                                                                      cfg, settings, args))
     if teacher in ("base", "grpo"):   # the swap: a fixed teacher, never moved (α = 0)
         source = "tiny" if teacher == "base" else stage_dir(runs, seed, RUN_NAMES["grpo"], CODING_STAGE)
         stage.frozen = load_model(source, device)[0].eval().requires_grad_(False)
     probe_teacher = model if method == "grpo" else None   # GRPO has no teacher: the probe asks the student itself
     on_step = rundir.stage_logger(stage, log, run_name,
                                   evaluate.in_stage_curve(model, tok, "coding", stage.args))
-    train.run_steps(model, tok, stage.records, stage.args, cell_method(base_method, probe_teacher, loops),
+    train.run_steps(model, tok, stage.records, stage.args, cell_method(base_method, probe_teacher, loops), cfg,
                     stage.frozen, stage.opt, desc=f"{cell} s{seed}", on_step=on_step)
     after, deg_after = coding_acc(model, tok)
     result = {"cell": cell, "student": student, "teacher": teacher, "loops": loops, "seed": seed, "start": start,

@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from infra.memory import memory_per_stage, parameter_counts     # noqa: E402
 import drift     # noqa: E402
+from experiment import configurations     # noqa: E402
 from infra import commands, flags     # noqa: E402
 import grpo      # noqa: E402
 from infra import distributed     # noqa: E402
@@ -52,9 +53,9 @@ def update(model, tok, batch, method, blocks=0):
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     torch.manual_seed(7)
     if method == "grpo":
-        return train.update(model, opt, grpo, None, batch, args, tok, 1)
+        return train.update(model, opt, grpo, configurations.config_of("grpo", {}, args), None, batch, args, tok, 1)
     teacher = sdpo.init_teacher(model)
-    stats = train.update(model, opt, sdpo, teacher, batch, args, tok, 1)
+    stats = train.update(model, opt, sdpo, configurations.config_of("sdpo", {}, args), teacher, batch, args, tok, 1)
     sdpo.ema_update(teacher, model, args.alpha)
     return stats
 
@@ -212,7 +213,8 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
     grpo_args = method_args("grpo", ["--mini-batches", "1", "--micro-batch", "1"])
     for i in range(2):     # (the second: AdamW's states exist from the first, as in a run)
         peak_reset(device)
-        train.update(model, opt, grpo, None, forced_batch(tok, prompt, 2, new, shape["vocab"], i), grpo_args, tok, 1)
+        train.update(model, opt, grpo, configurations.config_of("grpo", {}, grpo_args), None,
+                     forced_batch(tok, prompt, 2, new, shape["vocab"], i), grpo_args, tok, 1)
         model.zero_grad(set_to_none=True)              # (as train.run_steps after every update)
         measured["update: grpo"] = peak_bytes(device, baseline)
     peak_reset(device)
@@ -225,8 +227,8 @@ def memory(out, shape_name, device_arg, tokens, sample_batch, tol):
     teacher = sdpo.init_teacher(model)
     for i in range(2):
         peak_reset(device)
-        train.update(model, opt, sdpo, teacher, forced_batch(tok, prompt, 2, new, shape["vocab"], 10 + i), sdpo_args,
-                     tok, 1)
+        train.update(model, opt, sdpo, configurations.config_of("sdpo", {}, sdpo_args), teacher,
+                     forced_batch(tok, prompt, 2, new, shape["vocab"], 10 + i), sdpo_args, tok, 1)
         model.zero_grad(set_to_none=True)
         measured["update: sdpo top-100"] = peak_bytes(device, baseline)
     # the teacher is a model of its own (docs/GPU.md): zero a clone's weights and its logits must change

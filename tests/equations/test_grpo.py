@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import grpo
+from conftest import config_for
 import train
 from rollout import response_logits, token_logprobs
 
@@ -124,7 +125,7 @@ def grads_after_update(model, tok, batch, **kw):
     """Run train.update (GRPO) with a no-op optimizer and return the accumulated gradient."""
     m = copy.deepcopy(model)
     opt = torch.optim.SGD(m.parameters(), lr=0.0)
-    train.update(m, opt, grpo, None, batch, args_for(**kw), tok, 1)
+    train.update(m, opt, grpo, config_for(grpo.GRPOConfig, args_for(**kw)), None, batch, args_for(**kw), tok, 1)
     return torch.cat([p.grad.flatten() for p in m.parameters()])
 
 
