@@ -13,21 +13,24 @@ of the same prompt as the demonstration (exactly what SDPO does with a successfu
 sample again with the reprompt. Both rates are reported on the same prompts (those that had a
 success to show), so the difference is the demonstration's effect — the signal SDPO depends on.
 """
-import argparse
+import dataclasses
 import hashlib
 import json
 import os
 import time
+from typing import Optional
 
 import torch
+from transformers import HfArgumentParser
 
 from infra import errors, safety
 from world import tasks
-from infra.flags import (MAX_EVAL_N, MAX_TOKENS, check_code_jail, check_device_flag, check_dir_flag, check_model_flag,
-                         set_switches)
+from infra.flags import (MAX_EVAL_N, DefaultsShown, check_code_jail, check_device_flag, check_dir_flag, check_knobs,
+                         check_model_flag, rows_of, run_rows, set_switches)
+from infra.knobs import knob, must
 from infra.distributed import init_distributed, is_main, shard
 from infra.checkpoints import write_atomically
-from infra.models import DTYPES, MODEL_DIRS, load_model
+from infra.models import MODEL_DIRS, load_model
 from infra.speedups import SAMPLE_BATCH
 from rollout import EVAL_TEMPERATURE, EVAL_TOP_P, acc_at_k, drop_long_prompts, fill_reprompt, prompt_room
 
@@ -292,37 +295,41 @@ def weights_sha1(model):
         return hashlib.sha1(f.read()).hexdigest()
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description="Acc@k of a model on benchmarks (SPEC C3) and the teacher check.",
-                                 usage="python evaluate.py [--model M] [--benchmarks all|train|ood|LIST] [--k K] [--n N] "
-                                       "... (--help lists all)")
-    ap.add_argument("--model", default="tiny", help="'tiny', a local HF directory, or a hub id")
-    ap.add_argument("--benchmarks", default="all", help="all | train | ood | comma list of names or files")
-    ap.add_argument("--k", type=int, default=8, help="samples per prompt (Acc@k)")
-    ap.add_argument("--n", type=int, default=48, help="prompts per benchmark")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="auto", choices=["auto", *DTYPES])
-    ap.add_argument("--max-prompt-len", type=int, default=0, help="drop prompts longer than this (0 = keep all)")
-    ap.add_argument("--unsafe-code", action="store_true", help="run CODING programs without an OS jail where none "
-                    "is available (world/sandbox.py's inner layers only)")
-    ap.add_argument("--sample-batch", type=int, default=SAMPLE_BATCH, help="sequences generated at once (bounds "
-                    "the KV cache: at 8k tokens set it to what fits, docs/GPU.md)")
+# evaluate.py's own knobs; the model, the benchmarks, the response length, the device, dtype, prompt length, batch
+# of sampling and --unsafe-code are the run's (infra/flags.py: SHARED), the same fields, defaults and checks
+@dataclasses.dataclass(frozen=True)
+class EvaluateConfig:
+    """What evaluate.py asks beside the run's knobs."""
+    k: int = knob(8, "samples per prompt (Acc@k)")
+    n: int = knob(48, "prompts per benchmark")
+    seed: int = knob(0, "picks the test prompts and seeds the sampling")
+    no_teacher_check: bool = knob(False, "skip the with/without-demonstration check")
+    out: Optional[str] = knob(None, "write the results as JSON here")
+    overwrite_committed: bool = knob(False, "let --out write in committed folders (rebuilds results/base/tiny.json)")
+
+    def __post_init__(self):
+        must(1 <= self.k <= 1024, f"--k must be in [1, 1024], got {self.k}")
+        must(1 <= self.n <= MAX_EVAL_N, f"--n must be in [1, {MAX_EVAL_N}], got {self.n}")
+        must(0 <= self.seed < 2**31, f"--seed must be in [0, 2^31), got {self.seed}")
+
+
+SHARED = ("model", "benchmarks", "max_new_tokens", "device", "dtype", "max_prompt_len", "sample_batch", "unsafe_code")
+
+
+def parse_args(argv=None):
+    """evaluate.py's flags, made and checked as continual.py's are (infra/flags.py): one error line, exit 2."""
+    ap = HfArgumentParser([], description="Acc@k of a model on benchmarks (SPEC C3) and the teacher check.",
+                          formatter_class=DefaultsShown,
+                          usage="python evaluate.py [--model M] [--benchmarks all|train|ood|LIST] [--k K] [--n N] ... "
+                                "(--help lists all)")
+    rows = [r for r in run_rows() if r["name"] in SHARED] + rows_of(EvaluateConfig, "evaluate")
+    for row in rows:
+        HfArgumentParser._parse_dataclass_field(ap, row["field"])
     thinking = ap.add_mutually_exclusive_group()
     thinking.add_argument("--enable-thinking", dest="enable_thinking", action="store_const", const=True, default=None)
     thinking.add_argument("--disable-thinking", dest="enable_thinking", action="store_const", const=False)
-    ap.add_argument("--no-teacher-check", action="store_true", help="skip the with/without-demonstration check")
-    ap.add_argument("--out", default=None, help="write the results as JSON here")
-    ap.add_argument("--overwrite-committed", action="store_true", help="let --out write under the repository's "
-                    "committed folders or over a tracked file (results/base/tiny.json is rebuilt this way)")
     args = ap.parse_args(argv)
-    for flag, v, top in (("--k", args.k, 1024), ("--n", args.n, MAX_EVAL_N), ("--max-new-tokens", args.max_new_tokens, MAX_TOKENS),
-                         ("--sample-batch", args.sample_batch, 1 << 20)):
-        if not 1 <= v <= top:
-            ap.error(f"{flag} must be in [1, {top}], got {v}")
-    if not 0 <= args.seed < 2**31:
-        ap.error(f"--seed must be in [0, 2^31), got {args.seed}")
+    check_knobs(ap, args, rows)   # each dataclass's own checks (__post_init__)
     check_model_flag(ap, "--model", args.model)
     check_device_flag(ap, args.device)
     if args.out is not None:   # checked before the evaluation runs, not after it
@@ -340,6 +347,11 @@ def main(argv=None):
     except Exception as e:
         ap.error(errors.one_line(e))
     check_code_jail(ap, args, names)
+    return ap, args, names
+
+
+def main(argv=None):
+    ap, args, names = parse_args(argv)
     set_switches(args)   # (--unsafe-code: the graders may run programs without a jail)
     device = init_distributed(args.device)   # torchrun: the prompts are shared out, the results gathered
     model, tok = load_model(args.model, device, args.dtype, enable_thinking=args.enable_thinking)

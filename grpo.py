@@ -137,6 +137,16 @@ def aggregate(per_token_loss, mask, mode="token-mean", num_tokens=None, num_seqs
 # ----------------------------------------------------------------------------------------------
 # The GRPO update on one graded batch
 # ----------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class GRPOPlan:
+    """What prepare_batch gives the loss for one batch (train.update reads `steps`, infra/distributed.whole_batch
+    sums each step's counts and `counts` over the processes)."""
+    steps: list                 # the optimizer steps: each {"micro_batches": [index lists], "n_tok", "n_seq"} (G5)
+    counts: dict                # what the logged shares are computed from (groups, groups with a learning signal)
+    advantages: torch.Tensor    # [N*G] one advantage per response (G1)
+    old: list | None            # (G2) log π_old of each response, [|y_i|] each; None on-policy (π_old = sg[π_θ])
+
+
 def frozen_model(model, cfg, carried=None):
     """(G4)'s reference: a frozen copy of the starting model when --kl-coef > 0, else None. (carried: what SDPO
     carries between stages; GRPO carries nothing.)"""
@@ -172,7 +182,7 @@ def prepare_batch(model, ref_model, batch, cfg, args, tok, step):
     groups = adv.view(-1, batch["group_size"])                                          # [N, G]
     # the counts behind the share of groups with a learning signal (logs; train.update sums them over the processes)
     counts = {"groups": groups.shape[0], "groups_with_signal": int((groups.abs().sum(1) > 0).sum())}
-    return {"steps": steps, "advantages": adv, "old": old, "group_size": batch["group_size"], "counts": counts}
+    return GRPOPlan(steps, counts, adv, old)
 
 
 def micro_batch_loss(model, ref_model, batch, plan, part, idx, cfg, args, tok):
@@ -183,14 +193,14 @@ def micro_batch_loss(model, ref_model, batch, plan, part, idx, cfg, args, tok):
     logits, mask, targets = response_logits(model, prompts, responses, tok.pad_token_id)   # [b, T, V], [b, T], [b, T]
     logp = token_logprobs(logits, targets)                                         # [b, T] log π_θ(y_t|h_t)
     # (G2) on-policy: π_old = sg[π_θ], so ρ = 1 and the gradient is A ∇log π_θ; else the sampler's log-probs
-    old_logp = logp.detach() if plan["old"] is None else rows_of(plan["old"], idx, logp)
+    old_logp = logp.detach() if plan.old is None else rows_of(plan.old, idx, logp)
     ref_logp = None
     if ref_model is not None:   # (G4) the frozen reference, only when --kl-coef > 0
         with torch.no_grad():
             ref_logits, _, _ = response_logits(ref_model, prompts, responses, tok.pad_token_id)   # [b, T, V]
             ref_logp = token_logprobs(ref_logits, targets)                                     # [b, T]
     # (G3) the clipped surrogate per token, and where the clip bound
-    adv = plan["advantages"][idx].to(logp.device)                                            # [b]
+    adv = plan.advantages[idx].to(logp.device)                                               # [b]
     per_token, clipped = clipped_surrogate(logp, old_logp, adv, cfg.epsilon, cfg.epsilon_high,
                                            cfg.clip_ratio_c)                                  # [b, T] each
     stats = {"clip_frac": (clipped.float() * mask).sum().item() / max(1.0, mask.sum().item())}
@@ -212,7 +222,7 @@ def step_stats(plan, results):
     k3 KL, ‖∇‖, and the share of groups with a learning signal (not all rewards equal)."""
     totals = {"loss": 0.0, "clip_frac": 0.0, "entropy": 0.0, "kl": 0.0, "grad_norm": 0.0}
     clip_by_step = []   # each optimizer step's own clip fraction: on-policy, the first never clips (ρ = 1)
-    for step, (loss, parts, grad_norm) in zip(plan["steps"], results):
+    for step, (loss, parts, grad_norm) in zip(plan.steps, results):
         tokens = max(1, step["n_tok"])   # the mini-batch's tokens over every process (train.update)
         totals["loss"] += loss
         totals["grad_norm"] += grad_norm
@@ -222,7 +232,7 @@ def step_stats(plan, results):
         for p in parts:
             totals["kl"] += p.get("kl", 0.0) * p["tokens"] / tokens
     stats = {key: v / max(1, len(results)) for key, v in totals.items()}
-    stats["groups_with_signal"] = plan["counts"]["groups_with_signal"] / max(1, plan["counts"]["groups"])
+    stats["groups_with_signal"] = plan.counts["groups_with_signal"] / max(1, plan.counts["groups"])
     stats["clip_frac_by_step"] = clip_by_step
     return stats
 

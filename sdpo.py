@@ -303,6 +303,16 @@ def teacher_after_step(teacher, student, step, alpha, refresh_every=0, gamma=1.0
 # ----------------------------------------------------------------------------------------------
 # The SDPO update on one graded batch
 # ----------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class SDPOPlan:
+    """What prepare_batch gives the loss for one batch (train.update reads `steps`, infra/distributed.whole_batch
+    sums each step's counts and `counts` over the processes)."""
+    steps: list        # the one optimizer step: {"micro_batches": [index lists of distilled responses], "n_tok", "n_seq"}
+    counts: dict       # what the logged shares are computed from (signal_counts)
+    user_texts: list   # (S1, S8) the teacher's user turn of each response; None where it has nothing to show
+    token_keep: list   # (S7) the tokens distilled, [|y_i|] bools per response
+
+
 def prepare_batch(model, teacher, batch, cfg, args, tok, step):
     """Teacher prompts (S1, S8) and token masking (S7) for one batch, and its one optimizer step: the
     micro-batches of the responses with a teacher signal, whose loss micro_batch_loss computes (S2–S5).
@@ -329,9 +339,8 @@ def prepare_batch(model, teacher, batch, cfg, args, tok, step):
     micro = [[distilled[j] for j in idx] for idx in micro_batches([lengths[i] for i in distilled], args.micro_batch)]
     # (S5) the counts the loss divides by: distilled tokens (token-mean), responses (seq-mean); train.update
     # makes them the whole batch's when several processes share it
-    return {"steps": [{"micro_batches": micro, "n_tok": n_distilled, "n_seq": B}],
-            "user_texts": user_texts, "token_keep": token_keep,
-            "counts": signal_counts(has_demo, demo_of, n_distilled, lengths)}
+    return SDPOPlan([{"micro_batches": micro, "n_tok": n_distilled, "n_seq": B}],
+                    signal_counts(has_demo, demo_of, n_distilled, lengths), user_texts, token_keep)
 
 
 def signal_counts(has_demo, demo_of, n_distilled, lengths):
@@ -346,15 +355,15 @@ def signal_counts(has_demo, demo_of, n_distilled, lengths):
 def step_stats(plan, results):
     """The step's statistics over the whole batch: the shares of responses with a teacher prompt (by what) and of
     tokens distilled, loss, ‖∇‖, and per distilled token the GJSD, the student's and the teacher's entropies."""
-    (loss, parts, grad_norm), c = results[0], plan["counts"]
-    tokens, responses = max(1, plan["steps"][0]["n_tok"]), max(1, c["responses"])   # (n_tok: the whole batch's)
+    (loss, parts, grad_norm), c = results[0], plan.counts
+    tokens, responses = max(1, plan.steps[0]["n_tok"]), max(1, c["responses"])   # (n_tok: the whole batch's)
     return {"reprompt_frac": c["reprompted"] / responses, "demo_frac": c["by_demo"] / responses,
             "feedback_frac": c["by_feedback"] / responses,
             "distilled_token_frac": c["distilled_tokens"] / max(1, c["response_tokens"]),
             "loss": loss, "grad_norm": grad_norm, "js": sum(p["js_sum"] for p in parts) / tokens,
             "entropy": sum(p["entropy_sum"] for p in parts) / tokens,
             "teacher_entropy": sum(p["teacher_entropy_sum"] for p in parts) / tokens,
-            "skipped": int(plan["steps"][0]["n_tok"] == 0)}
+            "skipped": int(plan.steps[0]["n_tok"] == 0)}
 
 
 def micro_batch_loss(model, teacher, batch, plan, part, idx, cfg, args, tok):
@@ -377,7 +386,7 @@ def distill_distributions(model, teacher, batch, plan, idx, cfg, tok, logits_of_
     teacher's logits, its own weights' (S2) unless another kind of teacher is given (beyond/variants.py)."""
     logits_of_teacher = logits_of_teacher or teacher_logits
     prompts, responses = [batch["prompt_ids"][i] for i in idx], [batch["response_ids"][i] for i in idx]
-    t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], plan["user_texts"][i])) for i in idx]   # (S1)
+    t_prompts = [encode_chat(tok, chat_messages(batch["records"][i], plan.user_texts[i])) for i in idx]   # (S1)
     if cfg.topk:    # (S4) real models: k+1 values per position, never a full fp32 log-softmax
         t_logits = logits_of_teacher(teacher, t_prompts, responses, tok.pad_token_id, as_float=False)   # [b, T, V]
         logits, mask, _ = response_logits(model, prompts, responses, tok.pad_token_id, as_float=False)  # [b, T, V]
@@ -389,7 +398,7 @@ def distill_distributions(model, teacher, batch, plan, idx, cfg, tok, logits_of_
         s_dist = torch.log_softmax(logits, dim=-1)                                         # [b, T, V]
         entropies = entropy_of(s_dist), entropy_of(t_dist)                                 # [b, T] each (logs)
     for j, i in enumerate(idx):   # (S7) masked tokens leave the loss
-        keep = plan["token_keep"][i]                                                       # [|y_i|] bools
+        keep = plan.token_keep[i]                                                          # [|y_i|] bools
         mask[j, :len(keep)] *= keep.to(mask.device, mask.dtype)
     return s_dist, t_dist, mask, entropies
 

@@ -6,13 +6,14 @@ with its own knobs, `cfg` (grpo.GRPOConfig, sdpo.SDPOConfig), and its *frozen* m
 teacher, S2: no gradient reaches it); `args` are the run's settings (steps, rates, sampling, the batch's order):
 
     method.frozen_model(model, cfg) -> frozen                              the reference (G4) or the teacher (T3)
-    method.prepare_batch(model, frozen, batch, cfg, args, tok, step) -> plan   what the batch gives the loss:
-                     GRPO's advantages and π_old (G1, G2); SDPO's teacher prompts and token masks (S1, S7, S8);
-                     and the batch's optimizer steps, each a list of micro-batches
+    method.prepare_batch(model, frozen, batch, cfg, args, tok, step) -> plan   what the batch gives the loss, a
+                     dataclass (grpo.GRPOPlan, sdpo.SDPOPlan): GRPO's advantages and π_old (G1, G2); SDPO's teacher
+                     prompts and token masks (S1, S7, S8); and the batch's optimizer steps, `plan.steps`, each a list
+                     of micro-batches with the counts its loss divides by
     method.micro_batch_loss(model, frozen, batch, plan, part, idx, cfg, args, tok) -> (loss, stats)
                      the loss of one micro-batch: GRPO (G2–G5) or SDPO (S2–S5), every equation called there
     method.step_stats(plan, results) -> dict                               what the step logs, over the whole
-                     batch: each step's counts and the plan's "counts" summed over the processes, each result's
+                     batch: each step's counts and `plan.counts` summed over the processes, each result's
                      micro-batch stats from every process
     method.after_step(frozen, model, step, cfg) -> bool                    SDPO's teacher schedule (T1 EMA,
                      T2 refresh: True at a refresh point); GRPO, with no teacher, has no after_step
@@ -108,7 +109,7 @@ def update(model, opt, method, cfg, frozen, batch, args, tok, step, lr=None):
     plan = method.prepare_batch(model, frozen, batch, cfg, args, tok, step)
     results = []                       # (loss, [stats per micro-batch], ‖∇‖) per optimizer step
     with whole_batch(plan, frozen, step):   # (G5, S5) each step's counts over the whole batch (torchrun: every process)
-        for part in plan["steps"]:
+        for part in plan.steps:
             opt.zero_grad(set_to_none=True)
             total, parts = torch.zeros(()), []
             for idx in part["micro_batches"]:

@@ -143,10 +143,10 @@ def prepare_batch(model, frozen, batch, cfg, args, tok, step):
     plan = sdpo.prepare_batch(model, frozen["teacher"], batch, cfg, args, tok, step)
     if cfg.distill == "failed":   # (V1)
         plan = failed_only(plan, batch, args.micro_batch)
-    if cfg.skip_empty_steps and global_sum(plan["steps"][0]["n_tok"]) == 0:
-        plan["steps"] = []            # nothing to distil anywhere: no step, no momentum move
+    if cfg.skip_empty_steps and global_sum(plan.steps[0]["n_tok"]) == 0:
+        plan.steps = []               # nothing to distil anywhere: no step, no momentum move
     elif cfg.anchor:
-        plan["steps"][0]["micro_batches"] = plan["steps"][0]["micro_batches"] + [[]]   # [] = the anchor's
+        plan.steps[0]["micro_batches"] = plan.steps[0]["micro_batches"] + [[]]   # [] = the anchor's
     return plan
 
 
@@ -155,13 +155,13 @@ def failed_only(plan, batch, micro_batch=0):
     that already succeeded is then never pulled toward its teacher: under Appendix B's Razor policy the base keeps
     its conditional distribution within successful responses, so SDPO's pull on them is the teacher's projection
     alone (the mediation experiment's arm: docs/studies/mediation.md). The step's counts are the kept responses' (S5 divides by them)."""
-    step = plan["steps"][0]
+    step = plan.steps[0]
     kept = [i for idx in step["micro_batches"] for i in idx if float(batch["rewards"][i]) < 1.0]   # (V1)
     lengths = [len(batch["response_ids"][i]) for i in kept]
-    n_tok = sum(int(plan["token_keep"][i].sum()) for i in kept)
+    n_tok = sum(int(plan.token_keep[i].sum()) for i in kept)
     micro = [[kept[j] for j in idx] for idx in micro_batches(lengths, micro_batch)]
-    return {**plan, "steps": [{**step, "micro_batches": micro, "n_tok": n_tok}],
-            "counts": {**plan["counts"], "distilled_tokens": n_tok}}
+    return dataclasses.replace(plan, steps=[{**step, "micro_batches": micro, "n_tok": n_tok}],
+                               counts={**plan.counts, "distilled_tokens": n_tok})
 
 
 def micro_batch_loss(model, frozen, batch, plan, part, idx, cfg, args, tok):
@@ -183,8 +183,8 @@ def micro_batch_loss(model, frozen, batch, plan, part, idx, cfg, args, tok):
 
 def step_stats(plan, results):
     """sdpo.step_stats; a skipped step logs as an empty one (every count 0, skipped = 1)."""
-    if not plan["steps"]:
-        plan = {**plan, "steps": [{"micro_batches": [], "n_tok": 0, "n_seq": 0}]}
+    if not plan.steps:
+        plan = dataclasses.replace(plan, steps=[{"micro_batches": [], "n_tok": 0, "n_seq": 0}])
         results = [(0.0, [], 0.0)]
     return sdpo.step_stats(plan, results)
 

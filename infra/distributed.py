@@ -389,12 +389,12 @@ def whole_batch(plan, frozen, step):
     the processes (G5, S5: every micro-batch's loss divides by the whole batch's counts, so the summed gradients are
     the whole batch's however it is split), and the method's frozen model(s) gathered for their forwards (their
     number differs between processes, so they need no collective). The plan's "counts" (the logs' shares) are summed
-    too. One process: the counts as they are.
+    too. plan: the method's (grpo.GRPOPlan, sdpo.SDPOPlan). One process: the counts as they are.
     A batch with no token in its loss (SDPO: no response had a successful sibling or feedback) is said once."""
-    for part in plan["steps"]:
+    for part in plan.steps:
         part["n_tok"], part["n_seq"] = global_sum(part["n_tok"]), global_sum(part["n_seq"])
-    plan["counts"] = {k: global_sum(v) for k, v in plan.get("counts", {}).items()}   # (the logs' shares)
-    if all(part["n_tok"] == 0 for part in plan["steps"]) and is_main():   # (infra/steps.py says it, once a stage)
+    plan.counts = {k: global_sum(v) for k, v in plan.counts.items()}   # (the logs' shares)
+    if all(part["n_tok"] == 0 for part in plan.steps) and is_main():   # (infra/steps.py says it, once a stage)
         warnings.warn(f"step {step}", EmptyLossWarning)   # (step: train.update's, counted from 1)
     frozen_models = frozen.values() if isinstance(frozen, dict) else [frozen]   # (beyond/variants.py: a pair)
     with gathered(*frozen_models):

@@ -154,7 +154,7 @@ class Rules:
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
     """Which benchmarks, how many prompts and samples (C2, C3), the in-stage curve."""
-    benchmarks: str = knob("all", "evaluated after every stage: all | train | ood | list")
+    benchmarks: str = knob("all", "the benchmarks (continual.py: evaluated after every stage): all | train | ood | list")
     eval_n: int = knob(32, "test prompts per benchmark")
     eval_k: int = knob(8, "samples per prompt (Acc@k, C3)")
     eval_seed: int = knob(0, "picks the test prompts and seeds the evaluation sampling, whatever the training seed: "

@@ -52,10 +52,10 @@ def brute_loss(model, teacher, batch, plan, tok, skip_loops, beta=0.5):
     one, the loop tokens left out when skip_loops."""
     per_seq = []
     for i, ids in enumerate(batch["response_ids"]):
-        if plan["user_texts"][i] is None:
+        if plan.user_texts[i] is None:
             per_seq.append(0.0)
             continue
-        t_prompt = encode_chat(tok, chat_messages(batch["records"][i], plan["user_texts"][i]))
+        t_prompt = encode_chat(tok, chat_messages(batch["records"][i], plan.user_texts[i]))
         s = torch.log_softmax(response_logits(model, [batch["prompt_ids"][i]], [ids], tok.pad_token_id)[0][0], -1)
         t = torch.log_softmax(response_logits(teacher, [t_prompt], [ids], tok.pad_token_id)[0][0], -1)
         loops = probes.loop_tokens(ids)
@@ -65,7 +65,7 @@ def brute_loss(model, teacher, batch, plan, tok, skip_loops, beta=0.5):
 
 
 def plan_loss(model, teacher, batch, plan, args, tok):
-    part = plan["steps"][0]
+    part = plan.steps[0]
     return sum(sdpo.micro_batch_loss(model, teacher, batch, plan, part, idx, config_for(sdpo.SDPOConfig, args), args, tok)[0].item()
                for idx in part["micro_batches"])
 
@@ -82,12 +82,12 @@ def test_loop_masking_zeroes_exactly_the_loop_tokens_loss(tiny):
     masked_plan = collapse.loop_masked_plan(plan, batch, args)
     masked = plan_loss(model, teacher, batch, masked_plan, args, tok)
     for i, ids in enumerate(batch["response_ids"]):
-        assert masked_plan["token_keep"][i].tolist() == [not x for x in probes.loop_tokens(ids)]
+        assert masked_plan.token_keep[i].tolist() == [not x for x in probes.loop_tokens(ids)]
     # responses 0 and 2 succeeded and have no other success in their group: only 1 and 3 are distilled
-    assert [t is not None for t in plan["user_texts"]] == [False, True, False, True]
+    assert [t is not None for t in plan.user_texts] == [False, True, False, True]
     ids = batch["response_ids"]
     n_loops = sum(probes.loop_tokens(ids[1])) + sum(probes.loop_tokens(ids[3]))
-    assert n_loops > 0 and masked_plan["steps"][0]["n_tok"] == len(ids[1]) + len(ids[3]) - n_loops
+    assert n_loops > 0 and masked_plan.steps[0]["n_tok"] == len(ids[1]) + len(ids[3]) - n_loops
     assert masked == pytest.approx(brute_loss(model, teacher, batch, plan, tok, True), rel=1e-4)
     assert full == pytest.approx(brute_loss(model, teacher, batch, plan, tok, False), rel=1e-4)
     assert masked != pytest.approx(full, rel=1e-3)

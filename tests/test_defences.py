@@ -222,10 +222,10 @@ def test_failed_only_distils_the_failed_responses_alone_against_brute_force(pair
             p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0)))
     full = sdpo.prepare_batch(student, teacher, batch, cfg, args, tok, 1)
     plan = variants.prepare_batch(student, frozen, batch, cfg, args, tok, 1)
-    assert sorted(i for mb in full["steps"][0]["micro_batches"] for i in mb) == [0, 1, 2, 3]
-    assert sorted(i for mb in plan["steps"][0]["micro_batches"] for i in mb) == [2, 3]
-    assert plan["steps"][0]["n_tok"] == len(resp[2]) + len(resp[3]) == plan["counts"]["distilled_tokens"]
-    part = plan["steps"][0]
+    assert sorted(i for mb in full.steps[0]["micro_batches"] for i in mb) == [0, 1, 2, 3]
+    assert sorted(i for mb in plan.steps[0]["micro_batches"] for i in mb) == [2, 3]
+    assert plan.steps[0]["n_tok"] == len(resp[2]) + len(resp[3]) == plan.counts["distilled_tokens"]
+    part = plan.steps[0]
     loss = sum(variants.micro_batch_loss(student, frozen, batch, plan, part, idx, cfg, args, tok)[0].item()
                for idx in part["micro_batches"])
     per_seq = []
@@ -233,7 +233,7 @@ def test_failed_only_distils_the_failed_responses_alone_against_brute_force(pair
         if batch["rewards"][i] == 1:
             per_seq.append(0.0)
             continue
-        t_prompt = encode_chat(tok, chat_messages(record, plan["user_texts"][i]))
+        t_prompt = encode_chat(tok, chat_messages(record, plan.user_texts[i]))
         s = torch.log_softmax(logits_one_by_one(student, batch["prompt_ids"][i], resp[i]), -1)
         t = torch.log_softmax(logits_one_by_one(teacher, t_prompt, resp[i]), -1)
         per_seq.append(sum(sdpo.generalized_jsd(s[j], t[j], cfg.beta).item() for j in range(len(resp[i])))

@@ -118,10 +118,12 @@ def test_sigterm_becomes_ctrl_c_unless_it_is_ignored_or_off_the_main_thread():
 def test_an_empty_batch_is_named_by_its_own_step():
     """whole_batch names an empty batch by train.update's step, counted from 1 as the bar and log.jsonl count them
     (it said step 2 of the first batch)."""
+    import sdpo
     from infra.distributed import whole_batch
+    empty = sdpo.SDPOPlan(steps=[{"micro_batches": [], "n_tok": 0, "n_seq": 0}], counts={}, user_texts=[], token_keep=[])
     for step in (1, 7):
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
-            with whole_batch({"steps": [{"n_tok": 0, "n_seq": 0}]}, None, step):
+            with whole_batch(empty, None, step):
                 pass
         assert [str(w.message) for w in said if w.category is EmptyLossWarning] == [f"step {step}"]

@@ -548,11 +548,11 @@ def logit_memory_slope(case, vocab=128_000, lengths=(128, 640)):
         batch = {"prompt_ids": [prompt], "response_ids": [response], "records": [{"prompt": "What is 2+3?"}],
                  "texts": ["x"], "rewards": torch.tensor([1.0]), "group_size": 1}
         if method == "sdpo":
-            plan = {"user_texts": ["What is 2+3? \\boxed{5}"], "token_keep": [torch.ones(T, dtype=torch.bool)]}
+            plan = sdpo.SDPOPlan([], {}, ["What is 2+3? \\boxed{5}"], [torch.ones(T, dtype=torch.bool)])
             loss, _ = sdpo.micro_batch_loss(model, teacher, batch, plan, {"n_tok": T, "n_seq": 1}, [0],
                                             sdpo.SDPOConfig(topk=topk), args, tok)
         else:
-            plan = {"advantages": torch.tensor([1.0]), "old": None}
+            plan = grpo.GRPOPlan([], {}, torch.tensor([1.0]), None)
             loss, _ = grpo.micro_batch_loss(model, None, batch, plan, {"n_tok": T, "n_seq": 1}, [0], grpo.GRPOConfig(),
                                             args, tok)
         loss.backward()

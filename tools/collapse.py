@@ -120,14 +120,14 @@ def loop_masked_plan(plan, batch, args):
     """SDPO's plan with every loop token dropped from the distillation (S7's keep masks AND not-a-loop-token):
     the distilled responses, micro-batches and token count follow from the new masks."""
     keep = [k & ~torch.tensor(probes.loop_tokens(r), dtype=torch.bool)
-            for k, r in zip(plan["token_keep"], batch["response_ids"])]
+            for k, r in zip(plan.token_keep, batch["response_ids"])]
     lengths = [len(r) for r in batch["response_ids"]]
-    distilled = [i for i, t in enumerate(plan["user_texts"]) if t is not None and int(keep[i].sum()) > 0]
+    distilled = [i for i, t in enumerate(plan.user_texts) if t is not None and int(keep[i].sum()) > 0]
     n_tok = sum(int(keep[i].sum()) for i in distilled)
     micro = [[distilled[j] for j in idx] for idx in micro_batches([lengths[i] for i in distilled], args.micro_batch)]
-    plan["token_keep"] = keep
-    plan["steps"] = [{**plan["steps"][0], "micro_batches": micro, "n_tok": n_tok}]
-    plan["counts"]["distilled_tokens"] = n_tok
+    plan.token_keep = keep
+    plan.steps = [{**plan.steps[0], "micro_batches": micro, "n_tok": n_tok}]
+    plan.counts["distilled_tokens"] = n_tok
     return plan
 
 
@@ -154,19 +154,19 @@ def cell_method(base_method, probe_teacher=None, loops=None):
         if loops:
             plan = loop_masked_plan(plan, batch, args)
             failed_loops = [sum(probes.loop_tokens(r)) for i, r in enumerate(batch["response_ids"])
-                            if float(batch["rewards"][i]) != 1.0 and plan["user_texts"][i] is not None]
-            plan["n_loop"] = sum(failed_loops)
-        plan["probe"] = probe
+                            if float(batch["rewards"][i]) != 1.0 and plan.user_texts[i] is not None]
+            plan.n_loop = sum(failed_loops)   # (the cell's own, beside the method's plan fields)
+        plan.probe = probe
         return plan
 
     def micro_batch_loss(model, frozen, batch, plan, part, idx, cfg, args, tok):
         loss, stats = base_method.micro_batch_loss(model, frozen, batch, plan, part, idx, cfg, args, tok)
         if loops == "push":
-            loss = loss + loop_push(model, batch, idx, tok, plan["n_loop"])
+            loss = loss + loop_push(model, batch, idx, tok, plan.n_loop)
         return loss, stats
 
     def step_stats(plan, results):
-        return {**base_method.step_stats(plan, results), **plan["probe"]}
+        return {**base_method.step_stats(plan, results), **plan.probe}
 
     optional = {name: getattr(base_method, name) for name in ("after_step", "frozen_state") if hasattr(base_method, name)}
     return SimpleNamespace(prepare_batch=prepare_batch, micro_batch_loss=micro_batch_loss, step_stats=step_stats,
