@@ -307,7 +307,7 @@ def teacher_after_step(teacher, student, step, alpha, refresh_every=0, gamma=1.0
 class SDPOPlan:
     """What prepare_batch gives the loss for one batch (train.update reads `steps`, infra/distributed.whole_batch
     sums each step's counts and `counts` over the processes)."""
-    steps: list        # the one optimizer step: {"micro_batches": [index lists of distilled responses], "n_tok", "n_seq"}
+    steps: list        # the one optimizer step: {"micro_batches": [index lists, distilled ones], "n_tok", "n_seq"}
     counts: dict       # what the logged shares are computed from (signal_counts)
     user_texts: list   # (S1, S8) the teacher's user turn of each response; None where it has nothing to show
     token_keep: list   # (S7) the tokens distilled, [|y_i|] bools per response

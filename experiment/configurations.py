@@ -7,8 +7,8 @@ and the method train.run_steps is handed.
 A configuration is a method (METHODS) with the settings of every knob that names one: the method's own
 SETTINGS (grpo.py, sdpo.py; SDPO's teacher at the stage boundary, T3, among them), for SDPO beyond/variants.py's, and
 the method's learning rate. The method is handed its own knobs as one instance of its config class (CONFIGS:
-grpo.GRPOConfig, sdpo.SDPOConfig, variants.BeyondConfig), the command's values with the configuration's over them. Its run name carries every setting away from its default, so two configurations never share
-a name. The run directories (experiment/rundir.py) take the list as it is and know nothing of the methods."""
+grpo.GRPOConfig, sdpo.SDPOConfig, variants.BeyondConfig), the command's values with the configuration's over them.
+Its run name carries every setting away from its default, so two configurations never share a name. The run directories (experiment/rundir.py) take the list as it is and know nothing of the methods."""
 import dataclasses
 
 import grpo

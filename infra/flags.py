@@ -3,8 +3,8 @@
     python continual.py --help      # the paper's knobs; --help-all: every group
 
 A knob is a dataclass field (infra/knobs.py) made a flag by transformers.HfArgumentParser: the methods' in their
-files (grpo.GRPOConfig, sdpo.SDPOConfig, beyond/variants.BeyondConfig, continual.StageRules), the run's own here, one dataclass per --help group
-(Experiment, Rules, Evaluation, Drift, Scale, Output). Every check runs before any work starts, says what is wrong in
+files (grpo.GRPOConfig, sdpo.SDPOConfig, beyond/variants.BeyondConfig, continual.StageRules), the run's own here, one
+dataclass per --help group (Experiment, Rules, Evaluation, Drift, Scale, Output). Every check runs before any work starts, says what is wrong in
 one `error:` line and exits with code 2 (argparse's convention). No check touches the network: a hub model must be in
 the local Hugging Face cache (or be a local directory). A flag a model gives its own default to (weight decay,
 warmup, top-k) is filled in here (`model_defaults`, `default_topk`).
@@ -154,7 +154,7 @@ class Rules:
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
     """Which benchmarks, how many prompts and samples (C2, C3), the in-stage curve."""
-    benchmarks: str = knob("all", "the benchmarks (continual.py: evaluated after every stage): all | train | ood | list")
+    benchmarks: str = knob("all", "the benchmarks (continual.py: after every stage): all | train | ood | list")
     eval_n: int = knob(32, "test prompts per benchmark")
     eval_k: int = knob(8, "samples per prompt (Acc@k, C3)")
     eval_seed: int = knob(0, "picks the test prompts and seeds the evaluation sampling, whatever the training seed: "
