@@ -124,6 +124,7 @@ def test_an_empty_batch_is_named_by_its_own_step():
     for step in (1, 7):
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
-            with whole_batch(empty, None, step):
-                pass
+            with whole_batch(empty, None, step):   # (said on entering, before the batch's steps run)
+                inside = [str(w.message) for w in said if w.category is EmptyLossWarning]
+        assert inside == [f"step {step}"] and empty.steps[0]["n_tok"] == 0
         assert [str(w.message) for w in said if w.category is EmptyLossWarning] == [f"step {step}"]
