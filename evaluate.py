@@ -296,7 +296,7 @@ def weights_sha1(model):
 
 
 # evaluate.py's own knobs; the model, the benchmarks, the response length, the device, dtype, prompt length, batch
-# of sampling and --unsafe-code are the run's (infra/flags.py: SHARED), the same fields, defaults and checks
+# of sampling and --unsafe-code (SHARED, below) are the run's (infra/flags.py): the same fields, defaults, checks
 @dataclasses.dataclass(frozen=True)
 class EvaluateConfig:
     """What evaluate.py asks beside the run's knobs."""
