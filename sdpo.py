@@ -40,7 +40,8 @@ from rollout import (batch_positions, chat_messages, encode_chat, fill_reprompt,
 @dataclasses.dataclass(frozen=True)
 class SDPOConfig:
     """SDPO's knobs: the paper's (--help), then the release's rules (--help-all)."""
-    alpha: float = knob(0.05, "teacher EMA rate α (T1); 0 = frozen teacher (continual.py: a comma list sweeps)")
+    alpha: float = knob(0.05, "teacher EMA rate α (T1); 0 = frozen teacher (continual.py: a comma list sweeps)",
+                        sweep=True)
     beta: float = knob(0.5, "GJSD mix β (S3): 0 forward KL, 0.5 JS, 1 reverse KL")
     refresh_every: int = knob(0, "StableSDPO: refresh the teacher every K steps (T2); 0 = off")
     gamma: float = knob(1.0, "refresh rate γ (T2); 1 = hard restart")

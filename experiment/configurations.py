@@ -57,12 +57,10 @@ def configurations(ap, args, presets):
     in one line (ap.error)."""
     configs = []
     for item in args.method:
-        if item == "sdpo":         # the sweep of α (T1): one configuration per value
-            configs += [configuration("sdpo", args, {"alpha": a}) for a in args.alpha]
-        elif item in presets:      # a configuration of the paper's, by name (continual.PRESETS)
+        if item in presets:   # a configuration of the paper's, by name (continual.PRESETS)
             configs.append(configuration("sdpo", args, {"alpha": 0.0, **presets[item]}))
-        else:                      # grpo, or any other method of METHODS, as its flags say
-            configs.append(configuration(item, args, {}))
+        else:                 # grpo, sdpo, or any other method of METHODS: one configuration per value of its sweeps
+            configs += [configuration(item, args, one) for one in flags.swept(CONFIGS[item], args)]   # (SDPO's α, T1)
     names = [c[2] for c in configs]
     if len(set(names)) < len(names):
         ap.error(f"--method: the same configuration twice ({', '.join(names)})")

@@ -353,7 +353,7 @@ def run_dir_name(args, configs, defaults, naming):
     """runs/<configurations>-s<seed>[-<hash>], the hash of every other flag away from its default: two
     experiments never share a directory, and a command always finds its own. naming: the knobs the configurations'
     names carry (experiment/configurations.naming_knobs), left out of the hash."""
-    per_config = {"method", "alpha", "name", "runs_dir", "overwrite", "overwrite_committed", "config", "seed", "threads",
+    per_config = {"method", "name", "runs_dir", "overwrite", "overwrite_committed", "config", "seed", "threads",
                   "plain", "report_to", *naming}
     resolved = lambda k, v: tasks.resolve_benchmarks(v) if k == "benchmarks" and isinstance(v, str) else v  # noqa: E731
     changed = {k: v for k, v in sorted(vars(args).items())   # (a config.json records "all" resolved: the same run)

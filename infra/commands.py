@@ -57,6 +57,6 @@ def run_command(main, argv=None):
 def one_configuration(knobs, argv=()):
     """The flags of one configuration with every default, unchecked: for tools that call train.update themselves."""
     args = per_seed(parser("", "", knobs).parse_args(list(argv)))[0]
-    if hasattr(args, "alpha"):   # (the sweep's comma list: one α here)
-        args.alpha = float(args.alpha)
+    for k in (k for k in knobs if k["field"].metadata.get("sweep")):   # (a sweep's comma list, as SDPO's α: one value)
+        setattr(args, k["name"], k["field"].type(getattr(args, k["name"])))
     return args

@@ -12,6 +12,7 @@ warmup, top-k) is filled in here (`model_defaults`, `default_topk`).
 import argparse
 import copy
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -70,32 +71,38 @@ def knob_rows(module, group="paper"):
 # The flags, group by group
 # ----------------------------------------------------------------------------------------------
 def add_knobs(g, knobs, group):
-    """One --help group's knobs as flags, made by HfArgumentParser from their fields; --alpha takes a comma list."""
+    """One --help group's knobs as flags, made by HfArgumentParser from their fields; a sweep's takes a comma list."""
     for k in knobs:
-        if k["group"] != group:
-            continue
-        if k["name"] == "alpha":
-            g.add_argument("--alpha", type=str, default=str(k["default"]), help=k["help"])
-        else:   # (the field without its "rule" mark, which HfArgumentParser would hand argparse)
+        if k["group"] == group:   # (the field without its marks, which HfArgumentParser would hand argparse)
             field = copy.copy(k["field"])
-            field.metadata = {key: v for key, v in field.metadata.items() if key != "rule"}
+            field.metadata = {key: v for key, v in field.metadata.items() if key not in ("rule", "sweep")}
+            if k["field"].metadata.get("sweep"):   # (the comma list as typed; continual_args reads its values)
+                field.type, field.default = str, str(field.default)
             HfArgumentParser._parse_dataclass_field(g, field)
 
 
 def check_knobs(ap, args, knobs):
-    """Each knob dataclass built from the parsed values, so its __post_init__ checks them (once per α of a sweep)."""
+    """Each knob dataclass built from the parsed values, so its __post_init__ checks them (once per value of a
+    sweep: swept(), each α)."""
     for table in {id(k["table"]): k["table"] for k in knobs}.values():   # (each dataclass once)
         values = {f.name: getattr(args, f.name) for f in dataclasses.fields(table) if hasattr(args, f.name)}
-        sweep = values.pop("alpha", None)
         try:
-            for alpha in sweep if isinstance(sweep, list) else [sweep]:
-                table(**values, **({} if alpha is None else {"alpha": alpha}))
+            for one in swept(table, args):
+                table(**{**values, **one})
         except ValueError as e:   # (a knob's must(); a TypeError would be a bug, and shows as one)
             ap.error(str(e))
 
 
+def swept(table, args):
+    """Each combination of the values of a knob dataclass's sweeps (its fields marked sweep=True, a comma list on the
+    command line, parsed by continual_args): [{name: value}], one configuration each; [{}] for a dataclass with none."""
+    names = [f.name for f in dataclasses.fields(table) if f.metadata.get("sweep") and hasattr(args, f.name)]
+    lists = [v if isinstance(v, list) else [v] for v in (getattr(args, n) for n in names)]
+    return [dict(zip(names, values)) for values in itertools.product(*lists)]
+
+
 # The run's own knobs: one dataclass per --help group (the methods' are in their files), each field its flag, default
-# and help, each check one `must` line in __post_init__, as for the methods' knobs. --seed (a comma list), α (a sweep),
+# and help, each check one `must` line in __post_init__, as for the methods' knobs. --seed (a comma list) and
 # --enable-thinking/--disable-thinking (a pair) are made by hand in `parser`.
 @dataclasses.dataclass(frozen=True)
 class Experiment:
@@ -397,19 +404,20 @@ def continual_args(argv, presets, knobs, warnings=None):
                 "(--help: the paper's knobs; --help-all: every flag)", rows, "--help-all" in argv)
     defaults = vars(ap.parse_args([]))
     args = ap.parse_args(with_config(ap, argv))
-    for flag, value in (("--method", args.method), ("--alpha", args.alpha), ("--stages", args.stages),
-                        ("--benchmarks", args.benchmarks)):
+    for flag, value in (("--method", args.method), ("--stages", args.stages), ("--benchmarks", args.benchmarks)):
         check_list_flag(ap, flag, value)
     args.method = [m.strip() for m in args.method.split(",") if m.strip()]
     bad = [m for m in args.method if m not in (*methods, *presets)]
     if bad or not args.method:
         ap.error(f"--method: unknown '{','.join(bad)}'; known: {', '.join([*methods, *presets])}")
-    try:
-        args.alpha = [float(a) for a in str(args.alpha).split(",") if a.strip()]
-    except ValueError:
-        ap.error(f"--alpha must be a number in [0, 1] or a comma list of them, got '{args.alpha}'")
-    if not args.alpha:
-        ap.error("--alpha must be a number in [0, 1] or a comma list of them")
+    for row in {r["name"]: r for r in rows if r["field"].metadata.get("sweep")}.values():   # a sweep (SDPO's α)
+        flag, text = "--" + row["name"].replace("_", "-"), getattr(args, row["name"])
+        check_list_flag(ap, flag, text)
+        try:   # (each value of the field's type: one configuration each, experiment/configurations.py)
+            setattr(args, row["name"], [row["field"].type(v) for v in text.split(",")])
+        except ValueError:
+            ap.error(f"{flag} takes a {row['field'].type.__name__} or a comma list of them, got '{text}'")
+        defaults[row["name"]] = [row["default"]]
     check_knobs(ap, args, [*run_rows(), *rows])   # every knob's own check (__post_init__), the run's first
     check_common(ap, args)
     check_grpo(ap, args, used="grpo" in args.method)
@@ -544,13 +552,10 @@ def check_unused_flags(args, defaults, knobs, presets=(), typed=()):
     knobs: {method name or "every method": rows}; presets: the named configurations (SDPO's)."""
     runs = {"sdpo" if m in presets else m for m in args.method}   # the methods that will run
     for who, rows in knobs.items():
-        for name in [k["name"] for k in rows if k["name"] != "alpha"] if who not in runs | {"every method"} else []:
+        for name in [k["name"] for k in rows] if who not in runs | {"every method"} else []:
             if getattr(args, name) != defaults.get(name) or name in typed:
                 print(f"warning: --{name.replace('_', '-')} is read only by {who.upper()}, which --method "
                       f"{','.join(args.method)} does not run: it changes nothing", file=sys.stderr)
-    if "sdpo" not in runs and ("alpha" in typed or args.alpha != [float(a) for a in defaults["alpha"].split(",")]):
-        print(f"warning: --alpha is SDPO's teacher rate (T1), and --method {','.join(args.method)} runs no SDPO: it "
-              f"changes nothing", file=sys.stderr)
 
 
 def has_control(text):

@@ -6,11 +6,12 @@ HfArgumentParser (the Hugging Face convention: TRL's GRPOConfig is such a datacl
 import dataclasses
 
 
-def knob(default, help_text, rule=False, **flag):
+def knob(default, help_text, rule=False, sweep=False, **flag):
     """One knob: a dataclass field with its default and its --help text (HfArgumentParser reads both); rule: one of
-    the release's rules the paper leaves implicit (shown by --help-all, not --help); flag: what else the flag takes
-    (aliases=["--num-generations"])."""
-    return dataclasses.field(default=default, metadata={"help": help_text, **flag, **({"rule": True} if rule else {})})
+    the release's rules the paper leaves implicit (shown by --help-all, not --help); sweep: continual.py takes a comma
+    list of values, one configuration each (SDPO's α, T1); flag: what else the flag takes (aliases=[…])."""
+    marks = {**({"rule": True} if rule else {}), **({"sweep": True} if sweep else {})}
+    return dataclasses.field(default=default, metadata={"help": help_text, **flag, **marks})
 
 
 def must(ok, message):

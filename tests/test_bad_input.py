@@ -158,7 +158,7 @@ def test_a_flag_of_the_method_not_run_is_named(capsys):
     # typed at its default value it still changes nothing, and says so; untyped, a default says nothing
     continual.parse_args(["--method", "grpo", "--alpha", "0.05", "--beta=0.5"])
     err = capsys.readouterr().err
-    assert "warning: --alpha is SDPO's teacher rate" in err and "warning: --beta is read only by SDPO" in err
+    assert "warning: --alpha is read only by SDPO" in err and "warning: --beta is read only by SDPO" in err
     continual.parse_args(["--method", "grpo"])
     assert "warning" not in capsys.readouterr().err
 

@@ -132,7 +132,7 @@ def test_a_knob_is_one_field_in_its_file():
         args = commands.one_configuration(rows)
         for k, f in zip(rows, fields):
             assert getattr(args, k["name"]) == k["default"] == f.default, k["name"]
-            assert k["help"] == f.metadata["help"] and set(f.metadata) <= {"help", "rule"}, k["name"]
+            assert k["help"] == f.metadata["help"] and set(f.metadata) <= {"help", "rule", "sweep"}, k["name"]
             assert (k["group"] == "protocol") == bool(f.metadata.get("rule")), k["name"]   # a rule: --help-all's
     assert isinstance(flags.parser("", "", []), HfArgumentParser)
     # a reworded comment or help text changes nothing: no knob is read out of text

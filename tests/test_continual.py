@@ -1,4 +1,5 @@
 """continual.py: the Δ/δ/G/F formulas by hand, a smoke run that writes every artefact, and resume."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import continual
 import evaluate
 import grpo
 from infra import flags, plots
+from infra.knobs import knob, must
 from experiment import configurations, metrics, report, rundir
 from conftest import interrupted_copy, results_as_if_full
 
@@ -202,6 +204,30 @@ def test_a_method_beside_grpo_and_sdpo_is_its_file_its_row_and_its_rate(tmp_path
     with pytest.raises(SystemExit) as e:   # an unknown name still says which it knows, the new one among them
         continual.parse_args(["--method", "pgg"])
     assert e.value.code == 2
+
+
+def test_a_sweep_is_a_mark_on_a_knob_not_a_name(monkeypatch, capsys):
+    """SDPO's α sweep (--alpha 0,0.05: one configuration per value) is what any knob marked sweep=True takes
+    (infra/knobs.knob), where infra/flags.py special-cased the name alpha in five places: a new method's knob so
+    marked takes a comma list, one configuration per value, each value checked by its dataclass."""
+    @dataclasses.dataclass(frozen=True)
+    class PGConfig:
+        mix: float = knob(0.1, "a new method's mix, a sweep", sweep=True)
+
+        def __post_init__(self):
+            must(0 < self.mix < 1, "--mix must be in (0, 1)")
+    pg = types.SimpleNamespace(PGConfig=PGConfig, SETTINGS=("mix",), run_name=lambda s: f"pg_m{s['mix']:g}")
+    monkeypatch.setitem(configurations.METHODS, "pg", pg)
+    monkeypatch.setitem(configurations.CONFIGS, "pg", PGConfig)
+    monkeypatch.setitem(flags.LR, "pg", 2e-4)
+    _, args, _, _, configs, _ = continual.parse_args(["--method", "pg,sdpo", "--mix", "0.2,0.4", "--alpha", "0,0.05"])
+    assert [name for *_, name in configs] == ["pg_m0.2", "pg_m0.4", "sdpo_a0", "sdpo_a0.05"]
+    assert [s["mix"] for _, s, _ in configs[:2]] == [0.2, 0.4] and (args.mix, args.alpha) == ([0.2, 0.4], [0.0, 0.05])
+    assert [configurations.config_of(m, s, flags.per_seed(args)[0]).mix for m, s, _ in configs[:2]] == [0.2, 0.4]
+    for bad, said in ((["--mix", "0.2,1.5"], "--mix must be in (0, 1)"), (["--mix", "0.2,x"], "--mix takes a float")):
+        with pytest.raises(SystemExit) as e:
+            continual.parse_args(["--method", "pg", *bad])
+        assert e.value.code == 2 and said in capsys.readouterr().err
 
 
 def test_a_runs_own_config_json_reruns_that_run_in_its_directory(tmp_path):

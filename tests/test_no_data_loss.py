@@ -295,7 +295,7 @@ def test_world_errors_on_a_fresh_clone_says_what_to_run_first(tmp_path):
 
 
 @pytest.mark.parametrize("args,says", [
-    (["--method", "grpo", "--alpha", "0.5"], "runs no SDPO"),
+    (["--method", "grpo", "--alpha", "0.5"], "--alpha is read only by SDPO"),
     (["--method", "sdpo", "--teacher", "live", "--alpha", "0.5"], "never moves by it"),
     (["--method", "sdpo", "--replay", "0.2", "--stages", "math"], "--replay"),
 ])
