@@ -227,7 +227,7 @@ HEADLINE = [
     ("GRPO generalises better from one domain (§4)", DEPENDS,
      "+3.7 points with each method at its own rate; −1.0 (opposite) with both at 1e-4",
      "the-claims-at-each-footing"),
-    ("six further claims (D1–D3, C7, P2, C8b)", NOT_TESTABLE,
+    ("six further claims (D1–D3, H7, P2, H8b)", NOT_TESTABLE,
      "the tiny model or the world lacks their premise", "the-claims-at-each-footing"),
 ]
 
@@ -266,7 +266,7 @@ EQUAL_RATE = {
     "lr4e-4-tooluse": "--stages tooluse --method grpo --lr 4e-4",
 }
 REFERENCE_SEEDS = range(10, 30)    # the arm's single-domain and continual claims, paired with the reference
-EXTRA_SEEDS = range(30, 42)        # the continual claims only (C2's relative F needs 32 seeds): the reference's
+EXTRA_SEEDS = range(30, 42)        # the continual claims only (H2's relative F needs 32 seeds): the reference's
                                    # continual experiment runs on them too, into the arm's directory
 
 
@@ -424,66 +424,67 @@ def generalisation(res, role):
 
 
 # (id, the claim, where the paper states it, what the paper reports, its unit, its scale for printing,
-#  +1 if the paper has d > 0, −1 if d < 0, d of one seed from {experiment: results.json})
+#  +1 if the paper has d > 0, −1 if d < 0, d of one seed from {experiment: results.json}). An id's letter is never an
+# equation tag's (EQUATIONS.md): H the continual claims (§4–5), L §3.1's teacher rate, D CoT, X one domain's transfer.
 DECLARED = [
-    ("C1", "SDPO_0 specialises faster than GRPO: its own domain's accuracy right after stages 1 and 2 "
+    ("H1", "SDPO_0 specialises faster than GRPO: its own domain's accuracy right after stages 1 and 2 "
      "(MATH, SCIENCE), mean of the two", "§4", "+10.5 points (MATH 56.42 vs 44.67, SCIENCE 65.70 vs 56.39)",
      "points", 100, +1,
      lambda x: mean2(diff(lambda r: own_after(x.get("continual"), r, 1), "SDPO_0", "GRPO"),
                      diff(lambda r: own_after(x.get("continual"), r, 2), "SDPO_0", "GRPO"))),
-    ("C2", "SDPO_5% forgets more than GRPO: F on the earlier domains after the last stage (A3)", "§4, Table D.6",
+    ("H2", "SDPO_5% forgets more than GRPO: F on the earlier domains after the last stage (A3)", "§4, Table D.6",
      "SDPO collapses in the third stage; GRPO preserves", "F %", 100, +1,
      lambda x: diff(lambda r: forget(x.get("continual"), r, "earlier"), "SDPO_5%", "GRPO")),
-    ("C3", "SDPO_0 forgets more than GRPO: F on the earlier domains after the last stage (A3)", "§4",
+    ("H3", "SDPO_0 forgets more than GRPO: F on the earlier domains after the last stage (A3)", "§4",
      "SDPO_0 falls to 34.38% on MATH and 9.93% on TOOLUSE", "F %", 100, +1,
      lambda x: diff(lambda r: forget(x.get("continual"), r, "earlier"), "SDPO_0", "GRPO")),
-    ("C4", "SDPO_5% forgets more than GRPO on the OOD benchmarks: F after the last stage (A3)", "§4",
+    ("H4", "SDPO_5% forgets more than GRPO on the OOD benchmarks: F after the last stage (A3)", "§4",
      "SDPO_0 falls below the base on LOGIC and KNOWLEDGE", "F %", 100, +1,
      lambda x: diff(lambda r: forget(x.get("continual"), r, "ood"), "SDPO_5%", "GRPO")),
-    ("C5a", "GRPO retains and improves over the base: mean Δ over all benchmarks after the last stage", "§4",
+    ("H5a", "GRPO retains and improves over the base: mean Δ over all benchmarks after the last stage", "§4",
      "improves over the base across evaluated categories", "points", 100, +1,
      lambda x: final_delta(x.get("continual"), "GRPO", "mean")),
-    ("C5b", "GRPO improves over the base on every benchmark: the smallest Δ after the last stage", "§4",
+    ("H5b", "GRPO improves over the base on every benchmark: the smallest Δ after the last stage", "§4",
      "improves over the base across evaluated categories", "points", 100, +1,
      lambda x: final_delta(x.get("continual"), "GRPO", "min")),
-    ("C6a", "Drift ordering, first link: SDPO-CoT_0 rotates the subspace more than SDPO_5% (A5, largest "
+    ("H6a", "Drift ordering, first link: SDPO-CoT_0 rotates the subspace more than SDPO_5% (A5, largest "
      "principal angle vs the base; thinking model, single-domain MATH)", "§5", "SDPO-CoT_0 shows the largest "
      "subspace change", "degrees", 1, +1,
      lambda x: diff(lambda r: principal_angle(x.get("cot-math"), r), "SDPO-CoT_0", "SDPO_5%")),
-    ("C6b", "Drift ordering: SDPO_5% rotates the subspace more than SDPO_0 (A5, after the last stage)", "§5",
+    ("H6b", "Drift ordering: SDPO_5% rotates the subspace more than SDPO_0 (A5, after the last stage)", "§5",
      "SDPO-CoT_0 > SDPO_5% > SDPO_0 > GRPO", "degrees", 1, +1,
      lambda x: diff(lambda r: principal_angle(x.get("continual"), r), "SDPO_5%", "SDPO_0")),
-    ("C6c", "Drift ordering: SDPO_0 rotates the subspace more than GRPO (A5, after the last stage)", "§5",
+    ("H6c", "Drift ordering: SDPO_0 rotates the subspace more than GRPO (A5, after the last stage)", "§5",
      "SDPO-CoT_0 > SDPO_5% > SDPO_0 > GRPO", "degrees", 1, +1,
      lambda x: diff(lambda r: principal_angle(x.get("continual"), r), "SDPO_0", "GRPO")),
-    ("C7", "GRPO's principal-mask overlap with the base stays near 99.9%: IoU (A6) after the last stage, less 0.99",
+    ("H7", "GRPO's principal-mask overlap with the base stays near 99.9%: IoU (A6) after the last stage, less 0.99",
      "§5", "99.9%", "IoU", 1, +1,
      lambda x: minus(mask_overlap(x.get("continual"), "GRPO"), 0.99)),
-    ("C8a", "SDPO_5% collapses: share of degenerate responses (one pattern repeated, A8) after the last stage, "
+    ("H8a", "SDPO_5% collapses: share of degenerate responses (one pattern repeated, A8) after the last stage, "
      "against GRPO's", "§5", "SDPO_5% repeats \\boxed endlessly", "% degenerate", 100, +1,
      lambda x: diff(lambda r: final_degenerate(x.get("continual"), r), "SDPO_5%", "GRPO")),
-    ("C8b", "The collapse's JS falls to 0 within the first steps: SDPO_5%'s mean JS over steps 6–10 of its "
+    ("H8b", "The collapse's JS falls to 0 within the first steps: SDPO_5%'s mean JS over steps 6–10 of its "
      "collapse stage, as a fraction of the stage before, less 0.1", "§5", "JS reaches zero within the first few "
      "steps", "ratio", 1, -1,
      lambda x: minus(js_collapse_ratio(x.get("continual"), "SDPO_5%"), 0.1)),
-    ("A1", "No single EMA rate is best: [MATH(α=1%) − MATH(α=0)] − [TOOLUSE(α=1%) − TOOLUSE(α=0)], own domain "
+    ("L1", "No single EMA rate is best: [MATH(α=1%) − MATH(α=0)] − [TOOLUSE(α=1%) − TOOLUSE(α=0)], own domain "
      "after single-domain training", "§3.1, Table D.1", "α = 1% best on MATH; the frozen teacher leads TOOLUSE",
      "points", 100, +1,
      lambda x: diff(lambda e: diff(lambda r: own_after(x.get(e), r), "SDPO_1%", "SDPO_0"), "math", "tooluse")),
-    ("A2", "α = 5% is the worst rate on MATH: MATH(α=5%) − the lowest of MATH(α) over α ∈ {0, 0.5, 1, 2}%",
+    ("L2", "α = 5% is the worst rate on MATH: MATH(α=5%) − the lowest of MATH(α) over α ∈ {0, 0.5, 1, 2}%",
      "§3.1, Table D.1", "α = 5% is worst", "points", 100, -1,
      lambda x: (lambda v: None if None in v else v[-1] - min(v[:-1]))(
          [own_after(x.get("math"), ALPHAS[a]) for a in sorted(ALPHAS)])),
-    ("A3a", "Fast EMA teachers' JS rises late: late rise (steps 31–40 − steps 11–20) of the JS at α = 5% − at "
+    ("L3a", "Fast EMA teachers' JS rises late: late rise (steps 31–40 − steps 11–20) of the JS at α = 5% − at "
      "α = 0, single-domain MATH", "§3.1", "late-stage JS increases for α = 2% and 5%", "nats", 1, +1,
      lambda x: diff(lambda r: late_rise(x.get("math"), r, "js_steps"), "SDPO_5%", "SDPO_0")),
-    ("A3b", "Fast EMA teachers' entropy rises late: the same for the student's entropy", "§3.1",
+    ("L3b", "Fast EMA teachers' entropy rises late: the same for the student's entropy", "§3.1",
      "late-stage entropy increases for α = 2% and 5%", "nats", 1, +1,
      lambda x: diff(lambda r: late_rise(x.get("math"), r, "entropy_steps"), "SDPO_5%", "SDPO_0")),
-    ("S1", "StableSDPO repairs α = 5%: mean accuracy over all benchmarks after single-domain MATH", "§3.1",
+    ("L4", "StableSDPO repairs α = 5%: mean accuracy over all benchmarks after single-domain MATH", "§3.1",
      "+6.5 points (average 65.34% → 71.84%)", "points", 100, +1,
      lambda x: diff(lambda r: mean_final_acc(x.get("math"), r), "StableSDPO", "SDPO_5%")),
-    ("S2", "StableSDPO repairs α = 5%, second domain: the same after single-domain TOOLUSE", "§3.1 (its MATH "
+    ("L5", "StableSDPO repairs α = 5%, second domain: the same after single-domain TOOLUSE", "§3.1 (its MATH "
      "result, on TOOLUSE)", "(MATH only in the paper)", "points", 100, +1,
      lambda x: diff(lambda r: mean_final_acc(x.get("tooluse"), r), "StableSDPO", "SDPO_5%")),
     ("D1", "CoT hurts MATH: SDPO-CoT_0 − SDPO_0, MATH after single-domain MATH (thinking model)", "§3.2, Table D.2",
@@ -493,12 +494,12 @@ DECLARED = [
      lambda x: diff(lambda r: own_after(x.get("cot-science"), r), "SDPO-CoT_0", "SDPO_0")),
     ("D3", "CoT helps TOOLUSE: the same on TOOLUSE", "§3.2, Table D.2", "CoT enhances TOOLUSE", "points", 100, +1,
      lambda x: diff(lambda r: own_after(x.get("cot-tooluse"), r), "SDPO-CoT_0", "SDPO_0")),
-    ("G1", "GRPO generalises better than SDPO from one domain: mean Δ on the benchmarks other than the source, "
+    ("X1", "GRPO generalises better than SDPO from one domain: mean Δ on the benchmarks other than the source, "
      "GRPO − SDPO_0, mean over the sources MATH and TOOLUSE", "§4, Table D.3", "GRPO outperforms SDPO at "
      "generalization", "points", 100, +1,
      lambda x: mean2(diff(lambda r: generalisation(x.get("math"), r), "GRPO", "SDPO_0"),
                      diff(lambda r: generalisation(x.get("tooluse"), r), "GRPO", "SDPO_0"))),
-    ("G2", "Forgetting is strongest at an intermediate distance: SDPO_0's Δ(intermediate) − mean of Δ(near) and "
+    ("X2", "Forgetting is strongest at an intermediate distance: SDPO_0's Δ(intermediate) − mean of Δ(near) and "
      "Δ(far), benchmarks ranked by distance to the source, mean over MATH and TOOLUSE", "§4, Table D.4",
      "intermediate-distance targets forget most; source-like and far ones are stable or improve", "points", 100, -1,
      lambda x: mean2(distance_contrast(x.get("math"), "SDPO_0", x.get("distances")),
@@ -565,9 +566,9 @@ DEFENCE_REPORT = [("forget_earlier_points", "F earlier, points"), ("gain", "G %"
 
 # The F claims in absolute accuracy points beside the paper's relative F (reported, never a verdict)
 IN_POINTS = {
-    "C2": lambda x: diff(lambda r: forget(x.get("continual"), r, "earlier", points=True), "SDPO_5%", "GRPO"),
-    "C3": lambda x: diff(lambda r: forget(x.get("continual"), r, "earlier", points=True), "SDPO_0", "GRPO"),
-    "C4": lambda x: diff(lambda r: forget(x.get("continual"), r, "ood", points=True), "SDPO_5%", "GRPO"),
+    "H2": lambda x: diff(lambda r: forget(x.get("continual"), r, "earlier", points=True), "SDPO_5%", "GRPO"),
+    "H3": lambda x: diff(lambda r: forget(x.get("continual"), r, "earlier", points=True), "SDPO_0", "GRPO"),
+    "H4": lambda x: diff(lambda r: forget(x.get("continual"), r, "ood", points=True), "SDPO_5%", "GRPO"),
 }
 
 
@@ -747,7 +748,7 @@ def read_reference(root):
 
 
 def distances_path(root):
-    """G2's distances: the folder's own distances.json, else the committed one (fixed before the reference)."""
+    """X2's distances: the folder's own distances.json, else the committed one (fixed before the reference)."""
     own = os.path.join(root, "distances.json")
     return own if os.path.isfile(own) else DISTANCES
 

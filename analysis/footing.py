@@ -6,7 +6,7 @@ The reference (analysis/claims.py, DECLARED) compares SDPO at 4e-4 with GRPO at 
 (claims.EQUAL_RATE) runs the configuration the reference lacks at each shared rate: SDPO at 1e-4, GRPO at 4e-4.
 A seed's bundle merges both directories ({experiment: results.json}); `at_rate(x, rate)` is the view of it that
 keeps only the runs trained at `rate`, named as the reference's experiments, so that every claim of
-claims.DECLARED reads it unchanged: C2 at 1e-4 is the reference's GRPO against the arm's SDPO_5%, paired by seed.
+claims.DECLARED reads it unchanged: H2 at 1e-4 is the reference's GRPO against the arm's SDPO_5%, paired by seed.
 
 An adequacy test per claim (`adequacy`) asks whether the world can test the claim's premise, from the world alone
 (the base model, the benchmarks, one method's own run), never from an SDPO-versus-GRPO difference. A claim whose
@@ -73,7 +73,7 @@ def at_rate(x, rate):
 
 
 # ----------------------------------------------------------------------------------------------
-# The new claims (declared with the arm): C4 with SDPO_0, C5b by category, §5's drift statements
+# The new claims (declared with the arm): H4 with SDPO_0, H5b by category, §5's drift statements
 # ----------------------------------------------------------------------------------------------
 CATEGORIES = {"MATH": ("math", "math_hard"), "SCIENCE": ("science", "science_boxed"),
               "TOOLUSE": ("tooluse", "tool_unseen"), "CODING": ("coding",), "LOGIC": ("logic",)}
@@ -106,10 +106,10 @@ def drift_claim(cid, text, key, unit, sign):
 
 
 NEW_CLAIMS = [
-    ("C4b", "SDPO_0 forgets more than GRPO on the OOD benchmarks: F after the last stage (A3)", "§4",
+    ("H4b", "SDPO_0 forgets more than GRPO on the OOD benchmarks: F after the last stage (A3)", "§4",
      "SDPO_0 falls below the base on LOGIC and KNOWLEDGE", "F %", 100, +1,
      lambda x: diff(lambda r: forget(x.get("continual"), r, "ood"), "SDPO_0", "GRPO")),
-    ("C5c", "GRPO improves over the base across evaluated categories: the smallest category mean Δ after the last "
+    ("H5c", "GRPO improves over the base across evaluated categories: the smallest category mean Δ after the last "
      "stage", "§4", "improves over the base across evaluated categories", "points", 100, +1,
      lambda x: smallest_category_delta(x.get("continual"), "GRPO")),
     drift_claim("P1", "SDPO's spectral shift is larger: NSS (A4) vs the base, SDPO_5% − GRPO", "nss", "NSS", +1),
@@ -120,11 +120,11 @@ NEW_CLAIMS = [
                 "cosine", -1),
     drift_claim("P5", "SDPO's KL to the base is larger: mean over the benchmarks, SDPO_5% − GRPO", "kl", "nats", +1),
 ]
-SHARED_IDS = ["C1", "C2", "C3", "C4", "C4b", "C5a", "C5b", "C5c", "C8a", "G1", "G2", "P1", "P2", "P3", "P4", "P5"]
+SHARED_IDS = ["H1", "H2", "H3", "H4", "H4b", "H5a", "H5b", "H5c", "H8a", "X1", "X2", "P1", "P2", "P3", "P4", "P5"]
 # rows whose value at a shared rate is the per-method one (one method at its own rate): shown once, not retested
-SAME_AS_PER_METHOD = {"1e-4": {"C5a", "C5b", "C5c"}, "4e-4": {"G2"}}
-NEW_AT_PER_METHOD = ["C4b", "C5c", "P1", "P2", "P3", "P4", "P5"]
-CONTINUAL_IDS = {"C1", "C2", "C3", "C4", "C4b", "C5a", "C5b", "C5c", "C8a", "P1", "P2", "P3", "P4", "P5"}
+SAME_AS_PER_METHOD = {"1e-4": {"H5a", "H5b", "H5c"}, "4e-4": {"X2"}}
+NEW_AT_PER_METHOD = ["H4b", "H5c", "P1", "P2", "P3", "P4", "P5"]
+CONTINUAL_IDS = {"H1", "H2", "H3", "H4", "H4b", "H5a", "H5b", "H5c", "H8a", "P1", "P2", "P3", "P4", "P5"}
 
 
 def claim_defs():
@@ -214,7 +214,7 @@ def traces_premise(traces):
 
 
 def null_premise(null):
-    """C7, P2: a structure-free update of GRPO's per-matrix size keeps IoU > 0.99 (mean over seeds and draws)."""
+    """H7, P2: a structure-free update of GRPO's per-matrix size keeps IoU > 0.99 (mean over seeds and draws)."""
     draws = [v for seed in null.values() for v in seed["null_iou"]]
     own = [seed["own_iou"] for seed in null.values()]
     m = sum(draws) / len(draws)
@@ -230,7 +230,7 @@ def detector_quiet(bundles):
 
 
 def collapse_present(bundles):
-    """C8b: SDPO_5%'s degenerate share after its worst stage ≥ 50% on at least half of the seeds."""
+    """H8b: SDPO_5%'s degenerate share after its worst stage ≥ 50% on at least half of the seeds."""
     worst = [max(run["degenerate"]) for x in bundles.values() if x.get("continual")
              for run in [find(x["continual"], "SDPO_5%")] if run]
     hit = sum(w >= 0.5 for w in worst)
@@ -254,7 +254,7 @@ def run_name_of(res, role):
 
 
 def distils_late(bundles):
-    """A3: SDPO_0's and SDPO_5%'s single-domain MATH runs distil on ≥ 90% of steps 11–40."""
+    """L3a, L3b: SDPO_0's and SDPO_5%'s single-domain MATH runs distil on ≥ 90% of steps 11–40."""
     shares = []
     for x in bundles.values():
         if not x.get("math"):
@@ -272,7 +272,7 @@ def ood_to_generalise_to(base):
 
 
 def distances_separate(distances):
-    """G2: near < intermediate < far by at least 0.05 between the groups' mean distances, for MATH and TOOLUSE."""
+    """X2: near < intermediate < far by at least 0.05 between the groups' mean distances, for MATH and TOOLUSE."""
     parts = []
     ok = True
     for src in ("math", "tooluse"):
@@ -285,7 +285,7 @@ def distances_separate(distances):
 
 
 def measurable(bundles, cid):
-    """C6a–c, P1, P3, P5: the measure is finite for every run the claim reads (its premise is only that)."""
+    """H6a–c, P1, P3, P5: the measure is finite for every run the claim reads (its premise is only that)."""
     vals = [claim_defs()[cid][7](x) for x in bundles.values()]
     vals = [v for v in vals if v is not None]
     ok = bool(vals) and all(math.isfinite(v) for v in vals)
@@ -295,21 +295,21 @@ def measurable(bundles, cid):
 def adequacy(bundles, base, traces, null):
     """{claim id: (testable, the measured reason)} for every claim of the reference and of the arm."""
     to_lose_earlier, to_lose_ood = something_to_lose(base, EARLIER), something_to_lose(base, OOD)
-    out = {"C1": room_to_specialise(base), "C2": to_lose_earlier, "C3": to_lose_earlier,
-           "C4": to_lose_ood, "C4b": to_lose_ood}
-    out.update({c: room_to_improve(base) for c in ("C5a", "C5b", "C5c")})
-    out.update({c: measurable(bundles, c) for c in ("C6a", "C6b", "C6c", "P1", "P3", "P4", "P5")})
-    out.update({c: null_premise(null) if null else (False, "the null model was not measured") for c in ("C7", "P2")})
-    out["C8a"], out["C8b"] = detector_quiet(bundles), collapse_present(bundles)
-    out.update({c: room_for_the_sweep(base) for c in ("A1", "A2", "S1", "S2")})
-    out.update({c: distils_late(bundles) for c in ("A3a", "A3b")})
+    out = {"H1": room_to_specialise(base), "H2": to_lose_earlier, "H3": to_lose_earlier,
+           "H4": to_lose_ood, "H4b": to_lose_ood}
+    out.update({c: room_to_improve(base) for c in ("H5a", "H5b", "H5c")})
+    out.update({c: measurable(bundles, c) for c in ("H6a", "H6b", "H6c", "P1", "P3", "P4", "P5")})
+    out.update({c: null_premise(null) if null else (False, "the null model was not measured") for c in ("H7", "P2")})
+    out["H8a"], out["H8b"] = detector_quiet(bundles), collapse_present(bundles)
+    out.update({c: room_for_the_sweep(base) for c in ("L1", "L2", "L4", "L5")})
+    out.update({c: distils_late(bundles) for c in ("L3a", "L3b")})
     out.update({c: traces_premise(traces) for c in ("D1", "D2", "D3")})
-    out["G1"], out["G2"] = ood_to_generalise_to(base), distances_separate(next(iter(bundles.values()))["distances"])
+    out["X1"], out["X2"] = ood_to_generalise_to(base), distances_separate(next(iter(bundles.values()))["distances"])
     return out
 
 
 def collapse_js(bundles):
-    """C8b's report: in SDPO_5%'s collapse stage (its largest degenerate share), per seed: the JS per distilled
+    """H8b's report: in SDPO_5%'s collapse stage (its largest degenerate share), per seed: the JS per distilled
     token averaged over the steps that distilled anything, the stage before's, and the shares of steps and of
     tokens distilled. [(seed, stage, js_distilled, js_before, steps_distilled, tokens_distilled)]"""
     out = []
@@ -382,12 +382,12 @@ def footing_table(bundles, base, traces, null):
     return "\n".join(lines), {"reference": ref_rows, "family": new, "adequacy": ok, "footing": at_footing}
 
 
-FIGURE_TITLES = {"C1": "SDPO_0 learns its domain faster", "C2": "SDPO_5% forgets earlier domains more",
-                 "C3": "SDPO_0 forgets earlier domains more", "C4": "SDPO_5% forgets OOD more",
-                 "C4b": "SDPO_0 forgets OOD more", "C5a": "GRPO ends above the base (mean)",
-                 "C5b": "GRPO ends above the base everywhere", "C5c": "GRPO above the base per category",
-                 "C8a": "SDPO_5% more degenerate answers", "G1": "GRPO generalises better from one domain",
-                 "G2": "forgetting peaks at middle distance", "P1": "SDPO's larger spectral shift",
+FIGURE_TITLES = {"H1": "SDPO_0 learns its domain faster", "H2": "SDPO_5% forgets earlier domains more",
+                 "H3": "SDPO_0 forgets earlier domains more", "H4": "SDPO_5% forgets OOD more",
+                 "H4b": "SDPO_0 forgets OOD more", "H5a": "GRPO ends above the base (mean)",
+                 "H5b": "GRPO ends above the base everywhere", "H5c": "GRPO above the base per category",
+                 "H8a": "SDPO_5% more degenerate answers", "X1": "GRPO generalises better from one domain",
+                 "X2": "forgetting peaks at middle distance", "P1": "SDPO's larger spectral shift",
                  "P2": "GRPO keeps its principal mask", "P3": "SDPO moves response similarity",
                  "P4": "… with a heavier lower tail", "P5": "SDPO's larger KL to the base"}
 
@@ -494,14 +494,14 @@ def update_size_table(bundles):
 # Which runs and stages a claim's premise reads (declared with the correction, before the frontier): the methods
 # it compares, the experiment(s), and the stages each method must have learned for the comparison to mean what it
 # says. Forgetting of the earlier domains needs those domains learned (stages 1..K−1); every claim on the final
-# model reads the same stages; C1 reads the stages it measures; C8a is about failure, so it needs no learning.
-READS = {"C1": (("SDPO_0", "GRPO"), ("continual",), (1, 2)),
-         "C2": (("SDPO_5%", "GRPO"), ("continual",), (1, 2, 3)), "C3": (("SDPO_0", "GRPO"), ("continual",), (1, 2, 3)),
-         "C4": (("SDPO_5%", "GRPO"), ("continual",), (1, 2, 3)), "C4b": (("SDPO_0", "GRPO"), ("continual",), (1, 2, 3)),
-         **{c: (("GRPO",), ("continual",), (1, 2, 3)) for c in ("C5a", "C5b", "C5c")},
-         "C8a": (("SDPO_5%", "GRPO"), ("continual",), ()),
+# model reads the same stages; H1 reads the stages it measures; H8a is about failure, so it needs no learning.
+READS = {"H1": (("SDPO_0", "GRPO"), ("continual",), (1, 2)),
+         "H2": (("SDPO_5%", "GRPO"), ("continual",), (1, 2, 3)), "H3": (("SDPO_0", "GRPO"), ("continual",), (1, 2, 3)),
+         "H4": (("SDPO_5%", "GRPO"), ("continual",), (1, 2, 3)), "H4b": (("SDPO_0", "GRPO"), ("continual",), (1, 2, 3)),
+         **{c: (("GRPO",), ("continual",), (1, 2, 3)) for c in ("H5a", "H5b", "H5c")},
+         "H8a": (("SDPO_5%", "GRPO"), ("continual",), ()),
          **{c: (("SDPO_5%", "GRPO"), ("continual",), (1, 2, 3)) for c in ("P1", "P2", "P3", "P4", "P5")},
-         "G1": (("GRPO", "SDPO_0"), ("math", "tooluse"), (1,)), "G2": (("SDPO_0",), ("math", "tooluse"), (1,))}
+         "X1": (("GRPO", "SDPO_0"), ("math", "tooluse"), (1,)), "X2": (("SDPO_0",), ("math", "tooluse"), (1,))}
 LEARNS_ON = 0.8      # a method learns a stage: its own domain's accuracy rises over the stage on ≥ 80% of seeds
 
 
@@ -537,7 +537,7 @@ def at_floor(bundles, cid, footing):
     if claim_defs()[cid][4] != "F %":
         return False, 0
     roles, _, _ = READS[cid]
-    which = "earlier" if cid in ("C2", "C3") else "ood"
+    which = "earlier" if cid in ("H2", "H3") else "ood"
     values = [forget(at_rate(x, RATES[footing]).get("continual"), r, which)
               for s, x in bundles.items() if s in seeds_of(cid, footing) for r in roles]
     values = [v for v in values if v is not None]
@@ -577,7 +577,7 @@ def peak_forgetting(bundles, footing):
     continual-learning field's measure, unfloored: what a domain lost since its best, experiment/metrics.py)."""
     out = {}
     for seed, x in bundles.items():
-        if seed not in seeds_of("C2", footing):
+        if seed not in seeds_of("H2", footing):
             continue
         res = at_rate(x, RATES[footing]).get("continual")
         for role in ROLES:

@@ -130,35 +130,35 @@ def by_id(rows):
 
 def test_every_declared_metric_by_hand():
     r = by_id(claims.measure_declared([bundle(0.0), bundle(0.0)]))
-    # C1: own domain right after stages 1, 2: SDPO_0 (0.85, 0.95) − GRPO (0.8, 0.9) = (+0.05, +0.05)
-    assert r["C1"]["effect"] == pytest.approx(0.05)
-    assert r["C2"]["effect"] == pytest.approx(0.5 - 0.1) and r["C3"]["effect"] == pytest.approx(0.3 - 0.1)
-    assert r["C4"]["effect"] == pytest.approx(0.4 - 0.05)
+    # H1: own domain right after stages 1, 2: SDPO_0 (0.85, 0.95) − GRPO (0.8, 0.9) = (+0.05, +0.05)
+    assert r["H1"]["effect"] == pytest.approx(0.05)
+    assert r["H2"]["effect"] == pytest.approx(0.5 - 0.1) and r["H3"]["effect"] == pytest.approx(0.3 - 0.1)
+    assert r["H4"]["effect"] == pytest.approx(0.4 - 0.05)
     # the same F in accuracy points: SDPO_5%'s earlier domains (MATH, SCIENCE, TOOLUSE) lose 0.2, 0, 0 -> 0.2/3;
     # GRPO's lose 0, 0, 0 (it ends above the base on each)
-    assert r["C2"]["points"][0] == pytest.approx(0.2 / 3)
-    # C5a: GRPO's final Δ over 8: (.1 + .3 + .2 + .4 + .05 + 0 + .1 − .05) / 8; C5b: its smallest, −0.05
-    assert r["C5a"]["effect"] == pytest.approx(1.1 / 8) and r["C5b"]["effect"] == pytest.approx(-0.05)
-    assert r["C6a"]["effect"] == pytest.approx(40 - 35) and r["C6b"]["effect"] == pytest.approx(25 - 20)
-    assert r["C6c"]["effect"] == pytest.approx(20 - 10) and r["C7"]["effect"] == pytest.approx(0.995 - 0.99)
-    assert r["C8a"]["effect"] == pytest.approx(0.2 - 0.02)
-    # C8b: SDPO_5%'s largest degenerate share of stages 2–4 is after stage 2 (0.3): JS of stage 2's steps 6–10
+    assert r["H2"]["points"][0] == pytest.approx(0.2 / 3)
+    # H5a: GRPO's final Δ over 8: (.1 + .3 + .2 + .4 + .05 + 0 + .1 − .05) / 8; H5b: its smallest, −0.05
+    assert r["H5a"]["effect"] == pytest.approx(1.1 / 8) and r["H5b"]["effect"] == pytest.approx(-0.05)
+    assert r["H6a"]["effect"] == pytest.approx(40 - 35) and r["H6b"]["effect"] == pytest.approx(25 - 20)
+    assert r["H6c"]["effect"] == pytest.approx(20 - 10) and r["H7"]["effect"] == pytest.approx(0.995 - 0.99)
+    assert r["H8a"]["effect"] == pytest.approx(0.2 - 0.02)
+    # H8b: SDPO_5%'s largest degenerate share of stages 2–4 is after stage 2 (0.3): JS of stage 2's steps 6–10
     # (0.04) over stage 1's mean (0.02) = 2.0, less 0.1
-    assert r["C8b"]["effect"] == pytest.approx(2.0 - 0.1)
-    # A1: [MATH(1%) − MATH(0)] − [TOOLUSE(1%) − TOOLUSE(0)] = (0.8 − 0.6) − (0.6 − 0.75)
-    assert r["A1"]["effect"] == pytest.approx(0.2 + 0.15)
-    # A2: MATH(5%) − the lowest of the others; only 0 and 1% were "run" here: α 0.5%, 2% missing -> not run
-    assert r["A2"]["verdict"] == "not run"
-    # A3a: late rise (steps 31–40 − 11–20): 5%: 0.5 − 0.2; 0: 0.1 − 0.2
-    assert r["A3a"]["effect"] == pytest.approx(0.3 - (-0.1)) and r["A3b"]["effect"] == pytest.approx(0.4)
-    # S1: mean over 8 after MATH: StableSDPO (0.65 + 7·0.5)/8 − SDPO_5% (0.55 + 7·0.4)/8
-    assert r["S1"]["effect"] == pytest.approx((0.65 + 3.5) / 8 - (0.55 + 2.8) / 8)
-    assert r["S2"]["effect"] == pytest.approx((0.6 + 7 * 0.45) / 8 - (0.5 + 3.5) / 8)
+    assert r["H8b"]["effect"] == pytest.approx(2.0 - 0.1)
+    # L1: [MATH(1%) − MATH(0)] − [TOOLUSE(1%) − TOOLUSE(0)] = (0.8 − 0.6) − (0.6 − 0.75)
+    assert r["L1"]["effect"] == pytest.approx(0.2 + 0.15)
+    # L2: MATH(5%) − the lowest of the others; only 0 and 1% were "run" here: α 0.5%, 2% missing -> not run
+    assert r["L2"]["verdict"] == "not run"
+    # L3a: late rise (steps 31–40 − 11–20): 5%: 0.5 − 0.2; 0: 0.1 − 0.2
+    assert r["L3a"]["effect"] == pytest.approx(0.3 - (-0.1)) and r["L3b"]["effect"] == pytest.approx(0.4)
+    # L4: mean over 8 after MATH: StableSDPO (0.65 + 7·0.5)/8 − SDPO_5% (0.55 + 7·0.4)/8
+    assert r["L4"]["effect"] == pytest.approx((0.65 + 3.5) / 8 - (0.55 + 2.8) / 8)
+    assert r["L5"]["effect"] == pytest.approx((0.6 + 7 * 0.45) / 8 - (0.5 + 3.5) / 8)
     assert r["D1"]["effect"] == pytest.approx(0.6 - 0.7) and r["D2"]["verdict"] == "not run"
-    # G1: others' Δ: MATH GRPO +0.05 vs SDPO_0 −0.05; TOOLUSE 0 vs 0 -> (0.1 + 0) / 2
-    assert r["G1"]["effect"] == pytest.approx(0.05)
-    # G2: every other benchmark moved alike here: no contrast
-    assert r["G2"]["effect"] == pytest.approx(0.0, abs=1e-12)
+    # X1: others' Δ: MATH GRPO +0.05 vs SDPO_0 −0.05; TOOLUSE 0 vs 0 -> (0.1 + 0) / 2
+    assert r["X1"]["effect"] == pytest.approx(0.05)
+    # X2: every other benchmark moved alike here: no contrast
+    assert r["X2"]["effect"] == pytest.approx(0.0, abs=1e-12)
 
 
 def test_the_distance_contrast_by_hand():
@@ -173,9 +173,9 @@ def test_the_distance_contrast_by_hand():
 
 def test_verdicts_raw_and_corrected_and_not_run():
     rows = by_id(claims.measure_declared([bundle(0.0), bundle(0.02), bundle(-0.01)]))
-    assert rows["C3"]["n"] == 3 and rows["C3"]["verdict"] in ("shown", "not separable")
+    assert rows["H3"]["n"] == 3 and rows["H3"]["verdict"] in ("shown", "not separable")
     one = by_id(claims.measure_declared([bundle(0.0)]))
-    assert one["C1"]["verdict"] == "not separable (one seed)" and one["C1"]["corrected"] == "not separable (one seed)"
+    assert one["H1"]["verdict"] == "not separable (one seed)" and one["H1"]["corrected"] == "not separable (one seed)"
     text = claims.declared_table(claims.measure_declared([bundle(0.0), bundle(0.05)]))
     assert text.count("\n") == 1 + len(claims.DECLARED) and "Holm" in text
 
@@ -300,3 +300,16 @@ def test_the_readme_and_the_handout_print_one_table_of_what_held(monkeypatch):
     monkeypatch.setattr(claims, "HEADLINE", [(c, claims.OPPOSITE if v == claims.HELD else v, n, a)
                                              for c, v, n, a in claims.HEADLINE])
     assert claims.headline_table() not in readme
+
+
+def test_a_claim_s_id_never_reads_as_an_equation_s_tag():
+    """The paper's continual claims are H1–H8b, §3.1's rate claims L1–L5, the single-domain transfer X1–X2: they were
+    C…, A…, S…, G…, which are also the tags of EQUATIONS.md's continual, evaluation, SDPO and GRPO equations (C3 was
+    both Acc@k and "SDPO_0 forgets more"). No claim id begins with a letter an equation's tag begins with."""
+    from analysis import footing, mediation
+    tags = set(re.findall(r"^\| ([A-Z])\d+[a-z]? \|", open(os.path.join(ROOT, "EQUATIONS.md"), encoding="utf-8").read(),
+                          re.M))
+    ids = [c[0] for c in [*claims.DECLARED, *footing.NEW_CLAIMS, *mediation.TESTS, *claims.EXPLORATORY]]
+    assert tags >= {"A", "B", "C", "G", "S", "T"} and len(ids) >= 40
+    assert not [i for i in ids if i[0] in tags], [i for i in ids if i[0] in tags]
+    assert len(set(ids)) == len(ids)

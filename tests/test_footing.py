@@ -56,17 +56,17 @@ def test_the_view_at_a_shared_rate_pairs_the_reference_with_the_arm(bundle):
     assert claims.find(hi, "GRPO")["avg_forget_earlier"] == 0.2 and claims.find(hi, "SDPO_5%")["settings"]["lr"] == 4e-4
     assert footing.at_rate(bundle, None) is bundle
     d = footing.claim_defs()
-    # C2 (SDPO_5% − GRPO, F earlier): per-method 0.50 − 0.10; at 1e-4 0.25 − 0.10; at 4e-4 0.50 − 0.20
-    assert d["C2"][7](bundle) == pytest.approx(0.40)
-    assert d["C2"][7](footing.at_rate(bundle, 1e-4)) == pytest.approx(0.15)
-    assert d["C2"][7](footing.at_rate(bundle, 4e-4)) == pytest.approx(0.30)
-    # C4b (SDPO_0 − GRPO, F OOD) at 1e-4: 0.07 − 0.05
-    assert d["C4b"][7](footing.at_rate(bundle, 1e-4)) == pytest.approx(0.02)
+    # H2 (SDPO_5% − GRPO, F earlier): per-method 0.50 − 0.10; at 1e-4 0.25 − 0.10; at 4e-4 0.50 − 0.20
+    assert d["H2"][7](bundle) == pytest.approx(0.40)
+    assert d["H2"][7](footing.at_rate(bundle, 1e-4)) == pytest.approx(0.15)
+    assert d["H2"][7](footing.at_rate(bundle, 4e-4)) == pytest.approx(0.30)
+    # H4b (SDPO_0 − GRPO, F OOD) at 1e-4: 0.07 − 0.05
+    assert d["H4b"][7](footing.at_rate(bundle, 1e-4)) == pytest.approx(0.02)
 
 
 def test_a_view_without_the_other_cell_reads_as_missing(bundle):
     only_ref = {"continual": bundle["continual"]}
-    assert footing.claim_defs()["C2"][7](footing.at_rate(only_ref, 1e-4)) is None   # no SDPO at 1e-4
+    assert footing.claim_defs()["H2"][7](footing.at_rate(only_ref, 1e-4)) is None   # no SDPO at 1e-4
     assert footing.at_rate({}, 1e-4)["continual"] is None
 
 
@@ -85,9 +85,9 @@ def test_c5c_is_the_smallest_category_mean(bundle):
     at_hi = footing.at_rate(bundle, 4e-4)
     # GRPO at 4e-4, final − base 0.5: math .05, science .10, tooluse .15, coding −.20, math_hard .20,
     # science_boxed .10, tool_unseen 0, logic −.05. Categories: MATH (.05+.20)/2, SCIENCE .10, TOOLUSE .075,
-    # CODING −.20, LOGIC −.05 -> −0.20; C5b's smallest single Δ is the same −0.20 here, C5a's mean 0.04375
-    assert footing.claim_defs()["C5c"][7](at_hi) == pytest.approx(-0.20)
-    assert footing.claim_defs()["C5a"][7](at_hi) == pytest.approx(0.04375)
+    # CODING −.20, LOGIC −.05 -> −0.20; H5b's smallest single Δ is the same −0.20 here, H5a's mean 0.04375
+    assert footing.claim_defs()["H5c"][7](at_hi) == pytest.approx(-0.20)
+    assert footing.claim_defs()["H5a"][7](at_hi) == pytest.approx(0.04375)
     res = results({"grpo": run("grpo", 1e-4, table([0.6, 0.4, 0.5, 0.6, 0.45, 0.6, 0.6, 0.6]), (0, 0), None)})
     # math .1, math_hard −.05 -> .025; science −.1, science_boxed .1 -> 0; tooluse 0, tool_unseen .1 -> .05; coding .1;
     # logic .1: the category minimum is 0 although the single smallest Δ is −0.1
@@ -98,19 +98,19 @@ def test_c5c_is_the_smallest_category_mean(bundle):
 def test_the_family_is_the_declared_35_tests_with_holm(bundle):
     fam = footing.family()
     assert len(fam) == 35 and len(set(fam)) == 35
-    assert ("1e-4", "C5a") not in fam and ("4e-4", "G2") not in fam and ("4e-4", "C5a") in fam
+    assert ("1e-4", "H5a") not in fam and ("4e-4", "X2") not in fam and ("4e-4", "H5a") in fam
     bundles = {10: bundle, 11: bundle, 12: {**bundle, "lr1e-4-continual": None}}
     rows = {(r["footing"], r["id"]): r for r in footing.measure_family(bundles)}
-    assert rows[("1e-4", "C2")]["n"] == 2 and rows[("4e-4", "C2")]["n"] == 3
+    assert rows[("1e-4", "H2")]["n"] == 2 and rows[("4e-4", "H2")]["n"] == 3
     # identical per-seed differences: spread 0, p = 0, so Holm rejects, on the paper's side
-    assert rows[("4e-4", "C2")]["p"] == 0.0 and rows[("4e-4", "C2")]["corrected"] == "shown"
-    assert rows[("1e-4", "G1")]["verdict"] == "not run"
+    assert rows[("4e-4", "H2")]["p"] == 0.0 and rows[("4e-4", "H2")]["corrected"] == "shown"
+    assert rows[("1e-4", "X1")]["verdict"] == "not run"
 
 
 def test_seeds_of_a_row_are_the_declared_ones():
-    assert footing.seeds_of("C2", "1e-4") == set(range(10, 42))
-    assert footing.seeds_of("C2", "per-method") == set(range(10, 30))
-    assert footing.seeds_of("G1", "4e-4") == set(range(10, 30))
+    assert footing.seeds_of("H2", "1e-4") == set(range(10, 42))
+    assert footing.seeds_of("H2", "per-method") == set(range(10, 30))
+    assert footing.seeds_of("X1", "4e-4") == set(range(10, 30))
 
 
 BASE = {"acc": {"math": 0.53, "science": 0.52, "tooluse": 0.51, "coding": 0.23, "math_hard": 0.64,
@@ -222,23 +222,23 @@ def test_read_bundles_merges_the_reference_and_the_arm(tmp_path, bundle):
 
 
 def test_the_figure_rows_take_each_rate_and_the_rows_read_once(tmp_path):
-    """footing_figure_rows: a claim's per-method, 1e-4 and 4e-4 cells; a row read once (C5a at 1e-4: GRPO alone at
+    """footing_figure_rows: a claim's per-method, 1e-4 and 4e-4 cells; a row read once (H5a at 1e-4: GRPO alone at
     its own rate) stands in its own column; a claim the world cannot test is drawn as such; the figure is written."""
     def row(cid, effect, footing_="per-method"):
         return {"id": cid, "footing": footing_, "unit": "points", "scale": 100, "sign": +1, "effect": effect,
                 "low": effect - 0.01, "high": effect + 0.01, "verdict": "shown", "corrected": "shown"}
-    rows = {"reference": {"C2": row("C2", 0.4), "C5a": row("C5a", 0.16)},
-            "family": {("1e-4", "C2"): row("C2", 0.0, "1e-4"), ("4e-4", "C2"): row("C2", -0.05, "4e-4"),
-                       ("4e-4", "C5a"): row("C5a", -0.24, "4e-4"), ("per-method", "P2"): row("P2", -0.05)},
+    rows = {"reference": {"H2": row("H2", 0.4), "H5a": row("H5a", 0.16)},
+            "family": {("1e-4", "H2"): row("H2", 0.0, "1e-4"), ("4e-4", "H2"): row("H2", -0.05, "4e-4"),
+                       ("4e-4", "H5a"): row("H5a", -0.24, "4e-4"), ("per-method", "P2"): row("P2", -0.05)},
             "adequacy": {"P2": (False, "the null IoU is 0.95")},
-            "footing": {("4e-4", "C2"): (False, "GRPO does not learn stage 1")}}
+            "footing": {("4e-4", "H2"): (False, "GRPO does not learn stage 1")}}
     out = {c["id"]: c for c in footing.footing_figure_rows(rows)}
-    assert list(out) == ["C2", "C5a", "P2"]
-    assert [out["C2"]["rows"][k]["effect"] for k in ("per-method", "1e-4", "4e-4")] == [0.4, 0.0, -0.05]
-    assert out["C5a"]["rows"]["1e-4"]["effect"] == 0.16 and out["C5a"]["rows"]["4e-4"]["effect"] == -0.24
+    assert list(out) == ["H2", "H5a", "P2"]
+    assert [out["H2"]["rows"][k]["effect"] for k in ("per-method", "1e-4", "4e-4")] == [0.4, 0.0, -0.05]
+    assert out["H5a"]["rows"]["1e-4"]["effect"] == 0.16 and out["H5a"]["rows"]["4e-4"]["effect"] == -0.24
     # a footing where a method does not learn is drawn as not testable there, and only there
-    assert [out["C2"]["rows"][k]["footing_ok"] for k in ("per-method", "1e-4", "4e-4")] == [True, True, False]
-    assert out["P2"]["testable"] is False and out["P2"]["rows"]["1e-4"] is None and out["C2"]["testable"]
+    assert [out["H2"]["rows"][k]["footing_ok"] for k in ("per-method", "1e-4", "4e-4")] == [True, True, False]
+    assert out["P2"]["testable"] is False and out["P2"]["rows"]["1e-4"] is None and out["H2"]["testable"]
     path = plot_footing(list(out.values()), str(tmp_path / "f.png"))
     assert path is None or os.path.getsize(path) > 1000   # (None only without matplotlib)
 
@@ -312,27 +312,27 @@ def seeds_bundle(grpo_gains, sdpo_gains, f=(0.1, 0.2), n=10):
 
 def test_the_footing_rule_passes_when_both_learn_every_stage_the_claim_reads():
     b = seeds_bundle(lambda s: [0.2, 0.2, 0.1, 0.3], lambda s: [0.1, 0.2, 0.1, -0.2])   # SDPO fails stage 4 only
-    assert footing.footing_adequacy(b, "C2", "per-method") == (True, "")   # C2 reads stages 1–3
-    assert footing.footing_adequacy(b, "C8a", "per-method") == (True, "")
+    assert footing.footing_adequacy(b, "H2", "per-method") == (True, "")   # H2 reads stages 1–3
+    assert footing.footing_adequacy(b, "H8a", "per-method") == (True, "")
 
 
 def test_the_footing_rule_fails_a_method_that_learns_a_stage_on_fewer_than_80_percent_of_seeds():
-    # SDPO_5%'s stage 3 gain is ≤ 0 on 3 seeds of 10 (70% learn): C2 reads it, C1 (stages 1–2) does not
+    # SDPO_5%'s stage 3 gain is ≤ 0 on 3 seeds of 10 (70% learn): H2 reads it, H1 (stages 1–2) does not
     b = seeds_bundle(lambda s: [0.2, 0.2, 0.1, 0.3], lambda s: [0.1, 0.2, -0.1 if s < 3 else 0.1, 0.1])
-    ok, why = footing.footing_adequacy(b, "C2", "per-method")
+    ok, why = footing.footing_adequacy(b, "H2", "per-method")
     assert not ok and "SDPO_5% stage 3 on 7/10 seeds" in why
     # exactly 80% learning passes
     b = seeds_bundle(lambda s: [0.2, 0.2, 0.1, 0.3], lambda s: [0.1, 0.2, 0.0 if s < 2 else 0.1, 0.1])
-    assert footing.footing_adequacy(b, "C2", "per-method")[0]
+    assert footing.footing_adequacy(b, "H2", "per-method")[0]
 
 
 def test_the_footing_rule_fails_an_f_claim_whose_metric_is_0_on_every_run():
     b = seeds_bundle(lambda s: [0.2, 0.2, 0.1, 0.3], lambda s: [0.1, 0.2, 0.1, 0.1], f=(0.0, 0.0))
-    ok, why = footing.footing_adequacy(b, "C2", "per-method")
+    ok, why = footing.footing_adequacy(b, "H2", "per-method")
     assert not ok and "F = 0 on all 20 runs" in why
     # one run off the floor is enough for the metric to carry information
     b[10]["continual"]["runs"]["grpo"]["avg_forget_earlier"] = 0.05
-    assert footing.footing_adequacy(b, "C2", "per-method")[0]
+    assert footing.footing_adequacy(b, "H2", "per-method")[0]
 
 
 def test_adequacy_refuses_bad_input_before_any_measurement(tmp_path, capsys):

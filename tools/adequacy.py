@@ -3,7 +3,7 @@
     python tools/adequacy.py math-feedback            # MATH's feedback check at the base (S8), as CODING's was
     python tools/adequacy.py math-feedback --models tiny,runs/regen/continual-s10/checkpoints/sdpo_a0.05/stage3-tooluse
     python tools/adequacy.py traces                   # D1–D3: the thinking base's traces, their length and reliability
-    python tools/adequacy.py null-iou --runs runs/regen --seeds 10,11,12   # C7: a random update of GRPO's size
+    python tools/adequacy.py null-iou --runs runs/regen --seeds 10,11,12   # H7: a random update of GRPO's size
 
 Each writes OUT/<name>.json (default OUT: runs/adequacy/; the committed ones are in results/equal_rate/adequacy/,
 written with `--out results/equal_rate/adequacy --into-results`). The tests themselves, and their declared thresholds, are
@@ -113,7 +113,7 @@ def measure_traces(seed=0, n=TRACE_N, k=TRACE_K):
 
 
 # ----------------------------------------------------------------------------------------------
-# C7: the principal-mask IoU of a structure-free update of GRPO's size (the null model)
+# H7: the principal-mask IoU of a structure-free update of GRPO's size (the null model)
 # ----------------------------------------------------------------------------------------------
 def null_update(base, trained, generator):
     """{name: W + ‖ΔW‖_F · R / ‖R‖_F} for every 2-D matrix, ΔW = trained − base, R ~ N(0, 1) of W's shape: a

@@ -1,6 +1,6 @@
 """tools/reference.py — the confirmatory reference of the paper's claims (docs/studies/reference.md), seed by seed.
 
-    python tools/reference.py --distances --into-results    # once, before any seed: the benchmarks' distances (G2)
+    python tools/reference.py --distances --into-results    # once, before any seed: the benchmarks' distances (X2)
     python tools/reference.py --seeds 10,11 --into-results  # the seeds' experiments into results/reference/
     python tools/reference.py --seeds 10,11 --jobs 2 --root runs/reference   # two side by side, into a folder of yours
     python tools/reference.py --seeds 12,13 --jobs 2 --only math,tooluse --root runs/reference   # some experiments
@@ -171,7 +171,7 @@ def equal_summary(root=os.path.join(safety.REPO, ROOTS["equal"]), write=True, fi
             "\n\nForgetting from the peak (points, unfloored; the best accuracy an earlier domain had after its own "
             "stage − its final one, mean over the earlier domains), beside the paper's F; not declared:\n\n"
             + footing.peak_forgetting_table(bundles) + "\n\n" + table +
-            "\n\n" + footing.FOOTING_NOTE + "\n\nC8b's report: SDPO_5%'s JS in its collapse stage, over the steps "
+            "\n\n" + footing.FOOTING_NOTE + "\n\nH8b's report: SDPO_5%'s JS in its collapse stage, over the steps "
             "that distil anything (reference seeds)\n\n" + footing.collapse_js_table(
                 {s: x for s, x in bundles.items() if s in claims.REFERENCE_SEEDS}))
     times = seconds_table(root, "equal")
