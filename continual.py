@@ -37,19 +37,6 @@ from infra.knobs import knob
 from rollout import drop_long_prompts, prompt_room
 from world import tasks
 
-# ----------------------------------------------------------------------------------------------
-# The configurations
-# ----------------------------------------------------------------------------------------------
-# The paper's continual configurations (Table D.6), by name. Plain `sdpo` takes --alpha (a comma list:
-# one run per value) and the other SDPO flags as given; `grpo` the GRPO flags.
-S_SDPO_REFRESH = 10   # S-SDPO_0's refresh period K here (a quarter of a 40-step stage); the paper gives no K
-PRESETS = {"sdpo_0": {"alpha": 0.0},                                      # SDPO_0: frozen teacher
-           "sdpo_5": {"alpha": 0.05},                                     # SDPO_5%: EMA 5%
-           "sdpo_cot_0": {"alpha": 0.0, "cot": True},                     # SDPO-CoT_0 (§5's drift ordering)
-           "sdpo_cot_5": {"alpha": 0.05, "cot": True},                    # SDPO-CoT_5%
-           "s_sdpo_0": {"refresh_every": S_SDPO_REFRESH, "gamma": 1.0},   # S-SDPO_0: restart-and-freeze (T2, γ = 1)
-           "stable_sdpo": {"refresh_every": S_SDPO_REFRESH, "gamma": 0.5}}  # StableSDPO: refresh-and-freeze, γ = 0.5
-
 # continual.py's own knob (infra/knobs.py; --help-all shows it): the stage boundary's optimizer. (SDPO's teacher at
 # the boundary, T3, is SDPO's: sdpo.SDPOConfig's teacher_init and teacher_mix.)
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +49,9 @@ class StageRules:
 def parse_args(argv=None):
     """The flags (infra/flags.py), checked before any work starts: (parser, args, stages, benchmarks, configs,
     defaults). configs: [(method, settings, run name)], every configuration of --method in order: plain sdpo once per
-    α of --alpha, a name of PRESETS as it says, grpo as its flags say (experiment/configurations.py)."""
-    return configurations.parse_command(argv, sys.modules[__name__], PRESETS)
+    α of --alpha, a configuration of the paper's by its name (sdpo_0, …, experiment/metrics.PAPER), grpo as its flags
+    say (experiment/configurations.py)."""
+    return configurations.parse_command(argv, sys.modules[__name__])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """experiment/configurations.py — what --method names: each configuration of a command, its settings, its run name
 and the method train.run_steps is handed.
 
-    parse_command(argv, continual, presets) -> (parser, args, stages, benchmarks, configs, defaults)
+    parse_command(argv, continual) -> (parser, args, stages, benchmarks, configs, defaults)
                  continual.py's flags (infra/flags.py) and its configurations, [(method, settings, run name)], in order
 
 A configuration is a method (METHODS) with the settings of every knob that names one: the method's own
@@ -14,6 +14,7 @@ import dataclasses
 import grpo
 import sdpo
 from beyond import variants
+from experiment.metrics import PAPER
 from infra import flags
 
 T3_SETTINGS = ("teacher_init", "teacher_mix")   # SDPO's teacher at the stage boundary (T3), last in its settings
@@ -24,6 +25,9 @@ T3_SETTINGS = ("teacher_init", "teacher_mix")   # SDPO's teacher at the stage bo
 METHODS = {"grpo": grpo, "sdpo": sdpo, "sdpo_beyond": variants.method}
 # Each method's knobs, the class of the `cfg` it is handed (a new method adds its row here too)
 CONFIGS = {"grpo": grpo.GRPOConfig, "sdpo": sdpo.SDPOConfig, "sdpo_beyond": variants.BeyondConfig}
+# The paper's SDPO configurations by their --method name (sdpo_0, sdpo_5, …): the settings experiment/metrics.PAPER
+# gives each, over the command's SDPO flags (α = 0 where a row leaves it inert)
+PRESETS = {name: settings for name, method, settings in PAPER.values() if method == "sdpo"}
 
 
 def knobs(continual):
@@ -52,13 +56,13 @@ def configuration(method, args, preset):
     return method, {**settings, "lr": flags.method_lr(args, method)}, name
 
 
-def configurations(ap, args, presets):
+def configurations(ap, args):
     """[(method, settings, run name)] for every configuration of --method, in order; the same one twice is refused
     in one line (ap.error)."""
     configs = []
     for item in args.method:
-        if item in presets:   # a configuration of the paper's, by name (continual.PRESETS)
-            configs.append(configuration("sdpo", args, {"alpha": 0.0, **presets[item]}))
+        if item in PRESETS:   # a configuration of the paper's, by name (experiment/metrics.PAPER)
+            configs.append(configuration("sdpo", args, {"alpha": 0.0, **PRESETS[item]}))
         else:                 # grpo, sdpo, or any other method of METHODS: one configuration per value of its sweeps
             configs += [configuration(item, args, one) for one in flags.swept(CONFIGS[item], args)]   # (SDPO's α, T1)
     names = [c[2] for c in configs]
@@ -70,12 +74,12 @@ def configurations(ap, args, presets):
     return configs
 
 
-def parse_command(argv, continual, presets):
+def parse_command(argv, continual):
     """continual.py's command line, checked before any work starts (infra/flags.continual_args over every file's
     knobs): (parser, args, stages, benchmarks, configs, defaults); configs: every configuration of --method."""
     rows, warnings = knobs(continual)   # grpo.py's, sdpo.py's, beyond/variants.py's, continual.py's
-    ap, args, stages, benchmarks, defaults = flags.continual_args(argv, presets, rows, warnings)
-    return ap, args, stages, benchmarks, configurations(ap, args, presets), defaults
+    ap, args, stages, benchmarks, defaults = flags.continual_args(argv, PRESETS, rows, warnings)
+    return ap, args, stages, benchmarks, configurations(ap, args), defaults
 
 
 def config_of(method, settings, args):

@@ -1,32 +1,44 @@
-"""experiment/metrics.py — what a run's results are summarised by: the paper's name of a configuration (`role_of`)
-and each run's metrics over its stages (`METRICS`: A3's G and F, drift, collapse, the field's average accuracy,
+"""experiment/metrics.py — what a run's results are summarised by: the paper's configurations (`PAPER`, the one table
+continual.py's --method names them by) and the paper's name of a run's (`role_of`), and each run's metrics over its stages (`METRICS`: A3's G and F, drift, collapse, the field's average accuracy,
 forgetting from the peak, backward transfer). The claims over them are analysis/claims.py's; no run imports it."""
 from infra.stats import mean_interval
 
 
 # ----------------------------------------------------------------------------------------------
-# The configurations, recognised by their settings (the paper's Table D.6 names)
+# The paper's configurations: one table, by which continual.py's --method names them and role_of recognises a run
 # ----------------------------------------------------------------------------------------------
+S_SDPO_REFRESH = 10   # S-SDPO_0's and StableSDPO's refresh period K (a quarter of a 40-step stage); the paper gives none
+# The paper's name: (its --method name, the method, the settings that make it), Table D.6 and §3.1. A setting the
+# configuration leaves inert is not named: α under a refresh schedule (T2), γ without one. An SDPO setting of PLAIN a
+# row does not name is at PLAIN's value there; every other setting at the release's (on_release_protocol).
+PAPER = {"GRPO": ("grpo", "grpo", {"mini_batches": 4, "epochs": 1, "clip_ratio_c": 3.0}),
+         "SDPO_0": ("sdpo_0", "sdpo", {"alpha": 0.0}),                                  # frozen teacher
+         "SDPO_5%": ("sdpo_5", "sdpo", {"alpha": 0.05}),                                # EMA 5%
+         "SDPO-CoT_0": ("sdpo_cot_0", "sdpo", {"alpha": 0.0, "cot": True}),             # §5's drift ordering
+         "SDPO-CoT_5%": ("sdpo_cot_5", "sdpo", {"alpha": 0.05, "cot": True}),
+         "S-SDPO_0": ("s_sdpo_0", "sdpo", {"refresh_every": S_SDPO_REFRESH, "gamma": 1.0}),   # restart-and-freeze (T2)
+         "StableSDPO": ("stable_sdpo", "sdpo", {"refresh_every": S_SDPO_REFRESH, "gamma": 0.5})}  # refresh-and-freeze
+PLAIN = {"cot": False, "refresh_every": 0}
+# The α sweep's rates by the paper's naming (SDPO_α%), for the tables' role column
+ALPHAS = {0.0: "SDPO_0", 0.005: "SDPO_0.5%", 0.01: "SDPO_1%", 0.02: "SDPO_2%", 0.05: "SDPO_5%"}
+
+
 def role_of(run):
-    """The paper's name of a configuration (GRPO, SDPO_0, SDPO_5%, SDPO-CoT_0, SDPO-CoT_5%, S-SDPO_0, StableSDPO)
-    from a results.json run entry, or None for any other setting (a different α, masking, feedback…)."""
-    s = run["settings"]
-    if run["method"] == "grpo":
-        return "GRPO" if (s["mini_batches"], s["epochs"], s["clip_ratio_c"]) == (4, 1, 3.0) else None
-    if run["method"] != "sdpo":   # a method the paper does not run
+    """The paper's name of a configuration (PAPER: GRPO, SDPO_0, SDPO_5%, SDPO-CoT_0, SDPO-CoT_5%, S-SDPO_0,
+    StableSDPO) from a results.json run entry, or None for any other setting (a different α, masking, feedback…)."""
+    s, method = run["settings"], run["method"]
+    if method == "sdpo" and not on_release_protocol(s):
         return None
-    # (S8) the release's per-domain feedback is the paper's protocol; "off" (or False) is the protocol of the
-    # reference committed before 2026-12-02; feedback on everywhere is another setting
-    if s.get("mask_ratio") or s.get("feedback") in (True, "on") or s.get("skip_empty_steps") \
-            or s.get("teacher_init", "restart") != "restart" or defence_of(s):
-        return None
-    if s["refresh_every"]:
-        return None if s["cot"] else ("S-SDPO_0" if s["gamma"] == 1 else "StableSDPO")
-    if s["alpha"] == 0.05:
-        return "SDPO-CoT_5%" if s["cot"] else "SDPO_5%"
-    if s["alpha"] == 0:
-        return "SDPO-CoT_0" if s["cot"] else "SDPO_0"
-    return None
+    return next((name for name, (_, m, row) in PAPER.items() if m == method and
+                 all(s.get(k) == v for k, v in {**(PLAIN if m == "sdpo" else {}), **row}.items())), None)
+
+
+def on_release_protocol(s):
+    """An SDPO run's settings beyond PAPER's at the release's: no masking, no step skipped, the teacher restarted at
+    each stage (T3), no teacher kind or defence of beyond/; (S8) the release's per-domain feedback, or "off" (False),
+    the protocol of the reference committed before 2026-12-02 (feedback on everywhere is another setting)."""
+    return not (s.get("mask_ratio") or s.get("feedback") in (True, "on") or s.get("skip_empty_steps")
+                or s.get("teacher_init", "restart") != "restart" or defence_of(s))
 
 
 def defence_of(s):
@@ -36,10 +48,6 @@ def defence_of(s):
     parts += [f"{k} {s[k]:g}" for k in ("replay", "anchor", "base_kl") if s.get(k)]
     parts += [f"distill {s['distill']}"] if s.get("distill", "all") != "all" else []   # (V1)
     return ", ".join(parts)
-
-
-# The α sweep's rates by the paper's naming (SDPO_α%), for the tables' role column
-ALPHAS = {0.0: "SDPO_0", 0.005: "SDPO_0.5%", 0.01: "SDPO_1%", 0.02: "SDPO_2%", 0.05: "SDPO_5%"}
 
 
 def reference_role(run):

@@ -137,9 +137,10 @@ def headline_closure(graph=None, start="continual"):
 # import); 3,941 with each method handed its own config instance (grpo.GRPOConfig, sdpo.SDPOConfig: +31, less 31
 # cut from infra/flags.py and continual.py); 3,953 with each method's plan a dataclass (grpo.GRPOPlan,
 # sdpo.SDPOPlan: +11, where it was an untyped dict) and evaluate.py's flags made from the run's dataclasses (its own
-# EvaluateConfig, +12 over the hand-made argparse it replaced). Held here so that it only shrinks but for a decision
-# written here; the cuts aim at 3,700 (docs/FILES.md).
-MAX_HEADLINE_CODE_LINES = 3953
+# EvaluateConfig, +12 over the hand-made argparse it replaced); 3,953 with α's sweep a mark on its field; 3,950 with
+# the paper's configurations one table (experiment/metrics.PAPER). Held here so that it only shrinks but for a
+# decision written here; the cuts aim at 3,700 (docs/FILES.md).
+MAX_HEADLINE_CODE_LINES = 3950
 
 
 def test_the_run_directories_module_imports_none_of_the_paper_s_files():

@@ -107,9 +107,25 @@ def test_roles_by_settings():
         == ["SDPO_5%"] * 3
     assert metrics.role_of({"method": "sdpo", "settings": {**s, "feedback": "on"}}) is None
     assert metrics.role_of({"method": "sdpo", "settings": {**s, "skip_empty_steps": True}}) is None
-    presets = {name: {**s, "alpha": 0.0, **p} for name, p in continual.PRESETS.items()}
-    assert [metrics.role_of({"method": "sdpo", "settings": p}) for p in presets.values()] == \
-        ["SDPO_0", "SDPO_5%", "SDPO-CoT_0", "SDPO-CoT_5%", "S-SDPO_0", "StableSDPO"]
+    # a setting the configuration leaves inert does not change its name: α under a refresh schedule, γ without one
+    assert metrics.role_of({"method": "sdpo", "settings": {**s, "refresh_every": 10, "gamma": 0.5, "alpha": 0.3}}) \
+        == "StableSDPO" and metrics.role_of({"method": "sdpo", "settings": {**s, "gamma": 0.5}}) == "SDPO_5%"
+    # the paper gives no refresh period: ours is S_SDPO_REFRESH, and another K is not the paper's configuration
+    assert metrics.role_of({"method": "sdpo", "settings": {**s, "refresh_every": 5, "gamma": 0.5}}) is None
+
+
+def test_the_paper_s_configurations_are_one_table():
+    """experiment/metrics.PAPER names each of the paper's configurations once: continual.py's --method takes it by
+    its --method name, and role_of gives the configuration that command runs back that name (what the run writes
+    in results.json is what the analysis recognises); --method sdpo with the same α is the same configuration."""
+    names = {cli: name for name, (cli, _, _) in metrics.PAPER.items()}
+    _, args, _, _, configs, _ = continual.parse_args(["--method", ",".join(names)])
+    assert [metrics.role_of({"method": m, "settings": s}) for m, s, _ in configs] == list(names.values())
+    assert [name for *_, name in configs] == ["grpo", "sdpo_a0", "sdpo_a0.05", "sdpo_a0_cot", "sdpo_a0.05_cot",
+                                              "sdpo_r10_g1", "sdpo_r10_g0.5"]
+    _, _, _, _, plain, _ = continual.parse_args(["--method", "sdpo", "--alpha", "0,0.05"])
+    assert [c[1] for c in plain] == [c[1] for c in configs[1:3]]
+    assert not hasattr(continual, "PRESETS")   # (it was a second table, beside metrics.role_of's rules)
 
 
 def test_claim_metrics_by_hand():
