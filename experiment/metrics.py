@@ -1,13 +1,14 @@
 """experiment/metrics.py — what a run's results are summarised by: the paper's configurations (`PAPER`, the one table
-continual.py's --method names them by) and the paper's name of a run's (`role_of`), and each run's metrics over its stages (`METRICS`: A3's G and F, drift, collapse, the field's average accuracy,
-forgetting from the peak, backward transfer). The claims over them are analysis/claims.py's; no run imports it."""
+continual.py's --method names them by) and the paper's name of a run's (`role_of`), and each run's metrics over its
+stages (`METRICS`: A3's G and F, drift, collapse, the field's average accuracy, forgetting from the peak, backward
+transfer). The claims over them are analysis/claims.py's; no run imports it."""
 from infra.stats import mean_interval
 
 
 # ----------------------------------------------------------------------------------------------
 # The paper's configurations: one table, by which continual.py's --method names them and role_of recognises a run
 # ----------------------------------------------------------------------------------------------
-S_SDPO_REFRESH = 10   # S-SDPO_0's and StableSDPO's refresh period K (a quarter of a 40-step stage); the paper gives none
+S_SDPO_REFRESH = 10   # S-SDPO_0's and StableSDPO's refresh period K (a quarter of a 40-step stage); the paper has none
 # The paper's name: (its --method name, the method, the settings that make it), Table D.6 and §3.1. A setting the
 # configuration leaves inert is not named: α under a refresh schedule (T2), γ without one. An SDPO setting of PLAIN a
 # row does not name is at PLAIN's value there; every other setting at the release's (on_release_protocol).
