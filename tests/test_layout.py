@@ -143,6 +143,81 @@ def headline_closure(graph=None, start="continual"):
 MAX_HEADLINE_CODE_LINES = 3950
 
 
+# What the headline's closure carries besides the jail, by concern (`--measures`; docs/FILES.md's table of what each
+# further cut to 3,700 would cost): each module's concern, and the top-level names (or Class.method) of another
+CONCERN_OF_MODULE = {
+    **dict.fromkeys(("continual", "train", "grpo", "sdpo", "rollout", "evaluate", "drift",
+                     "experiment.configurations", "infra.knobs"), "the paper: the loop, the methods, their measures"),
+    **dict.fromkeys(("world.tasks", "world.graders"), "the built-in world and the release's graders"),
+    "beyond.variants": "beyond the paper (T4–T6, R1–R3)",
+    **dict.fromkeys(("infra.flags", "infra.errors"), "the flags: their dataclasses, the parser, --help"),
+    **dict.fromkeys(("experiment.rundir", "infra.checkpoints", "infra.safety", "infra.stops"),
+                    "run directories: claim, lock, resume, damage checks, atomic writes"),
+    "infra.distributed": "torchrun and FSDP2",
+    **dict.fromkeys(("infra.speedups", "infra.padding"), "speed-ups"),
+    **dict.fromkeys(("experiment.metrics", "infra.stats"), "the summary over seeds (--seed 0,1,2)"),
+    **dict.fromkeys(("experiment.tables", "infra.steps", "infra.models"),
+                    "models, step lines, results.csv and the printed tables"),
+    "infra.trackers": "--report-to (TensorBoard, trackio)",
+}
+CONCERN_OF_NAME = {
+    "evaluate": dict.fromkeys(("EvaluateConfig", "SHARED", "parse_args", "main", "teacher_check", "world_criteria",
+                               "weights_sha1", "markdown_table"), "evaluate.py's own command"),
+    "experiment.metrics": dict.fromkeys(("S_SDPO_REFRESH", "PAPER", "PLAIN", "ALPHAS", "role_of", "on_release_protocol",
+                                         "defence_of", "reference_role"),
+                                        "the paper: the loop, the methods, their measures"),
+    "infra.flags": {**dict.fromkeys(("CONFIG_IGNORED", "NoAliases", "config_settings", "with_config"), "--config files"),
+                    **dict.fromkeys(("HAND_MADE", "one_row_per_name", "run_warnings", "check_common", "check_grpo",
+                                     "check_sdpo", "vocabulary_size", "check_stages_and_benchmarks", "typed_flags",
+                                     "check_unused_flags", "has_control", "check_list_flag", "check_model_flag",
+                                     "check_dir_flag", "check_device_flag", "check_code_jail"),
+                                    "the flags' checks before any work (one error line)")},
+    "experiment.rundir": {"write_seeds_summary": "the summary over seeds (--seed 0,1,2)",
+                          "Run.track_step": "--report-to (TensorBoard, trackio)",
+                          "Run.track_stage": "--report-to (TensorBoard, trackio)"},
+}
+
+
+def top_level_owners(tree):
+    """[(first line, last line, name)] of a module's top-level definitions and assignments, and of each class's
+    methods as Class.method (listed after their class, so that the narrower range wins)."""
+    owners = []
+    for node in tree.body:
+        names = [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else \
+            [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        owners += [(first, node.end_lineno, n) for n in names]
+        if isinstance(node, ast.ClassDef):
+            owners += [(f.lineno, f.end_lineno, f"{node.name}.{f.name}") for f in node.body
+                       if isinstance(f, ast.FunctionDef)]
+    return owners
+
+
+def code_lines_by_concern(closure=None):
+    """{concern: code lines} of the headline's closure besides the jail (CONCERN_OF_MODULE, CONCERN_OF_NAME)."""
+    closure, mods, out = closure if closure is not None else headline_closure(), modules(), {}
+    for m in (m for m in closure if m != "world.sandbox"):
+        owners = top_level_owners(ast.parse(open(mods[m]).read()))
+        for line in code_line_numbers(mods[m]):
+            names = [n for first, last, n in owners if first <= line <= last and n in CONCERN_OF_NAME.get(m, {})]
+            concern = CONCERN_OF_NAME[m][names[-1]] if names else CONCERN_OF_MODULE[m]
+            out[concern] = out.get(concern, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def test_the_concerns_cover_the_headline_and_name_what_exists():
+    """Every module of the headline's closure has a concern, every name given another one exists where it is said
+    to, and the concerns' code lines add up to the headline's."""
+    closure, mods = headline_closure(), modules()
+    assert not [m for m in closure if m != "world.sandbox" and m not in CONCERN_OF_MODULE], "a new file: its concern"
+    for m, names in CONCERN_OF_NAME.items():
+        defined = {n for _, _, n in top_level_owners(ast.parse(open(mods[m]).read()))}
+        assert set(names) <= defined, (m, sorted(set(names) - defined))
+    by_concern = code_lines_by_concern(closure)
+    assert sum(by_concern.values()) == headline_code_lines(closure), by_concern
+    assert by_concern["evaluate.py's own command"] > 50 and by_concern["--config files"] > 20   # (the names count)
+
+
 def test_the_run_directories_module_imports_none_of_the_paper_s_files():
     """experiment/rundir.py holds directories, locks, resume and the stop's save: it imports no file of the paper's,
     of beyond/, or the configurations (which import train.py); continual.py hands it what those compute."""
@@ -472,23 +547,29 @@ def floor_names(path):
 def code_lines(path, functions=None):
     """The lines of a file that hold code: docstrings, comments and blank lines are free. functions: the first
     lines (def or decorator) of the functions to count; None: the whole file."""
-    src = open(path).read()
-    tree = ast.parse(src)
-    free, keep = set(), set()
+    tree, keep = ast.parse(open(path).read()), set()
     for node in ast.walk(tree):
+        if functions is not None and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                {node.lineno, *(d.lineno for d in node.decorator_list)} & functions:
+            keep.update(range(node.lineno, node.end_lineno + 1))
+    return len({n for n in code_line_numbers(path) if functions is None or n in keep})
+
+
+def code_line_numbers(path):
+    """The numbers of a file's lines that hold code (code_lines)."""
+    src = open(path).read()
+    free = set()
+    for node in ast.walk(ast.parse(src)):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
                 free.update(range(first.lineno, first.end_lineno + 1))
-        if functions is not None and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                {node.lineno, *(d.lineno for d in node.decorator_list)} & functions:
-            keep.update(range(node.lineno, node.end_lineno + 1))
     lines = set()
     for tok in tokenize.generate_tokens(io.StringIO(src).readline):
         if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
                             tokenize.ENDMARKER):
             lines.update(range(tok.start[0], tok.end[0] + 1))
-    return len({n for n in lines - free if functions is None or n in keep})
+    return lines - free
 
 
 def reading_set_measures(called):
@@ -568,6 +649,7 @@ if __name__ == "__main__":
         print(f"the headline's imports: {len(closure)} repository files, {sum(closure.values())} lines, "
               f"{sum(n for m, n in closure.items() if m != 'world.sandbox')} besides the jail; "
               f"{headline_code_lines(closure)} code lines besides the jail (at most {MAX_HEADLINE_CODE_LINES}): " + ", ".join(f"{m} {n}" for m, n in sorted(closure.items(), key=lambda kv: -kv[1])))
+        print("its code lines by concern: " + "; ".join(f"{c} {n}" for c, n in code_lines_by_concern(closure).items()))
         sys.exit(0)
     if "--tree" in sys.argv:   # every module by floor, with its lines and its code lines (docs/FILES.md's tree)
         print("| floor | file | lines | code lines |\n|---|---|---|---|")
