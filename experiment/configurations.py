@@ -8,7 +8,8 @@ A configuration is a method (METHODS) with the settings of every knob that names
 SETTINGS (grpo.py, sdpo.py; SDPO's teacher at the stage boundary, T3, among them), for SDPO beyond/variants.py's, and
 the method's learning rate. The method is handed its own knobs as one instance of its config class (CONFIGS:
 grpo.GRPOConfig, sdpo.SDPOConfig, variants.BeyondConfig), the command's values with the configuration's over them.
-Its run name carries every setting away from its default, so two configurations never share a name. The run directories (experiment/rundir.py) take the list as it is and know nothing of the methods."""
+Its run name carries every setting away from its default, so two configurations never share a name. The run
+directories (experiment/rundir.py) take the list as it is and know nothing of the methods."""
 import dataclasses
 
 import grpo
@@ -38,6 +39,12 @@ def knobs(continual):
     return {**rows, "every method": flags.knob_rows(continual)}, variants.warnings_of
 
 
+def row_of(method, settings):
+    """The row of METHODS and CONFIGS a configuration takes: its method's, or the third, beyond/variants.py's, for
+    SDPO when one of that file's knobs is set."""
+    return "sdpo_beyond" if method == "sdpo" and variants.wanted(settings) else method
+
+
 def naming_knobs():
     """The knobs whose values name a configuration (and so its run name), not the run directory's hash."""
     return {*variants.SETTINGS, "trust_rate", *T3_SETTINGS,
@@ -47,12 +54,11 @@ def naming_knobs():
 def configuration(method, args, preset):
     """(method, settings, run name) of one configuration: the method's SETTINGS (SDPO: beyond/variants.py's and
     T3's too), the preset over them, and the method's rate; the name carries every setting away from its default."""
-    module = METHODS[method]
-    settings = {k: getattr(args, k) for k in module.SETTINGS}
+    settings = {k: getattr(args, k) for k in METHODS[method].SETTINGS}
     if method == "sdpo":   # beyond/variants.py's knobs and T3's name an SDPO configuration too
         settings.update({**variants.settings_of(args), **{k: getattr(args, k) for k in T3_SETTINGS}})
     settings.update(preset)
-    name = variants.run_name(settings) if method == "sdpo" and variants.wanted(settings) else module.run_name(settings)
+    name = (variants if row_of(method, settings) == "sdpo_beyond" else METHODS[method]).run_name(settings)
     return method, {**settings, "lr": flags.method_lr(args, method)}, name
 
 
@@ -68,9 +74,9 @@ def configurations(ap, args):
     names = [c[2] for c in configs]
     if len(set(names)) < len(names):
         ap.error(f"--method: the same configuration twice ({', '.join(names)})")
-    for method, settings, name in configs:   # the third row of METHODS is taken by its knobs: said, once each
-        if method == "sdpo" and variants.wanted(settings):
-            print(f"{name}: SDPO beyond the paper, as its knobs ask: configurations.METHODS['sdpo_beyond'] (beyond/)")
+    # the third row of METHODS is taken by its knobs: said, once each
+    for name in [name for method, settings, name in configs if row_of(method, settings) == "sdpo_beyond"]:
+        print(f"{name}: SDPO beyond the paper, as its knobs ask: configurations.METHODS['sdpo_beyond'] (beyond/)")
     return configs
 
 
@@ -85,11 +91,11 @@ def parse_command(argv, continual):
 def config_of(method, settings, args):
     """The `cfg` the method is handed: its config class (CONFIGS; SDPO's third row when one of beyond/variants.py's
     knobs is set) built from the command's values (args) with the configuration's settings over them."""
-    table = CONFIGS["sdpo_beyond" if method == "sdpo" and variants.wanted(settings) else method]
+    table = CONFIGS[row_of(method, settings)]
     return table(**{f.name: settings.get(f.name, getattr(args, f.name)) for f in dataclasses.fields(table)})
 
 
 def method_of(method, settings, base):
     """The method train.run_steps is handed: METHODS[method], or its third row, beyond/variants.py's, when one of that
     file's knobs is set (built over the sequence's θ_0, `base`; configurations() said so)."""
-    return METHODS["sdpo_beyond"](base) if method == "sdpo" and variants.wanted(settings) else METHODS[method]
+    return METHODS["sdpo_beyond"](base) if row_of(method, settings) == "sdpo_beyond" else METHODS[method]
