@@ -425,7 +425,8 @@ def generalisation(res, role):
 
 # (id, the claim, where the paper states it, what the paper reports, its unit, its scale for printing,
 #  +1 if the paper has d > 0, −1 if d < 0, d of one seed from {experiment: results.json}). An id's letter is never an
-# equation tag's (EQUATIONS.md): H the continual claims (§4–5), L §3.1's teacher rate, D CoT, X one domain's transfer.
+# equation tag's (EQUATIONS.md): H the continual claims (§4–5), L §3.1's teacher rate, D CoT, X one domain's
+# transfer.
 DECLARED = [
     ("H1", "SDPO_0 specialises faster than GRPO: its own domain's accuracy right after stages 1 and 2 "
      "(MATH, SCIENCE), mean of the two", "§4", "+10.5 points (MATH 56.42 vs 44.67, SCIENCE 65.70 vs 56.39)",
@@ -467,8 +468,8 @@ DECLARED = [
      "collapse stage, as a fraction of the stage before, less 0.1", "§5", "JS reaches zero within the first few "
      "steps", "ratio", 1, -1,
      lambda x: minus(js_collapse_ratio(x.get("continual"), "SDPO_5%"), 0.1)),
-    ("L1", "No single EMA rate is best: [MATH(α=1%) − MATH(α=0)] − [TOOLUSE(α=1%) − TOOLUSE(α=0)], own domain "
-     "after single-domain training", "§3.1, Table D.1", "α = 1% best on MATH; the frozen teacher leads TOOLUSE",
+    ("L1", "No single EMA rate is best: [MATH(α=1%) − MATH(α=0)] − [TOOLUSE(α=1%) − TOOLUSE(α=0)], own "
+     "domain after single-domain training", "§3.1, Table D.1", "α = 1% best on MATH; the frozen teacher leads TOOLUSE",
      "points", 100, +1,
      lambda x: diff(lambda e: diff(lambda r: own_after(x.get(e), r), "SDPO_1%", "SDPO_0"), "math", "tooluse")),
     ("L2", "α = 5% is the worst rate on MATH: MATH(α=5%) − the lowest of MATH(α) over α ∈ {0, 0.5, 1, 2}%",

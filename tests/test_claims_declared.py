@@ -10,7 +10,7 @@ import re
 import pytest
 
 from infra.stats import mean_interval
-from analysis import claims, significance
+from analysis import claims, footing, mediation, significance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -303,10 +303,9 @@ def test_the_readme_and_the_handout_print_one_table_of_what_held(monkeypatch):
 
 
 def test_a_claim_s_id_never_reads_as_an_equation_s_tag():
-    """The paper's continual claims are H1–H8b, §3.1's rate claims L1–L5, the single-domain transfer X1–X2: they were
-    C…, A…, S…, G…, which are also the tags of EQUATIONS.md's continual, evaluation, SDPO and GRPO equations (C3 was
-    both Acc@k and "SDPO_0 forgets more"). No claim id begins with a letter an equation's tag begins with."""
-    from analysis import footing, mediation
+    """The paper's continual claims are H1–H8b, §3.1's rate claims L1–L5, the single-domain transfer X1–X2: they
+    were C…, A…, S…, G…, which are also the tags of EQUATIONS.md's continual, evaluation, SDPO and GRPO equations
+    (C3 was both Acc@k and "SDPO_0 forgets more"). No claim id begins with a letter an equation's tag begins with."""
     tags = set(re.findall(r"^\| ([A-Z])\d+[a-z]? \|", open(os.path.join(ROOT, "EQUATIONS.md"), encoding="utf-8").read(),
                           re.M))
     ids = [c[0] for c in [*claims.DECLARED, *footing.NEW_CLAIMS, *mediation.TESTS, *claims.EXPLORATORY]]
